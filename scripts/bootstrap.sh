@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Creates (or reuses) the project's virtual environment in .venv and installs the package with its
+# test tools. Idempotent: the install is skipped when pyproject.toml has not changed since the last
+# successful one, so a second run costs a second. Sourced by run-main.sh and run-tests.sh.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+py="${PYTHON:-}"
+if [ -z "$py" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      py="$cand"; break
+    fi
+  done
+fi
+[ -n "$py" ] || { echo "bootstrap: Python 3.11 is required (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+if [ ! -x "$venv/bin/python" ]; then
+  echo "bootstrap: creating $venv" >&2
+  "$py" -m venv "$venv"
+fi
+stamp="$venv/.neuron-customcall-installed"
+want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing neuron-customcall and its dependencies (first run takes a few minutes)" >&2
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -e "$root[test]"
+  echo "$want" > "$stamp"
+fi
+export PATH="$venv/bin:$PATH"
+export PJRT_DEVICE="${PJRT_DEVICE:-CPU}"
