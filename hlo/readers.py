@@ -1,0 +1,144 @@
+"""Reading an HLO module in any of the three forms people have.
+
+- binary HloModuleProto: torch_xla `LoweringContext.hlo()`, JAX
+  `as_serialized_hlo_module_proto()`, `--xla_dump_hlo_as_proto` files;
+- protobuf text: `LoweringContext.hlo_text()`, NEURON_FRAMEWORK_DEBUG `.pbtxt` dumps;
+- HLO text: JAX `as_text(dialect='hlo')`, `_get_xla_tensors_hlo`, `--xla_dump_to` `.txt` files.
+
+`load` recognises the form from the content (a file name's suffix only breaks ties), so a user can
+hand over whatever file they have. Any failure inside a decoder becomes HloParseError.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import re
+from pathlib import Path
+from typing import Union
+
+from google.protobuf import message as pb_message
+from google.protobuf import text_format
+
+from hlo.errors import HloError, HloParseError
+from hlo.ir.convert import module_from_proto
+from hlo.ir.module import HloModule
+from hlo.schema import hlo_pb2
+
+Source = Union[str, bytes, bytearray, memoryview, os.PathLike, hlo_pb2.HloModuleProto]
+
+
+class Form(enum.Enum):
+    PROTO = "proto"
+    PBTXT = "pbtxt"
+    TEXT = "text"
+
+
+# Leading comments and blank space that may precede the first token of a text form.
+_LEADING = re.compile(r"(?:\s+|//[^\n]*\n?|#[^\n]*\n?|/\*.*?\*/)*", re.S)
+_PBTXT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s*(?::|\{|<)")
+
+
+def detect_form(data: bytes) -> Form:
+    """Which form `data` is in, from its first token."""
+    try:
+        text = data[:4096].decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < 4000:  # not a cut in the middle of a character at the window's end
+            return Form.PROTO
+        text = data[: e.start].decode("utf-8")
+    head = text[_LEADING.match(text).end():]
+    if head.startswith("HloModule"):
+        return Form.TEXT
+    if _PBTXT_START.match(head) and "\x00" not in text:
+        return Form.PBTXT
+    return Form.PROTO
+
+
+def read_proto(data: bytes, filename: str = "<bytes>") -> hlo_pb2.HloModuleProto:
+    """Decodes a binary HloModuleProto."""
+    p = hlo_pb2.HloModuleProto()
+    try:
+        p.ParseFromString(bytes(data))
+    except (pb_message.DecodeError, RuntimeError, ValueError) as e:
+        raise HloParseError(f"not a binary HloModuleProto ({e})", filename=filename,
+                            expected="a serialized HloModuleProto, protobuf text or HLO text") from None
+    return p
+
+
+def read_pbtxt(text: str, filename: str = "<pbtxt>") -> hlo_pb2.HloModuleProto:
+    """Parses the protobuf text form of an HloModuleProto."""
+    p = hlo_pb2.HloModuleProto()
+    try:
+        text_format.Parse(text, p)
+    except text_format.ParseError as e:
+        line, col = e.GetLine() or 0, e.GetColumn() or 0
+        detail = str(e)
+        detail = re.sub(r"^\d+:\d+ : ", "", detail)
+        raise HloParseError(f"invalid protobuf text HloModuleProto: {detail}", filename=filename, line=line,
+                            column=col, expected="a field of HloModuleProto in protobuf text format") from None
+    except (RecursionError, ValueError, RuntimeError, UnicodeError) as e:
+        raise HloParseError(f"invalid protobuf text HloModuleProto: {e}", filename=filename,
+                            expected="protobuf text format") from None
+    return p
+
+
+def read_text(text: str, filename: str = "<text>") -> hlo_pb2.HloModuleProto:
+    """Parses HLO text (the grammar lives in hlo.text)."""
+    from hlo.text.parser import parse_hlo_text
+
+    return parse_hlo_text(text, filename=filename)
+
+
+def _decode_text(data: bytes, filename: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HloParseError(f"byte {e.start} is not UTF-8 text", filename=filename, expected="UTF-8 text") from None
+
+
+_READERS = {
+    Form.PROTO: lambda data, name: read_proto(data, name),
+    Form.PBTXT: lambda data, name: read_pbtxt(_decode_text(data, name), name),
+    Form.TEXT: lambda data, name: read_text(_decode_text(data, name), name),
+}
+
+
+def _as_bytes(source: Source) -> tuple[bytes, str]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), "<bytes>"
+    if isinstance(source, str) and (source.lstrip().startswith("HloModule") or "\n" in source):
+        return source.encode("utf-8"), "<string>"
+    path = Path(source)
+    try:
+        return path.read_bytes(), str(path)
+    except OSError as e:
+        raise HloError(f"cannot read HLO module {path}: {e.strerror or e}") from None
+
+
+def read_module_proto(source: Source, *, form: Form | str | None = None) -> tuple[hlo_pb2.HloModuleProto, str]:
+    """Decodes `source` to an HloModuleProto without building the IR; returns it and its name."""
+    if isinstance(source, hlo_pb2.HloModuleProto):
+        return source, "<proto>"
+    data, name = _as_bytes(source)
+    chosen = Form(form) if form is not None else detect_form(data)
+    try:
+        return _READERS[chosen](data, name), name
+    except HloError:
+        raise
+    except Exception as e:  # the last line of defence: no raw exception escapes a reader
+        raise HloParseError(f"cannot read {chosen.value} HLO: {type(e).__name__}: {e}", filename=name) from None
+
+
+def load(source: Source, *, form: Form | str | None = None) -> HloModule:
+    """Reads an HLO module from a path, bytes, a string of text, or a decoded proto.
+
+    The form is recognised from the content unless `form` ("proto", "pbtxt", "text") is given.
+    Raises HloParseError (with file, line, column where the form has them) on malformed input.
+    """
+    proto, name = read_module_proto(source, form=form)
+    try:
+        return module_from_proto(proto, filename=name)
+    except HloError:
+        raise
+    except Exception as e:
+        raise HloParseError(f"malformed module: {type(e).__name__}: {e}", filename=name) from None
