@@ -109,7 +109,7 @@ def generate(out_dir: Path, root: Path = ROOT) -> list[Path]:
 
 
 def differences(root: Path = ROOT) -> list[str]:
-    """Regenerate into a temporary directory; list the committed files that differ or are missing."""
+    """Regenerate into a temporary directory; list committed files that differ or are missing."""
     with tempfile.TemporaryDirectory(prefix="gen_proto_") as tmp:
         fresh_dir = Path(tmp)
         bad = []

@@ -46,7 +46,9 @@ class Lowered:
 
     proto: bytes
     text: str | None = None  # protobuf text format (torch_xla's LoweringContext.hlo_text())
-    json: str | None = None  # protobuf JSON (torch_xla's LoweringContext.hlo_json())
+    # protobuf JSON (torch_xla's LoweringContext.hlo_json()); note that Python's json_format refuses
+    # the "-3.40282347e+38" XLA prints for the lowest float, so parse it with care.
+    json: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,13 @@ def serialized(name: str) -> bytes:
 # JAX
 
 
-def jax_module(name: str) -> Callable[[Callable[[], tuple[Callable[..., Any], Sequence[Any]]]], Any]:
+JaxBuilder = Callable[[], tuple[Callable[..., Any], Sequence[Any]]]
+
+
+def jax_module(name: str) -> Callable[[JaxBuilder], JaxBuilder]:
     """Register a builder returning (function, example_args); it is lowered with jax.jit."""
 
-    def register(builder: Callable[[], tuple[Callable[..., Any], Sequence[Any]]]) -> Any:
+    def register(builder: JaxBuilder) -> JaxBuilder:
         def lower() -> Lowered:
             import jax
 
@@ -194,10 +199,13 @@ def _jax_custom_call() -> tuple[Callable[..., Any], Sequence[Any]]:
 # torch_xla
 
 
-def torch_xla_module(name: str) -> Callable[[Callable[[Any], Sequence[Any]]], Any]:
+TorchXlaBuilder = Callable[[Any], Sequence[Any]]
+
+
+def torch_xla_module(name: str) -> Callable[[TorchXlaBuilder], TorchXlaBuilder]:
     """Register a builder taking the XLA device and returning output tensors to lower."""
 
-    def register(builder: Callable[[Any], Sequence[Any]]) -> Any:
+    def register(builder: TorchXlaBuilder) -> TorchXlaBuilder:
         def lower() -> Lowered:
             import torch_xla
 
