@@ -3,4 +3,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$root"
-exec neuron-customcall demo "$@"
+exec python examples/hlo_tour.py "$@"
