@@ -1,0 +1,176 @@
+"""The canonical form under which two HloModuleProtos are "the same module" for the text layer.
+
+HLO text does not carry everything a proto can hold, and readers number things their own way, so
+equality of a text round trip (or of our reading vs XLA's) is defined on this form:
+
+1. Ids are bookkeeping.  Computations are put in name order and instructions of each
+   computation in name order; ids are renumbered in that order (computation k gets id k,
+   instructions get 0, 1, ... module-wide), and every reference (operand_ids,
+   control_predecessor_ids, called_computation_ids, root_id, entry_computation_id, schedule
+   keys and entries) is rewritten accordingly.  Schedules keep their order: that is meaning.
+2. The module's `id` (a process-unique counter) is cleared: text never prints it.
+3. Fields that text cannot carry are cleared (see TEXT_CANNOT_CARRY): instruction
+   `statistics_viz` and `original_value` (printed by XLA only in forms the schema cannot hold),
+   `dot_sparsity`, and module-level fields XLA does not print (`cross_program_prefetches`,
+   `profile_info`, `device_assignment`, `is_dynamic`, `payloads`...).
+4. The stack-frame index is rebuilt: each instruction's `metadata.stack_frame_id` is resolved to
+   its whole call chain (file, function, line, columns of every frame up to the root) and the
+   tables are re-interned in order of first use.  XLA's own parser re-interns the tables the same
+   way (dropping unused frames and reordering files), so only the chains carry meaning.
+5. Empty-but-present submessages are made present: XLA's ToProto always writes `metadata`,
+   `frontend_attributes`, `statistics_viz` on instructions and `input_output_alias`,
+   `buffer_donor`, `frontend_attributes` on the module; presence alone carries no meaning.
+
+Everything else (names, opcodes, shapes with layouts, literals, every attribute field,
+program shapes, host_program_shape, stack frames, aliasing) must be equal.
+"""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+from hlo.schema import hlo_pb2
+
+__all__ = ["canonical_module", "TEXT_CANNOT_CARRY"]
+
+#: (message, field) pairs that HLO text does not round-trip; cleared by canonical_module.
+TEXT_CANNOT_CARRY: Tuple[Tuple[str, str], ...] = (
+    ("HloModuleProto", "id"),
+    ("HloModuleProto", "pjrt_id"),
+    ("HloModuleProto", "cross_program_prefetches"),
+    ("HloModuleProto", "profile_info"),
+    ("HloModuleProto", "device_assignment"),
+    ("HloModuleProto", "is_dynamic"),
+    ("HloModuleProto", "payloads"),
+    ("HloModuleProto", "original_value_recovery_table"),
+    ("HloModuleProto", "device_type"),
+    ("HloInstructionProto", "statistics_viz"),
+    ("HloInstructionProto", "original_value"),
+    ("HloInstructionProto", "dot_sparsity"),
+)
+
+
+def _clear(msg, field: str) -> None:
+    if field in msg.DESCRIPTOR.fields_by_name:
+        msg.ClearField(field)
+
+
+def canonical_module(module: hlo_pb2.HloModuleProto) -> hlo_pb2.HloModuleProto:
+    """A renumbered, normalised copy of `module` (the input is not changed)."""
+    src = hlo_pb2.HloModuleProto()
+    src.CopyFrom(module)
+    for msg_name, field in TEXT_CANNOT_CARRY:
+        if msg_name == "HloModuleProto":
+            _clear(src, field)
+    comps = sorted(src.computations, key=lambda c: c.name)
+    comp_ids: Dict[int, int] = {c.id: k for k, c in enumerate(comps)}
+    inst_ids: Dict[Tuple[int, int], int] = {}
+    counter = 0
+    ordered = []
+    for comp in comps:
+        insts = sorted(comp.instructions, key=lambda i: i.name)
+        for inst in insts:
+            inst_ids[(comp.id, inst.id)] = counter
+            counter += 1
+        ordered.append((comp, insts))
+
+    out = hlo_pb2.HloModuleProto()
+    out.CopyFrom(src)
+    del out.computations[:]
+    for comp, insts in ordered:
+        old = comp.id
+        new = out.computations.add()
+        new.CopyFrom(comp)
+        del new.instructions[:]
+        for inst in insts:
+            ni = new.instructions.add()
+            ni.CopyFrom(inst)
+            for msg_name, field in TEXT_CANNOT_CARRY:
+                if msg_name == "HloInstructionProto":
+                    _clear(ni, field)
+            ni.id = inst_ids[(old, inst.id)]
+            for name in ("operand_ids", "control_predecessor_ids"):
+                values = [inst_ids.get((old, v), -1 - v) for v in getattr(ni, name)]
+                ni.ClearField(name)
+                getattr(ni, name).extend(values)
+            called = [comp_ids.get(v, -1 - v) for v in ni.called_computation_ids]
+            ni.ClearField("called_computation_ids")
+            ni.called_computation_ids.extend(called)
+            ni.metadata.SetInParent()
+            ni.frontend_attributes.SetInParent()
+        new.id = comp_ids[old]
+        new.root_id = inst_ids.get((old, comp.root_id), -1)
+    out.entry_computation_id = comp_ids.get(src.entry_computation_id, -1)
+    if src.HasField("schedule"):
+        out.ClearField("schedule")
+        for cid, seq in src.schedule.sequences.items():
+            if cid not in comp_ids:
+                continue
+            out.schedule.sequences[comp_ids[cid]].instruction_ids.extend(
+                inst_ids.get((cid, i), -1) for i in seq.instruction_ids)
+    _reintern_stack_frames(out)
+    out.input_output_alias.SetInParent()
+    out.buffer_donor.SetInParent()
+    out.frontend_attributes.SetInParent()
+    return out
+
+
+def _frame_chain(index: hlo_pb2.StackFrameIndexProto, frame_id: int) -> Tuple:
+    """The call chain of a 1-based frame id, innermost first, as plain tuples."""
+    chain = []
+    seen = set()
+    while 0 < frame_id <= len(index.stack_frames) and frame_id not in seen:
+        seen.add(frame_id)
+        frame = index.stack_frames[frame_id - 1]
+        loc_id = frame.file_location_id
+        if 0 < loc_id <= len(index.file_locations):
+            loc = index.file_locations[loc_id - 1]
+            fname = index.file_names[loc.file_name_id - 1] if 0 < loc.file_name_id <= len(index.file_names) else ""
+            func = (index.function_names[loc.function_name_id - 1]
+                    if 0 < loc.function_name_id <= len(index.function_names) else "")
+            chain.append((fname, func, loc.line, loc.column, loc.end_line, loc.end_column))
+        else:
+            chain.append(("", "", 0, 0, 0, 0))
+        frame_id = frame.parent_frame_id
+    return tuple(chain)
+
+
+def _reintern_stack_frames(module: hlo_pb2.HloModuleProto) -> None:
+    old = hlo_pb2.StackFrameIndexProto()
+    old.CopyFrom(module.stack_frame_index)
+    new = hlo_pb2.StackFrameIndexProto()
+    files: Dict[str, int] = {}
+    funcs: Dict[str, int] = {}
+    locs: Dict[Tuple, int] = {}
+    frames: Dict[Tuple, int] = {}
+
+    def intern_chain(chain: Tuple) -> int:
+        if not chain:
+            return 0
+        if chain in frames:
+            return frames[chain]
+        parent = intern_chain(chain[1:])
+        fname, func, line, col, end_line, end_col = chain[0]
+        if fname not in files:
+            new.file_names.append(fname)
+            files[fname] = len(new.file_names)
+        if func not in funcs:
+            new.function_names.append(func)
+            funcs[func] = len(new.function_names)
+        key = (files[fname], funcs[func], line, col, end_line, end_col)
+        if key not in locs:
+            loc = new.file_locations.add()
+            (loc.file_name_id, loc.function_name_id, loc.line, loc.column, loc.end_line, loc.end_column) = key
+            locs[key] = len(new.file_locations)
+        frame = new.stack_frames.add()
+        frame.file_location_id = locs[key]
+        frame.parent_frame_id = parent
+        frames[chain] = len(new.stack_frames)
+        return frames[chain]
+
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.metadata.stack_frame_id:
+                inst.metadata.stack_frame_id = intern_chain(_frame_chain(old, inst.metadata.stack_frame_id))
+    module.ClearField("stack_frame_index")
+    if new.ByteSize():
+        module.stack_frame_index.CopyFrom(new)

@@ -1,0 +1,468 @@
+"""Reader of HLO text into xla.HloModuleProto.
+
+The structure (module header, stack-frame sections, computations, instructions, operands) lives
+here; attribute values come from the table in attributes.py, shapes from shapes.py, constants from
+literals.py.  The proto is filled as XLA's own parser + `HloModule::ToProto` fill it (see
+canonical.py for what differs and why), so that a module read from text and one deserialised
+from XLA's binary proto are the same module.
+
+Ids follow XLA's parser: computations are numbered 0, 1, ... in text order, and instruction k of
+computation c gets id (c << 32) | k, unique module-wide.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from hlo.errors import HloParseError
+from hlo.schema import hlo_pb2, xla_data_pb2
+from hlo.text import attributes as A
+from hlo.text import values as V
+from hlo.text.cursor import MAX_LIST, Cursor
+from hlo.text.lexer import PUNCT, STRING, WORD, Token
+from hlo.text.literals import parse_literal
+from hlo.text.opcodes import OPCODES
+from hlo.text.shapes import normalize_shape, parse_shape
+from hlo.text.types import TYPE_BY_NAME
+
+__all__ = ["parse_hlo_text", "MAX_INSTRUCTIONS"]
+
+log = logging.getLogger(__name__)
+
+#: Bounds on module size (beyond these the input is refused, not processed).
+MAX_INSTRUCTIONS = 1 << 22
+MAX_COMPUTATIONS = 1 << 18
+
+PT = xla_data_pb2.PrimitiveType
+_ALIAS_KINDS = {"may-alias": hlo_pb2.MAY_ALIAS, "must-alias": hlo_pb2.MUST_ALIAS}
+# Header attributes that configure XLA's HloModuleConfig; HloModuleProto has no field for them.
+_CONFIG_ONLY = {
+    "replica_count", "num_partitions", "alias_passthrough_params",
+    "allow_spmd_sharding_propagation_to_parameters", "allow_spmd_sharding_propagation_to_output",
+    "launch_bounds", "exec_time_optimization_effort", "memory_fitting_effort", "optimization_level",
+    "memory_fitting_level", "use_spmd_partitioning", "use_shardy_partitioner", "deduplicate_hlo",
+}
+
+
+def parse_hlo_text(text: str, filename: str = "<string>") -> hlo_pb2.HloModuleProto:
+    """Read one HLO module from its text form.
+
+    Raises HloParseError (with file, line and column) for any malformed input; never another
+    exception type.
+    """
+    if not isinstance(text, str):
+        raise HloParseError("HLO text must be a str", filename=filename)
+    cur = None
+    try:
+        cur = Cursor(text, filename)
+        return _ModuleReader(cur).read()
+    except HloParseError:
+        raise
+    except RecursionError:
+        raise HloParseError("input nests too deeply", filename=filename) from None
+    except MemoryError:
+        raise HloParseError("input too large to read", filename=filename) from None
+    except Exception as exc:  # a reader bug must still surface as a parse error, with a position
+        log.debug("internal error while reading HLO text", exc_info=True)
+        offset = cur.lexer._pos if cur is not None else 0
+        line, col = cur.lexer.line_col(offset) if cur is not None else (0, 0)
+        raise HloParseError(
+            f"internal error while reading: {type(exc).__name__}: {exc}",
+            filename=filename, line=line, column=col,
+        ) from exc
+
+
+@dataclass
+class _PendingInstruction:
+    proto: hlo_pb2.HloInstructionProto
+    token: Token
+    operand_names: List[Tuple[str, Token]]
+    given: frozenset
+    ctx: A.ReadContext
+
+
+@dataclass
+class _Computation:
+    proto: hlo_pb2.HloComputationProto
+    token: Token
+    is_entry: bool
+    by_name: Dict[str, hlo_pb2.HloInstructionProto] = field(default_factory=dict)
+    pending: List[_PendingInstruction] = field(default_factory=list)
+
+
+class _ModuleReader:
+    def __init__(self, cur: Cursor) -> None:
+        self.cur = cur
+        self.module = hlo_pb2.HloModuleProto()
+        self.computations: List[_Computation] = []
+        self.comp_by_name: Dict[str, _Computation] = {}
+        self.instruction_count = 0
+        self.is_scheduled = False
+        self.entry_layout: Optional[xla_data_pb2.ProgramShapeProto] = None
+
+    # -- module ------------------------------------------------------------------------------------
+    def read(self) -> hlo_pb2.HloModuleProto:
+        cur = self.cur
+        cur.expect_keyword("HloModule", "at start of module")
+        self.module.name = cur.expect_name("as module name")
+        while cur.accept(","):
+            self._read_header_attribute()
+        self._read_stack_frame_sections()
+        while not cur.at_eof():
+            self._read_computation()
+        if not self.computations:
+            raise cur.error("", expected="a computation")
+        self._finish()
+        return self.module
+
+    def _read_header_attribute(self) -> None:
+        cur = self.cur
+        key = cur.expect_word("in module header", "a module attribute")
+        cur.expect("=", f"after module attribute {key.text}")
+        m = self.module
+        if key.text == "is_scheduled":
+            self.is_scheduled = cur.expect_bool("as is_scheduled")
+        elif key.text == "entry_computation_layout":
+            cur.expect("{", "to open entry_computation_layout")
+            self.entry_layout = self._read_program_shape(named=False)
+            cur.expect("}", "to close entry_computation_layout")
+        elif key.text == "input_output_alias":
+            self._read_input_output_alias()
+        elif key.text == "buffer_donor":
+            self._read_buffer_donor()
+        elif key.text == "frontend_attributes":
+            V.read_frontend_attributes(cur, m.frontend_attributes)
+        elif key.text == "spmd_output_sharding":
+            V.read_sharding(cur, m.spmd_output_sharding)
+        elif key.text == "spmd_parameters_shardings":
+            cur.expect("{", "to open spmd_parameters_shardings")
+            while not cur.accept("}"):
+                V.read_sharding(cur, m.spmd_parameters_shardings.add())
+                cur.accept(",")
+        elif key.text == "use_auto_spmd_partitioning":
+            m.use_auto_spmd_partitioning = cur.expect_bool("as use_auto_spmd_partitioning")
+        elif key.text in _CONFIG_ONLY:
+            self._skip_value(key)
+            log.debug("module attribute %s has no HloModuleProto field; dropped", key.text)
+        else:
+            raise cur.fail(f"unknown module attribute '{key.text}'", key)
+
+    def _skip_value(self, key: Token) -> None:
+        cur = self.cur
+        if cur.at_punct("{"):
+            cur.lexer.raw_balanced()
+            return
+        tok = cur.next()
+        if tok.kind not in (WORD, STRING):
+            raise cur.error(f"as value of {key.text}", tok, expected="a value")
+
+    def _read_input_output_alias(self) -> None:
+        """`{ {0}: (0, {}, may-alias), {1}: (1, {1}) }`."""
+        cur = self.cur
+        alias = self.module.input_output_alias
+
+        def entry() -> None:
+            e = alias.entries.add()
+            e.output_shape_index.extend(V.read_shape_index(cur))
+            cur.expect(":", "after output shape index")
+            cur.expect("(", "to open aliased parameter")
+            e.parameter_number = cur.expect_int64("as parameter number")
+            cur.expect(",", "after parameter number")
+            e.parameter_shape_index.extend(V.read_shape_index(cur))
+            e.kind = hlo_pb2.MAY_ALIAS
+            if cur.accept(","):
+                tok = cur.expect_word("as alias kind", "may-alias or must-alias")
+                if tok.text not in _ALIAS_KINDS:
+                    raise cur.fail(f"unknown alias kind '{tok.text}'", tok)
+                e.kind = _ALIAS_KINDS[tok.text]
+            cur.expect(")", "to close aliased parameter")
+
+        cur.delimited(entry, "input_output_alias")
+
+    def _read_buffer_donor(self) -> None:
+        """`{ (0, {}), (1, {}) }`."""
+        cur = self.cur
+        donor = self.module.buffer_donor
+
+        def entry() -> None:
+            e = donor.entries.add()
+            cur.expect("(", "to open buffer donor")
+            e.parameter_number = cur.expect_int64("as parameter number")
+            cur.expect(",", "after parameter number")
+            e.parameter_shape_index.extend(V.read_shape_index(cur))
+            cur.expect(")", "to close buffer donor")
+
+        cur.delimited(entry, "buffer_donor")
+
+    # -- stack frames ------------------------------------------------------------------------------
+    def _read_stack_frame_sections(self) -> None:
+        """The FileNames / FunctionNames / FileLocations / StackFrames tables XLA prints."""
+        cur = self.cur
+        index = self.module.stack_frame_index
+        sections = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+        while cur.peek().kind == WORD and cur.peek().text in sections:
+            mark = cur.lexer.save()
+            title = cur.next()
+            nxt = cur.peek()
+            if not (nxt.kind == WORD and nxt.text.isdigit()):
+                # a computation that happens to be named like a section
+                cur.lexer.restore(mark)
+                return
+            sections.discard(title.text)
+            count = 0
+            while cur.peek().kind == WORD and cur.peek().text.isdigit():
+                num_tok = cur.peek()
+                number = cur.expect_int("as table index", 1, MAX_LIST)
+                count += 1
+                if number != count:
+                    raise cur.fail(f"{title.text} entry {number} out of order (expected {count})", num_tok)
+                if title.text == "FileNames":
+                    index.file_names.append(cur.expect_text("as file name"))
+                elif title.text == "FunctionNames":
+                    index.function_names.append(cur.expect_text("as function name"))
+                elif title.text == "FileLocations":
+                    loc = index.file_locations.add()
+                    self._read_int_fields(loc, {"file_name_id": 0, "function_name_id": 0, "line": 0,
+                                                "end_line": 0, "column": 0, "end_column": 0})
+                else:
+                    frame = index.stack_frames.add()
+                    self._read_int_fields(frame, {"file_location_id": 0, "parent_frame_id": -1})
+
+    def _read_int_fields(self, msg, fields: Dict[str, int]) -> None:
+        """`{a=1 b=2}`: int32 fields; `fields` maps name -> offset added to the text value."""
+        cur = self.cur
+        cur.expect("{", "to open table entry")
+        while not cur.accept("}"):
+            key = cur.expect_word("in table entry", "a field name")
+            if key.text not in fields:
+                raise cur.fail(f"unknown field '{key.text}'", key)
+            cur.expect("=", f"after {key.text}")
+            value = cur.expect_int(f"as {key.text}", -(1 << 31), (1 << 31) - 1) + fields[key.text]
+            if not -(1 << 31) <= value < (1 << 31):
+                raise cur.fail(f"{key.text} out of range", key)
+            setattr(msg, key.text, value)
+            cur.accept(",")
+
+    # -- shapes ----------------------------------------------------------------------------------
+    def _read_program_shape(self, named: bool) -> xla_data_pb2.ProgramShapeProto:
+        """`(a: f32[2], b: s32[]) -> f32[2]` (named) or `(f32[2]{0}, s32[])->f32[2]{0}`."""
+        cur = self.cur
+        ps = xla_data_pb2.ProgramShapeProto()
+
+        def parameter() -> None:
+            if named:
+                ps.parameter_names.append(cur.expect_name("as parameter name"))
+                cur.expect(":", "after parameter name")
+            ps.parameters.append(parse_shape(cur))
+
+        cur.delimited(parameter, "parameter list", "(", ")")
+        cur.expect("->", "after parameter list")
+        ps.result.CopyFrom(parse_shape(cur))
+        return ps
+
+    # -- computations ------------------------------------------------------------------------------
+    def _read_computation(self) -> None:
+        cur = self.cur
+        is_entry = cur.accept_word("ENTRY")
+        tok = cur.peek()
+        name = cur.expect_name("as computation name")
+        if name in self.comp_by_name:
+            raise cur.fail(f"computation '{name}' defined twice", tok)
+        if len(self.computations) >= MAX_COMPUTATIONS:
+            raise cur.fail("too many computations", tok)
+        if is_entry and any(c.is_entry for c in self.computations):
+            raise cur.fail("a second ENTRY computation", tok)
+        comp = _Computation(hlo_pb2.HloComputationProto(), tok, is_entry)
+        comp.proto.name = name
+        comp.proto.id = len(self.computations)
+        self.computations.append(comp)
+        self.comp_by_name[name] = comp
+        if cur.at_punct("("):
+            self._read_program_shape(named=True)  # informative only: XLA derives it from the body
+        cur.expect("{", "to open computation body")
+        root: Optional[hlo_pb2.HloInstructionProto] = None
+        while not cur.accept("}"):
+            inst, is_root = self._read_instruction(comp)
+            if is_root:
+                if root is not None:
+                    raise cur.fail(f"computation '{name}' has two ROOT instructions")
+                root = inst
+        if not comp.proto.instructions:
+            raise cur.fail(f"computation '{name}' has no instructions", tok)
+        if cur.accept(","):
+            key = cur.expect_keyword("execution_thread", "after computation")
+            cur.expect("=", "after execution_thread")
+            comp.proto.execution_thread = cur.expect_text("as execution thread")
+            del key
+        if root is None:
+            root = comp.proto.instructions[-1]
+        comp.proto.root_id = root.id
+        self._resolve_computation(comp)
+
+    def _read_instruction(self, comp: _Computation) -> Tuple[hlo_pb2.HloInstructionProto, bool]:
+        cur = self.cur
+        is_root = cur.accept_word("ROOT")
+        name_tok = cur.peek()
+        name = cur.expect_name("as instruction name")
+        if name in comp.by_name:
+            raise cur.fail(f"instruction '{name}' defined twice in computation '{comp.proto.name}'", name_tok)
+        self.instruction_count += 1
+        if self.instruction_count > MAX_INSTRUCTIONS:
+            raise cur.fail("too many instructions", name_tok)
+        cur.expect("=", "after instruction name")
+        inst = comp.proto.instructions.add()
+        inst.name = name
+        inst.id = (comp.proto.id << 32) | (len(comp.proto.instructions) - 1)
+        comp.by_name[name] = inst
+        inst.shape.CopyFrom(parse_shape(cur))
+        op_tok = cur.expect_word("after instruction shape", "an opcode")
+        if op_tok.text not in OPCODES:
+            raise cur.fail(f"unknown opcode '{op_tok.text}'", op_tok)
+        inst.opcode = op_tok.text
+        ctx = A.ReadContext(cur, inst, [])
+        operand_names: List[Tuple[str, Token]] = []
+        paren = cur.lexer.save()
+        cur.expect("(", f"after opcode {inst.opcode}")
+        if inst.opcode == "parameter":
+            inst.parameter_number = cur.expect_int("as parameter number", 0, MAX_LIST)
+            cur.expect(")", "after parameter number")
+        elif inst.opcode == "constant":
+            inst.literal.CopyFrom(parse_literal(cur, inst.shape))
+            cur.expect(")", "after constant value")
+        else:
+            cur.lexer.restore(paren)
+
+            def operand() -> None:
+                if self._at_shape():
+                    parse_shape(cur)
+                tok = cur.peek()
+                operand_names.append((cur.expect_name("as operand"), tok))
+
+            cur.delimited(operand, "operand list", "(", ")")
+        given: Set[str] = set()
+        specs = A.specs_for(inst.opcode)
+        while cur.accept(","):
+            key = cur.expect_word("after ','", "an attribute name")
+            spec = specs.get(key.text)
+            if spec is None:
+                raise cur.fail(f"unknown attribute '{key.text}' for opcode {inst.opcode}", key)
+            if key.text in given:
+                raise cur.fail(f"attribute '{key.text}' given twice", key)
+            given.add(key.text)
+            cur.expect("=", f"after attribute {key.text}")
+            spec.kind.read(ctx, spec)
+        inst.metadata.SetInParent()
+        inst.frontend_attributes.SetInParent()
+        inst.statistics_viz.SetInParent()
+        comp.pending.append(_PendingInstruction(inst, name_tok, operand_names, frozenset(given), ctx))
+        return inst, is_root
+
+    def _at_shape(self) -> bool:
+        """Does an operand start with its shape (`f32[2]{0} %x`, `(f32[], s32[]) %t`)?"""
+        tok = self.cur.peek()
+        if tok.kind == PUNCT and tok.text == "(":
+            return True
+        if tok.kind != WORD or tok.text not in TYPE_BY_NAME:
+            return False
+        mark = self.cur.lexer.save()
+        self.cur.next()
+        is_shape = self.cur.at_punct("[")
+        self.cur.lexer.restore(mark)
+        return is_shape
+
+    def _resolve_computation(self, comp: _Computation) -> None:
+        """Operands and control predecessors by name, then XLA's defaults, then the signature."""
+        cur = self.cur
+        for p in comp.pending:
+            inst = p.proto
+            for name, tok in p.operand_names:
+                target = comp.by_name.get(name)
+                if target is None:
+                    raise cur.fail(f"operand '{name}' is not defined in computation '{comp.proto.name}'", tok)
+                inst.operand_ids.append(target.id)
+            for names, tok in p.ctx.control_refs:
+                for name in names:
+                    target = comp.by_name.get(name)
+                    if target is None:
+                        raise cur.fail(f"control predecessor '{name}' is not defined in computation '{comp.proto.name}'", tok)
+                    inst.control_predecessor_ids.append(target.id)
+            operand_shapes = [comp.by_name[n].shape for n, _ in p.operand_names]
+            missing = A.apply_defaults(inst, p.given, operand_shapes)
+            if missing is not None:
+                raise cur.fail(f"instruction '{inst.name}' ({inst.opcode}) needs attribute '{missing}'", p.token)
+            if inst.opcode == "outfeed" and not inst.HasField("outfeed_shape") and operand_shapes:
+                inst.outfeed_shape.CopyFrom(operand_shapes[0])
+        params = sorted((i for i in comp.proto.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+        for expected, inst in enumerate(params):
+            if inst.parameter_number != expected:
+                raise cur.fail(
+                    f"computation '{comp.proto.name}' parameters are not numbered 0..{len(params) - 1} "
+                    f"(found {inst.parameter_number})", comp.token)
+        ps = comp.proto.program_shape
+        for inst in params:
+            ps.parameters.add().CopyFrom(inst.shape)
+            ps.parameter_names.append(inst.name)
+        root = next(i for i in comp.proto.instructions if i.id == comp.proto.root_id)
+        ps.result.CopyFrom(root.shape)
+
+    # -- whole module ------------------------------------------------------------------------------
+    def _finish(self) -> None:
+        cur = self.cur
+        m = self.module
+        for comp in self.computations:
+            for p in comp.pending:
+                for names, slot, tok in p.ctx.computation_refs:
+                    ids = []
+                    for name in names:
+                        target = self.comp_by_name.get(name)
+                        if target is None:
+                            raise cur.fail(f"computation '{name}' is not defined", tok)
+                        if target is comp:
+                            raise cur.fail(f"computation '{name}' calls itself", tok)
+                        ids.append(target.proto.id)
+                    called = p.proto.called_computation_ids
+                    if slot is None:
+                        called.extend(ids)
+                    else:
+                        while len(called) <= slot:
+                            called.append(-1)
+                        if called[slot] != -1:
+                            raise cur.fail("two attributes name the same called computation", tok)
+                        called[slot] = ids[0]
+                called = p.proto.called_computation_ids
+                if any(c == -1 for c in called):
+                    raise cur.fail(f"instruction '{p.proto.name}' is missing a called computation", p.token)
+                if p.proto.opcode == "fusion":
+                    for cid in called:
+                        self.computations[cid].proto.is_fusion_computation = True
+        entry = next((c for c in self.computations if c.is_entry), self.computations[-1])
+        m.entry_computation_name = entry.proto.name
+        m.entry_computation_id = entry.proto.id
+        for comp in self.computations:
+            comp.proto.instructions  # noqa: B018 (keeps order)
+            m.computations.append(comp.proto)
+        host = m.host_program_shape
+        if self.entry_layout is not None:
+            layout = self.entry_layout
+            eps = entry.proto.program_shape
+            if len(layout.parameters) != len(eps.parameters):
+                raise cur.fail(
+                    f"entry_computation_layout has {len(layout.parameters)} parameters, "
+                    f"entry computation has {len(eps.parameters)}", entry.token)
+            host.CopyFrom(layout)
+        else:
+            host.parameters.extend(entry.proto.program_shape.parameters)
+            host.result.CopyFrom(entry.proto.program_shape.result)
+        del host.parameter_names[:]
+        host.parameter_names.extend(f"p{i}" for i in range(len(host.parameters)))
+        for shape in list(host.parameters) + [host.result]:
+            normalize_shape(shape)
+        if self.is_scheduled:
+            for comp in m.computations:
+                if comp.is_fusion_computation:
+                    continue
+                m.schedule.sequences[comp.id].instruction_ids.extend(i.id for i in comp.instructions)
+        m.input_output_alias.SetInParent()
+        m.buffer_donor.SetInParent()
+        m.frontend_attributes.SetInParent()

@@ -1,0 +1,171 @@
+"""Printer of xla.HloModuleProto as HLO text, in XLA's style.
+
+The output is what XLA's `HloModule::ToString()` writes with operand shapes printed inline:
+
+    HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}}
+
+    %add (a: f32[], b: f32[]) -> f32[] {
+      %a = f32[] parameter(0)
+      ...
+    }
+
+    ENTRY %main (p: f32[2]) -> f32[2] {
+      ...
+      ROOT %r = f32[2]{0} add(f32[2]{0} %p, f32[2]{0} %p)
+    }
+
+Non-entry computations come first (in proto order), the entry last.  A scheduled module (one with
+a `schedule`) prints `is_scheduled=true` and each computation's instructions in schedule order.
+Attributes come from the same table the parser reads (attributes.py).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+from hlo.schema import hlo_pb2, xla_data_pb2
+from hlo.text import attributes as A
+from hlo.text import values as V
+from hlo.text.literals import print_literal
+from hlo.text.shapes import print_shape
+
+__all__ = ["print_hlo_text"]
+
+_ALIAS_NAMES = {hlo_pb2.MAY_ALIAS: "may-alias", hlo_pb2.MUST_ALIAS: "must-alias"}
+
+
+def print_hlo_text(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool = True) -> str:
+    """The module as HLO text that our parser and XLA's parser both read back.
+
+    `print_operand_shapes`: write each operand's shape before its name, as XLA's default printer
+    does (`add(f32[] %a, f32[] %b)`); off gives the compact `add(%a, %b)`.
+    """
+    comp_names = {c.id: c.name for c in module.computations}
+    lines: List[str] = [_header(module), ""]
+    stack = _stack_frames(module)
+    if stack:
+        lines.extend(stack)
+    entry = None
+    for comp in module.computations:
+        if comp.id == module.entry_computation_id and comp.name == module.entry_computation_name:
+            entry = comp
+            continue
+        lines.extend(_computation(module, comp, comp_names, False, print_operand_shapes))
+        lines.append("")
+    if entry is None:
+        entry = next((c for c in module.computations if c.name == module.entry_computation_name), None)
+    if entry is not None:
+        lines.extend(_computation(module, entry, comp_names, True, print_operand_shapes))
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _header(module: hlo_pb2.HloModuleProto) -> str:
+    parts = [f"HloModule {module.name}"]
+    if module.HasField("schedule") and module.schedule.sequences:
+        parts.append("is_scheduled=true")
+    if module.HasField("host_program_shape"):
+        ps = module.host_program_shape
+        params = ", ".join(print_shape(s) for s in ps.parameters)
+        parts.append(f"entry_computation_layout={{({params})->{print_shape(ps.result)}}}")
+    if module.input_output_alias.entries:
+        items = []
+        for e in module.input_output_alias.entries:
+            kind = _ALIAS_NAMES.get(e.kind, "may-alias")
+            items.append(f"{V.write_shape_index(e.output_shape_index)}: ({e.parameter_number}, "
+                         f"{V.write_shape_index(e.parameter_shape_index)}, {kind})")
+        parts.append("input_output_alias={ " + ", ".join(items) + " }")
+    if module.buffer_donor.entries:
+        items = [f"({e.parameter_number}, {V.write_shape_index(e.parameter_shape_index)})"
+                 for e in module.buffer_donor.entries]
+        parts.append("buffer_donor={ " + ", ".join(items) + " }")
+    if module.frontend_attributes.map:
+        parts.append("frontend_attributes=" + V.write_frontend_attributes(module.frontend_attributes))
+    return ", ".join(parts)
+
+
+def _stack_frames(module: hlo_pb2.HloModuleProto) -> List[str]:
+    """XLA's FileNames / FunctionNames / FileLocations / StackFrames tables."""
+    index = module.stack_frame_index
+    if not module.HasField("stack_frame_index") or index.ByteSize() == 0:
+        return []
+    out: List[str] = []
+    if index.file_names:
+        out.append("FileNames")
+        out.extend(f"{i} {V.quote(n)}" for i, n in enumerate(index.file_names, 1))
+        out.append("")
+    if index.function_names:
+        out.append("FunctionNames")
+        out.extend(f"{i} {V.quote(n)}" for i, n in enumerate(index.function_names, 1))
+        out.append("")
+    if index.file_locations:
+        out.append("FileLocations")
+        for i, loc in enumerate(index.file_locations, 1):
+            out.append(f"{i} {{file_name_id={loc.file_name_id} function_name_id={loc.function_name_id} "
+                       f"line={loc.line} end_line={loc.end_line} column={loc.column} end_column={loc.end_column}}}")
+        out.append("")
+    if index.stack_frames:
+        out.append("StackFrames")
+        for i, frame in enumerate(index.stack_frames, 1):
+            # XLA's text shows parent_frame_id one above the proto's value (0 = no parent prints 1).
+            out.append(f"{i} {{file_location_id={frame.file_location_id} parent_frame_id={frame.parent_frame_id + 1}}}")
+        out.append("")
+    out.append("")
+    return out
+
+
+def _signature(comp: hlo_pb2.HloComputationProto) -> str:
+    ps = comp.program_shape
+    params = ", ".join(
+        f"{name}: {print_shape(shape, with_layout=False)}"
+        for name, shape in zip(ps.parameter_names, ps.parameters)
+    )
+    return f"({params}) -> {print_shape(ps.result, with_layout=False)}"
+
+
+def _ordered(module: hlo_pb2.HloModuleProto, comp: hlo_pb2.HloComputationProto) -> Sequence[hlo_pb2.HloInstructionProto]:
+    seq = module.schedule.sequences.get(comp.id) if module.HasField("schedule") else None
+    if seq is None or len(seq.instruction_ids) != len(comp.instructions):
+        return comp.instructions
+    by_id = {i.id: i for i in comp.instructions}
+    if set(seq.instruction_ids) != set(by_id):
+        return comp.instructions
+    return [by_id[i] for i in seq.instruction_ids]
+
+
+def _computation(module: hlo_pb2.HloModuleProto, comp: hlo_pb2.HloComputationProto, comp_names: Dict[int, str],
+                 is_entry: bool, operand_shapes: bool) -> List[str]:
+    by_id = {i.id: i for i in comp.instructions}
+    inst_names = {i.id: i.name for i in comp.instructions}
+    head = ("ENTRY " if is_entry else "") + f"%{comp.name} "
+    if comp.HasField("program_shape") and len(comp.program_shape.parameter_names) == len(comp.program_shape.parameters):
+        head += _signature(comp) + " "
+    lines = [head + "{"]
+    for inst in _ordered(module, comp):
+        lines.append("  " + _instruction(inst, by_id, comp_names, inst_names, inst.id == comp.root_id, operand_shapes))
+    tail = "}"
+    if comp.execution_thread and comp.execution_thread != "main":
+        tail += f", execution_thread={V.quote(comp.execution_thread)}"
+    lines.append(tail)
+    return lines
+
+
+def _instruction(inst: hlo_pb2.HloInstructionProto, by_id: Dict[int, hlo_pb2.HloInstructionProto],
+                 comp_names: Dict[int, str], inst_names: Dict[int, str], is_root: bool, operand_shapes: bool) -> str:
+    if inst.opcode == "parameter":
+        operands = str(inst.parameter_number)
+    elif inst.opcode == "constant":
+        operands = print_literal(inst.literal)
+    else:
+        parts = []
+        for oid in inst.operand_ids:
+            op = by_id.get(oid)
+            name = "%" + (op.name if op is not None else f"unknown.{oid}")
+            parts.append(f"{print_shape(op.shape)} {name}" if operand_shapes and op is not None else name)
+        operands = ", ".join(parts)
+    shapes: List[xla_data_pb2.ShapeProto] = [by_id[o].shape for o in inst.operand_ids if o in by_id]
+    ctx = A.WriteContext(comp_names, inst_names, shapes)
+    text = f"{'ROOT ' if is_root else ''}%{inst.name} = {print_shape(inst.shape)} {inst.opcode}({operands})"
+    attrs = A.write_attributes(inst, ctx)
+    if attrs:
+        text += ", " + ", ".join(attrs)
+    return text
