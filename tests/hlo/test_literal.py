@@ -16,7 +16,7 @@ def test_every_element_type_round_trips(element_type):
     values = np.where(np.arange(12).reshape(3, 4) % 2 == 1, high, low).astype(dtype)
     back = literal_to_numpy(numpy_to_literal(values))
     assert back.dtype == dtype and back.shape == (3, 4)
-    assert np.array_equal(back.astype(np.float64), values.astype(np.float64))
+    assert np.array_equal(back.astype(np.complex128), values.astype(np.complex128))
 
 
 def test_a_column_major_literal_stores_data_in_layout_order():
