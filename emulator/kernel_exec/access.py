@@ -1,0 +1,185 @@
+"""Affine accesses as NumPy views: the arithmetic that makes the executor vectorised.
+
+An IR ``Access`` is evaluated in an execution context whose *batch axes* are the SPMD program ids and
+the variables of vectorised ``affine_range`` loops. The result has shape ``batch_shape + tile_shape``.
+Because every index is affine in those axes, each storage axis' index is ``const + sum(coef * axis)``
+and the whole access is one ``numpy.lib.stride_tricks.as_strided`` view: no gather, no copy. Only a
+masked access that reaches outside its tensor needs index arrays (a gather or scatter restricted to
+the mask).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from emulator.kernel_ir import Access, Affine
+
+
+@dataclass
+class Storage:
+    """Backing array of a tensor: ``array.shape == extents(batch) + tensor.shape``.
+
+    ``batch`` names the leading batch axes (program ids / vectorised loop variables) the tensor has
+    one copy per value of. ``owned`` is False when ``array`` is a view of someone else's memory (a
+    zero-copy load), so a partial write must copy first.
+    """
+
+    array: np.ndarray
+    batch: tuple[str, ...]
+    owned: bool = True
+
+
+@dataclass
+class Context:
+    """Where an instruction runs: batch axes (vectorised), bound loop values (Python-looped)."""
+
+    batch_syms: tuple[str, ...]
+    batch_shape: tuple[int, ...]
+    bound: dict[str, int]
+    extents: dict[str, int]
+
+
+class UnboundSymbolError(KeyError):
+    pass
+
+
+@dataclass
+class Plan:
+    """One access resolved in a context: per storage axis, ``const`` and ``{out_axis: coef}``."""
+
+    out_shape: tuple[int, ...]
+    consts: list[int]
+    coefs: list[dict[int, int]]
+
+    def bounds(self) -> list[tuple[int, int]]:
+        out = []
+        for c, co in zip(self.consts, self.coefs):
+            lo = hi = c
+            for ax, k in co.items():
+                span = k * (self.out_shape[ax] - 1)
+                lo += min(0, span)
+                hi += max(0, span)
+            out.append((lo, hi))
+        return out
+
+    def in_bounds(self, shape: tuple[int, ...]) -> bool:
+        if 0 in self.out_shape:
+            return True
+        return all(0 <= lo and hi < n for (lo, hi), n in zip(self.bounds(), shape))
+
+    def view(self, array: np.ndarray) -> np.ndarray:
+        """The access as a strided view of ``array`` (caller checked ``in_bounds``)."""
+        base = array[tuple(slice(c, None) for c in self.consts)] if any(self.consts) else array
+        strides = [0] * len(self.out_shape)
+        for a, co in enumerate(self.coefs):
+            st = array.strides[a]
+            for ax, k in co.items():
+                strides[ax] += k * st
+        if base.dtype.isbuiltin != 1:
+            # ml_dtypes (bfloat16, fp8) do not survive as_strided's __array_interface__ round
+            # trip: stride an unsigned integer view of the same width instead.
+            raw = base.view(np.dtype(f"u{base.dtype.itemsize}"))
+            return as_strided(raw, shape=self.out_shape, strides=strides).view(base.dtype)
+        return as_strided(base, shape=self.out_shape, strides=strides)
+
+    def index_arrays(self) -> list[np.ndarray]:
+        """Per storage axis, the broadcastable integer index array (for masked gathers)."""
+        n = len(self.out_shape)
+        out = []
+        for c, co in zip(self.consts, self.coefs):
+            idx: np.ndarray | int = c
+            for ax, k in co.items():
+                shp = [1] * n
+                shp[ax] = self.out_shape[ax]
+                idx = idx + k * np.arange(self.out_shape[ax]).reshape(shp)
+            out.append(np.broadcast_to(np.asarray(idx), self.out_shape))
+        return out
+
+
+def tile_axis_map(ctx: Context, access_shape: tuple[int, ...],
+                  out_tile: tuple[int, ...]) -> dict[str, int]:
+    """Symbol -> output axis. The access' tile is right-aligned against ``out_tile`` (NumPy
+    broadcasting); a tile axis of extent 1 broadcasts, so its symbol maps nowhere (always 0)."""
+    nb = len(ctx.batch_syms)
+    axis_of = {s: i for i, s in enumerate(ctx.batch_syms)}
+    off = len(out_tile) - len(access_shape)
+    if off < 0:
+        raise ValueError(f"tile {list(access_shape)} does not broadcast to {list(out_tile)}")
+    for j, n in enumerate(access_shape):
+        if n == out_tile[off + j]:
+            axis_of[f"t{j}"] = nb + off + j
+        elif n != 1:
+            raise ValueError(f"tile {list(access_shape)} does not broadcast to {list(out_tile)}")
+    return axis_of
+
+
+def resolve_affine(a: Affine, ctx: Context, axis_of: dict[str, int]) -> tuple[int, dict[int, int]]:
+    const = a.const
+    co: dict[int, int] = {}
+    for s, k in a.terms:
+        if s in axis_of:
+            ax = axis_of[s]
+            co[ax] = co.get(ax, 0) + k
+        elif s in ctx.bound:
+            const += k * ctx.bound[s]
+        elif s.startswith("t"):
+            continue  # a broadcast (extent-1) tile axis: its position is always 0
+        else:
+            raise UnboundSymbolError(s)
+    return const, co
+
+
+def plan_access(storage: Storage, access: Access, ctx: Context,
+                out_tile: tuple[int, ...] | None = None) -> Plan:
+    """Resolve ``access`` against ``storage`` in ``ctx``; the result tile is ``out_tile`` (defaults
+    to the access' own tile shape)."""
+    out_tile = access.shape if out_tile is None else out_tile
+    axis_of = tile_axis_map(ctx, access.shape, out_tile)
+    consts: list[int] = []
+    coefs: list[dict[int, int]] = []
+    for s in storage.batch:
+        if s in axis_of:
+            consts.append(0)
+            coefs.append({axis_of[s]: 1})
+        else:
+            # A copy made by a vectorised loop that has finished: its last iteration is what a
+            # sequential execution would have left behind.
+            consts.append(ctx.bound.get(s, ctx.extents[s] - 1))
+            coefs.append({})
+    for a in access.index:
+        c, co = resolve_affine(a, ctx, axis_of)
+        consts.append(c)
+        coefs.append(co)
+    return Plan(ctx.batch_shape + tuple(out_tile), consts, coefs)
+
+
+def eval_affine(expr: Affine, ctx: Context, out_tile: tuple[int, ...]) -> np.ndarray:
+    """Integer array (broadcastable to ``batch_shape + out_tile``) of the expression's value at
+    every position; its ``t<j>`` symbols are axes of ``out_tile``."""
+    axis_of = tile_axis_map(ctx, out_tile, out_tile)
+    shape = ctx.batch_shape + tuple(out_tile)
+    c, co = resolve_affine(expr, ctx, axis_of)
+    val = np.full((1,) * len(shape), c, dtype=np.int64)
+    for ax, k in co.items():
+        shp = [1] * len(shape)
+        shp[ax] = shape[ax]
+        val = val + k * np.arange(shape[ax]).reshape(shp)
+    return val
+
+
+def eval_mask(mask: tuple[Affine, ...], ctx: Context, out_tile: tuple[int, ...]) -> np.ndarray:
+    """Boolean array (broadcastable to ``batch_shape + out_tile``): every expression is >= 0."""
+    result = np.ones((1,) * (len(ctx.batch_shape) + len(out_tile)), dtype=bool)
+    for m in mask:
+        result = result & (eval_affine(m, ctx, out_tile) >= 0)
+    return result
+
+
+def describe_bounds(plan: Plan, shape: tuple[int, ...], nbatch: int) -> str:
+    """Human-readable index ranges of an access against its tensor's shape."""
+    b = plan.bounds()[nbatch:]
+    ranges = ", ".join(f"{lo}..{hi}" for lo, hi in b)
+    return f"indices [{ranges}] against shape {list(shape)}"

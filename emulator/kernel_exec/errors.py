@@ -1,0 +1,17 @@
+"""Run-time errors of the kernel executor. Each names the kernel, the source line and the rule."""
+
+from __future__ import annotations
+
+from emulator.kernel_ir import SourceLoc
+from emulator.kernel_ir.errors import KernelError
+
+
+class KernelRuntimeError(KernelError, RuntimeError):
+    """A kernel failed while running on the emulator."""
+
+
+class OutOfBoundsAccessError(KernelRuntimeError):
+    """An unmasked access reaches outside its tensor."""
+
+    def __init__(self, kernel: str, loc: SourceLoc | None, detail: str):
+        super().__init__(kernel, loc, "out-of-bounds access", detail)

@@ -1,0 +1,42 @@
+"""Data movement and initialisation: alloc, load, store, tensor_copy, memset, iota."""
+
+from __future__ import annotations
+
+from emulator.kernel_ir import Access, Instruction, affine_from_json
+
+from ..access import eval_affine
+
+
+def alloc(r, ins: Instruction) -> None:
+    r.allocate(ins.dst.tensor)
+
+
+def copy(r, ins: Instruction) -> None:
+    """load / store / tensor_copy: element-wise copy with dtype conversion and broadcasting. The
+    result may alias the source's memory (zero-copy loads of read-only inputs); ``write`` copies
+    when the source can still change."""
+    src = ins.srcs[0]
+    value = r.read(src, ins.dst.shape, masked=True)
+    alias = isinstance(src, Access) and not r.is_immutable(src.tensor)
+    r.write(ins, value, may_alias=alias)
+
+
+def memset(r, ins: Instruction) -> None:
+    r.write(ins, r.read(ins.srcs[0]))
+
+
+def iota(r, ins: Instruction) -> None:
+    """Materialise the affine expression ``attrs['expr']`` over the tile (and program ids/loop
+    variables) as values: index arithmetic used as data."""
+    expr = affine_from_json(ins.attrs["expr"])
+    r.write(ins, eval_affine(expr, r.ctx, ins.dst.shape))
+
+
+HANDLERS = {
+    "alloc": alloc,
+    "load": copy,
+    "store": copy,
+    "tensor_copy": copy,
+    "memset": memset,
+    "iota": iota,
+}

@@ -1,0 +1,28 @@
+"""ScalarE: ``activation(func, data, bias, scale)`` computes ``func(data * scale + bias)`` in fp32."""
+
+from __future__ import annotations
+
+from emulator.kernel_ir import Access, Const, Instruction
+
+from .. import alu
+
+
+def activation(r, ins: Instruction) -> None:
+    tile = ins.dst.shape
+    src = ins.srcs[0]
+    x = alu.widen(r.read(src, tile, masked=True))
+    scale = ins.attrs.get("scale", 1.0)
+    if len(ins.srcs) > 2:  # srcs: data, bias, and a per-partition [P, 1] scale tile
+        x = alu.binary("multiply", x, r.read(ins.srcs[2], tile, masked=True))
+    elif scale != 1.0:
+        x = alu.binary("multiply", x, scale)
+    bias = ins.srcs[1] if len(ins.srcs) > 1 else Const(0.0)
+    if not (isinstance(bias, Const) and bias.value == 0):
+        x = alu.binary("add", x, r.read(bias, tile, masked=True))
+    y = alu.activation(ins.attrs["func"], x)
+    # "copy" of an unscaled operand is the operand itself: let write() copy if it can change.
+    alias = y is x and isinstance(src, Access) and not r.is_immutable(src.tensor)
+    r.write(ins, y, may_alias=alias)
+
+
+HANDLERS = {"activation": activation}

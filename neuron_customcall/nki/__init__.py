@@ -1,0 +1,18 @@
+"""NKI kernels on the emulated NeuronCore.
+
+``jit`` kernels are traced into the kernel IR (emulator/kernel_ir) and run by the vectorised
+kernel executor (emulator/kernel_exec). ``language`` (nl) and ``isa`` (nisa) are the kernel APIs;
+``trace_kernel`` and ``register_framework`` are the hooks framework adapters use.
+"""
+
+from . import isa, language
+from .errors import HardwareRuleError, KernelTraceError, NKIError, NonAffineIndexError
+from .jit import (Kernel, Launch, TensorSpec, TracedKernel, jit, register_framework,
+                  simulate_kernel, trace_kernel)
+from .language import tile_size
+
+__all__ = [
+    "isa", "language", "tile_size", "jit", "simulate_kernel", "trace_kernel", "register_framework",
+    "Kernel", "Launch", "TensorSpec", "TracedKernel",
+    "NKIError", "KernelTraceError", "HardwareRuleError", "NonAffineIndexError",
+]

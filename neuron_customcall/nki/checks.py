@@ -1,0 +1,228 @@
+"""NeuronCore hardware rules, checked while a kernel traces (so errors point at the user's line).
+
+Rules and their numbers come from emulator/machine.py (sources: ../shared/reference/nki-api.md):
+
+* partition dimension of an on-chip tile <= 128;
+* a PSUM tile <= 2 KiB per partition (one bank: 512 fp32);
+* matmul: operands in SBUF, result in PSUM, stationary [K<=128, M<=128], moving [K<=128, N<=512];
+* load moves HBM -> on-chip, store on-chip -> HBM, engines only read on-chip tiles; tensor_tensor
+  may not read two PSUM tiles;
+* reductions only over free axes, trailing and contiguous;
+* SBUF (192 KiB per partition) and PSUM (16 KiB per partition, 2 KiB banks) capacity over the
+  allocations live at once. The SDK's own simulator does not check capacity.
+"""
+
+from __future__ import annotations
+
+import math
+
+from emulator import machine
+from emulator.kernel_ir import (Access, Instruction, KernelIR, Loop, Statement, TensorDecl,
+                                dtypes as ir_dtypes)
+
+from .errors import HardwareRuleError, KernelTraceError
+
+
+def _fail(trace, rule: str, detail: str) -> HardwareRuleError:
+    return trace.error(rule, detail, HardwareRuleError)
+
+
+def bytes_per_partition(decl: TensorDecl) -> int:
+    free = math.prod(decl.shape[1:]) if len(decl.shape) > 1 else 1
+    return free * ir_dtypes.itemsize(decl.dtype)
+
+
+# --- tensors ---------------------------------------------------------------------------------------
+
+def check_declaration(trace, decl: TensorDecl) -> None:
+    if decl.memory not in machine.ON_CHIP:
+        return
+    if not decl.shape:
+        raise _fail(trace, "tile rank", f"on-chip tensor {decl.name!r} needs at least one "
+                    "dimension (the partition dimension)")
+    if decl.shape[0] > machine.NUM_PARTITIONS:
+        raise _fail(trace, "partition dimension limit",
+                    f"partition dimension {decl.shape[0]} of {decl.memory} tile {decl.name!r} "
+                    f"exceeds the architecture limit of {machine.NUM_PARTITIONS}")
+    if decl.memory == machine.PSUM:
+        n = bytes_per_partition(decl)
+        if n > machine.PSUM_BANK_BYTES_PER_PARTITION:
+            raise _fail(trace, "PSUM tile size limit",
+                        f"PSUM tile {decl.name!r} {decl.dtype}{list(decl.shape)} needs {n} bytes "
+                        f"per partition; a PSUM tile is at most one "
+                        f"{machine.PSUM_BANK_BYTES_PER_PARTITION}-byte bank per partition "
+                        f"({machine.PSUM_FMAX} fp32 elements)")
+
+
+# --- instructions ----------------------------------------------------------------------------------
+
+def _mem(trace, a) -> str | None:
+    return trace.tensors[a.tensor].memory if isinstance(a, Access) else None
+
+
+def check_instruction(trace, ins: Instruction) -> None:
+    op = ins.op
+    if op == "alloc":
+        return
+    dst_mem = _mem(trace, ins.dst) if ins.dst is not None else None
+    src_mems = [_mem(trace, s) for s in ins.srcs]
+    hbm = (machine.HBM, machine.SHARED_HBM)
+    if op == "load":
+        if src_mems[0] not in hbm or dst_mem not in machine.ON_CHIP:
+            raise _fail(trace, "load location",
+                        f"nl.load moves HBM to SBUF; got {src_mems[0]} -> {dst_mem}")
+    elif op == "store":
+        if dst_mem not in hbm:
+            raise _fail(trace, "store location",
+                        f"nl.store writes to HBM; destination {ins.dst.tensor!r} is {dst_mem}")
+        if src_mems[0] in hbm:
+            raise _fail(trace, "store location",
+                        "nl.store takes an on-chip value; HBM to HBM copies are not an instruction")
+    else:
+        for a, m in [(ins.dst, dst_mem)] + list(zip(ins.srcs, src_mems)):
+            if m in hbm:
+                raise _fail(trace, "engine operand location",
+                            f"{op} accesses {m} tensor {a.tensor!r}; compute engines only read and "
+                            "write SBUF/PSUM tiles (nl.load it first, nl.store the result)")
+    _RULES.get(op, lambda t, i, d, s: None)(trace, ins, dst_mem, src_mems)
+
+
+def _check_matmul(trace, ins: Instruction, dst_mem, src_mems) -> None:
+    st, mv = ins.srcs[0], ins.srcs[1]
+    for role, a, m in (("stationary", st, src_mems[0]), ("moving", mv, src_mems[1])):
+        if m != machine.SBUF:
+            raise _fail(trace, "matmul operand location",
+                        f"matmul {role} operand {a.tensor!r} is in {m}; TensorE reads both "
+                        "operands from SBUF")
+        if len(a.shape) != 2:
+            raise _fail(trace, "matmul operand shape",
+                        f"matmul {role} operand must be 2-D [partition, free], got {list(a.shape)}")
+        if a.shape[0] > machine.NUM_PARTITIONS:
+            raise _fail(trace, "partition dimension limit",
+                        f"matmul {role} contraction (partition) size {a.shape[0]} exceeds the "
+                        f"architecture limit of {machine.NUM_PARTITIONS}")
+    if st.shape[1] > machine.GEMM_STATIONARY_FMAX:
+        raise _fail(trace, "matmul stationary size",
+                    f"matmul stationary free size {st.shape[1]} exceeds "
+                    f"gemm_stationary_fmax = {machine.GEMM_STATIONARY_FMAX}")
+    if mv.shape[1] > machine.GEMM_MOVING_FMAX:
+        raise _fail(trace, "matmul moving size",
+                    f"matmul moving free size {mv.shape[1]} exceeds "
+                    f"gemm_moving_fmax = {machine.GEMM_MOVING_FMAX}")
+    if st.shape[0] != mv.shape[0]:
+        raise _fail(trace, "matmul contraction",
+                    f"contraction (partition) sizes differ: stationary {list(st.shape)}, moving "
+                    f"{list(mv.shape)}")
+    if dst_mem != machine.PSUM:
+        raise _fail(trace, "matmul result location",
+                    f"matmul writes its fp32 result to PSUM, not {dst_mem}")
+    if tuple(ins.dst.shape) != (st.shape[1], mv.shape[1]):
+        raise _fail(trace, "matmul result shape",
+                    f"result tile {list(ins.dst.shape)} should be [{st.shape[1]}, {mv.shape[1]}]")
+
+
+def _check_tensor_tensor(trace, ins, dst_mem, src_mems) -> None:
+    if src_mems.count(machine.PSUM) == 2:
+        raise _fail(trace, "tensor_tensor operand location",
+                    "tensor_tensor can not read both operands from PSUM; copy one to SBUF first")
+
+
+def _check_reduce(trace, ins, dst_mem, src_mems) -> None:
+    rank = len(ins.srcs[0].shape)
+    axes = sorted(int(a) for a in ins.attrs["axes"])
+    if 0 in axes:
+        raise _fail(trace, "reduction over the partition axis",
+                    f"reduction axis 0 is the partition dimension of a {list(ins.srcs[0].shape)} "
+                    "tile; reduce along free axes (1, 2, ...) or transpose first")
+    if axes != list(range(rank - len(axes), rank)):
+        raise _fail(trace, "reduction axes",
+                    f"reduction axes {axes} of a rank-{rank} tile must be trailing and contiguous")
+
+
+def _check_transpose(trace, ins, dst_mem, src_mems) -> None:
+    src = ins.srcs[0]
+    if len(src.shape) != 2:
+        raise _fail(trace, "transpose shape", f"transpose needs a 2-D tile, got {list(src.shape)}")
+    limit = machine.TENSOR_ENGINE_TRANSPOSE_MAX
+    if max(src.shape) > limit:
+        raise _fail(trace, "transpose size",
+                    f"transpose of {list(src.shape)} exceeds {limit}x{limit} (TensorE)")
+
+
+_RULES = {
+    "matmul": _check_matmul,
+    "tensor_tensor": _check_tensor_tensor,
+    "tensor_reduce": _check_reduce,
+    "transpose": _check_transpose,
+}
+
+
+# --- capacity --------------------------------------------------------------------------------------
+
+def check_kernel(trace, kernel: KernelIR) -> None:
+    """SBUF and PSUM capacity over the tensors live at once.
+
+    A tensor is live from the first to the last instruction that touches it; one used inside a
+    loop but created before it stays live to the loop's end (every iteration needs it). PSUM is
+    allocated in whole 2 KiB banks.
+    """
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    locs: list = []
+
+    def visit(body: list[Statement], loops: list[tuple[int, list]]) -> None:
+        for st in body:
+            if isinstance(st, Loop):
+                start = len(locs)
+                inner: list[str] = []
+                visit(st.body, loops + [(start, inner)])
+                end = len(locs) - 1
+                for name in inner:
+                    if first[name] < start:
+                        last[name] = max(last[name], end)
+                for _, outer_names in loops:
+                    outer_names.extend(inner)
+                continue
+            pos = len(locs)
+            locs.append(st.loc)
+            for a in [st.dst, *st.srcs]:
+                if isinstance(a, Access):
+                    first.setdefault(a.tensor, pos)
+                    last[a.tensor] = pos
+                    if loops:
+                        loops[-1][1].append(a.tensor)
+
+    visit(kernel.body, [])
+    for memory, cap in machine.CAPACITY_PER_PARTITION.items():
+        events: list[tuple[int, int, str]] = []
+        for name, decl in kernel.tensors.items():
+            if decl.memory != memory or name not in first:
+                continue
+            n = bytes_per_partition(decl)
+            if memory == machine.PSUM:
+                bank = machine.PSUM_BANK_BYTES_PER_PARTITION
+                n = -(-n // bank) * bank
+            events.append((first[name], n, name))
+            events.append((last[name] + 1, -n, name))
+        events.sort(key=lambda e: (e[0], e[1]))
+        live: dict[str, int] = {}
+        total = 0
+        for pos, n, name in events:
+            if n > 0:
+                live[name] = n
+            else:
+                live.pop(name, None)
+            total += n
+            if total > cap:
+                top = sorted(live.items(), key=lambda kv: -kv[1])[:5]
+                desc = ", ".join(f"{nm} ({sz / 1024:g} KiB, {kernel.tensors[nm].loc})"
+                                 for nm, sz in top)
+                loc = locs[pos] if pos < len(locs) else None
+                raise HardwareRuleError(
+                    kernel.name, loc, f"{memory.upper()} capacity",
+                    f"{total / 1024:g} KiB per partition live at once exceeds the "
+                    f"{cap // 1024} KiB per partition of {memory.upper()}; largest live: {desc}")
+
+
+__all__ = ["check_declaration", "check_instruction", "check_kernel", "bytes_per_partition",
+           "KernelTraceError"]

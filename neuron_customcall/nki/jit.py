@@ -1,0 +1,244 @@
+"""``nki.jit``, SPMD launch (``kernel[gx, gy](...)``), trace caching and ``simulate_kernel``.
+
+A kernel is traced once per (argument shapes and dtypes, static arguments, grid) into kernel IR;
+the trace is cached on the kernel object. NumPy arguments run the IR on the emulator. Framework
+adapters (a later issue) plug in through ``register_framework`` and use ``trace_kernel``, which
+needs only shapes and dtypes, to get the IR and the output shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from emulator import machine
+from emulator.kernel_exec import run_kernel
+from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc
+
+from . import dtypes as nkd
+from .errors import KernelTraceError, NKIError, NonAffineIndexError
+from .tile import Tile
+from .tracer import Trace, activate, deactivate
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype (IR name) of a kernel argument or result: all tracing needs."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @staticmethod
+    def of(array: Any) -> "TensorSpec":
+        return TensorSpec(tuple(int(s) for s in array.shape), nkd.name_of(array.dtype))
+
+
+@dataclass
+class TracedKernel:
+    """A traced kernel: its IR, its results' specs, and how the Python function returned them
+    ("none" for kernels that only write their arguments, "single" or "tuple")."""
+
+    ir: KernelIR
+    outputs: tuple[TensorSpec, ...]
+    returns: str
+
+
+def _is_tensor_arg(x: Any) -> bool:
+    return isinstance(x, TensorSpec) or (hasattr(x, "shape") and hasattr(x, "dtype")
+                                         and not isinstance(x, (np.generic, type)))
+
+
+def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
+                 grid: tuple[int, ...] = (1,)) -> TracedKernel:
+    """Trace ``func`` for arguments given as arrays or ``TensorSpec`` (tensors) and anything else
+    (static arguments, passed to the function as they are)."""
+    kwargs = dict(kwargs or {})
+    name = getattr(func, "__name__", "kernel")
+    source = inspect.getsourcefile(func) or ""
+    trace = Trace(name, tuple(int(g) for g in grid), source)
+    try:
+        bound = inspect.signature(func).bind(*args, **kwargs)
+    except TypeError as e:
+        raise KernelTraceError(name, _def_loc(func), "wrong arguments", str(e)) from None
+    call_args: dict[str, Any] = {}
+    for pname, value in bound.arguments.items():
+        if _is_tensor_arg(value):
+            spec = value if isinstance(value, TensorSpec) else TensorSpec.of(value)
+            decl = trace.declare(spec.shape, spec.dtype, machine.HBM, name=pname, role=INPUT)
+            decl.loc = _def_loc(func)
+            trace.inputs.append(decl.name)
+            call_args[pname] = Tile(trace, decl)
+        else:
+            call_args[pname] = value
+    token = activate(trace)
+    try:
+        result = func(**call_args)
+    except NonAffineIndexError as e:
+        raise KernelTraceError(name, _tb_loc(e), "non-affine index", str(e)) from None
+    finally:
+        deactivate(token)
+    returns, tiles = _results(trace, result)
+    for t in tiles:
+        if t.on_chip or t.shape != t.decl.shape:
+            raise KernelTraceError(name, _def_loc(func), "invalid kernel result",
+                                   f"a kernel returns whole HBM tensors, got {t!r}")
+        t.decl.role = OUTPUT if t.decl.role != INPUT else INPUT
+    out_names = [t.decl.name for t in tiles]
+    if returns == "none":
+        written = {i.dst.tensor for i in _instructions(trace) if i.dst is not None}
+        out_names = [n for n in trace.inputs if n in written]
+    ir = trace.finish(out_names)
+    specs = tuple(TensorSpec(ir.tensors[n].shape, ir.tensors[n].dtype) for n in out_names)
+    return TracedKernel(ir, specs, returns)
+
+
+def _instructions(trace: Trace):
+    from emulator.kernel_ir import walk_instructions
+    return walk_instructions(trace.body)
+
+
+def _results(trace: Trace, result: Any) -> tuple[str, list[Tile]]:
+    if result is None:
+        return "none", []
+    if isinstance(result, Tile):
+        return "single", [result]
+    if isinstance(result, (tuple, list)) and all(isinstance(r, Tile) for r in result):
+        return "tuple", list(result)
+    raise KernelTraceError(trace.name, None, "invalid kernel result",
+                           f"a kernel returns HBM tensors (or nothing), got {type(result).__name__}")
+
+
+def _def_loc(func: Callable) -> SourceLoc | None:
+    code = getattr(func, "__code__", None)
+    return SourceLoc(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def _tb_loc(exc: BaseException) -> SourceLoc | None:
+    """The innermost traceback frame outside this package: the user's line."""
+    loc = None
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if os.path.dirname(os.path.abspath(fs.filename)) != _PKG_DIR:
+            loc = SourceLoc(fs.filename, fs.lineno or 0)
+    return loc
+
+
+# --- frameworks ----------------------------------------------------------------------------------
+
+#: (predicate on the call's arguments, runner(kernel, grid, args, kwargs)). Adapters for torch and
+#: JAX register here; NumPy is the built-in fallback.
+_FRAMEWORKS: list[tuple[Callable[[Sequence[Any]], bool], Callable[..., Any]]] = []
+
+
+def register_framework(accepts: Callable[[Sequence[Any]], bool], run: Callable[..., Any]) -> None:
+    """Let a framework adapter run kernels called with its tensors."""
+    _FRAMEWORKS.append((accepts, run))
+
+
+# --- kernels -------------------------------------------------------------------------------------
+
+class Kernel:
+    """An ``nki.jit`` kernel. ``kernel[grid](*args)`` launches it on an SPMD grid; ``kernel(*args)``
+    is a single instance."""
+
+    def __init__(self, func: Callable, mode: str = "auto"):
+        self.func = func
+        self.mode = mode
+        self._cache: dict[Any, TracedKernel] = {}
+        functools.update_wrapper(self, func)
+
+    def __getitem__(self, grid) -> "Launch":
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        if len(grid) == 1 and isinstance(grid[0], (tuple, list)):
+            grid = tuple(grid[0])
+        if not 1 <= len(grid) <= 3 or any(int(g) < 1 for g in grid):
+            raise NKIError(f"kernel {self.func.__name__!r}: grid {grid} must be 1 to 3 positive "
+                           "sizes")
+        return Launch(self, tuple(int(g) for g in grid))
+
+    def __call__(self, *args, **kwargs):
+        return Launch(self, (1,))(*args, **kwargs)
+
+    def trace(self, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
+              grid: tuple[int, ...] = (1,)) -> TracedKernel:
+        """Traced IR for these arguments (arrays or TensorSpecs, and statics), cached."""
+        kwargs = dict(kwargs or {})
+        key = (tuple(_key(a) for a in args), tuple(sorted((k, _key(v)) for k, v in kwargs.items())),
+               tuple(grid))
+        try:
+            hit = self._cache.get(key)
+        except TypeError:
+            raise NKIError(f"kernel {self.func.__name__!r}: static arguments must be hashable") \
+                from None
+        if hit is None:
+            hit = self._cache[key] = trace_kernel(self.func, args, kwargs, grid)
+        return hit
+
+    @property
+    def cache_size(self) -> int:
+        return len(self._cache)
+
+
+def _key(x: Any) -> Any:
+    if _is_tensor_arg(x):
+        spec = x if isinstance(x, TensorSpec) else TensorSpec.of(x)
+        return ("tensor", spec.shape, spec.dtype)
+    return ("static", type(x).__name__, x)
+
+
+class Launch:
+    """A kernel bound to a grid; calling it runs the kernel."""
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...]):
+        self.kernel = kernel
+        self.grid = grid
+
+    def __call__(self, *args, **kwargs):
+        for accepts, run in _FRAMEWORKS:
+            if accepts(list(args) + list(kwargs.values())):
+                return run(self.kernel, self.grid, args, kwargs)
+        foreign = [type(a).__module__ for a in list(args) + list(kwargs.values())
+                   if _is_tensor_arg(a) and not isinstance(a, np.ndarray)]
+        if foreign:
+            raise NKIError(f"kernel {self.kernel.func.__name__!r}: no framework adapter for "
+                           f"arguments of {sorted(set(foreign))}; pass NumPy arrays")
+        return simulate(self, args, kwargs)
+
+
+def simulate(launch: Launch, args: Sequence[Any], kwargs: dict[str, Any]):
+    """Trace (cached) and run on the emulator with NumPy arrays; returns NumPy arrays."""
+    traced = launch.kernel.trace(args, kwargs, launch.grid)
+    bound = inspect.signature(launch.kernel.func).bind(*args, **kwargs)
+    arrays = {k: v for k, v in bound.arguments.items() if _is_tensor_arg(v)}
+    inputs = [np.asarray(arrays[name]) for name in traced.ir.inputs]
+    outs = run_kernel(traced.ir, inputs)
+    if traced.returns == "none":
+        for name, out in zip(traced.ir.outputs, outs):
+            target = arrays[name]
+            if isinstance(target, np.ndarray):
+                target[...] = out
+        return None
+    outs = [np.asarray(o) for o in outs]
+    return outs[0] if traced.returns == "single" else tuple(outs)
+
+
+def jit(func: Callable | None = None, *, mode: str = "auto", **_options):
+    """Decorator: ``@nki.jit`` or ``@nki.jit(mode="auto")``."""
+    if func is None:
+        return lambda f: Kernel(f, mode)
+    return Kernel(func, mode)
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Run ``kernel[grid]`` (or a kernel, as one instance) on the emulator with NumPy arrays."""
+    launch = kernel if isinstance(kernel, Launch) else (
+        Launch(kernel, (1,)) if isinstance(kernel, Kernel) else Launch(Kernel(kernel), (1,)))
+    args = tuple(np.asarray(a) if _is_tensor_arg(a) else a for a in args)
+    return simulate(launch, args, kwargs)

@@ -1,0 +1,217 @@
+"""``Tile``: the tensor object a kernel sees (kernel arguments, allocations, results of ops).
+
+A tile is a view: a traced tensor plus an affine map from the tile's coordinates to the tensor's.
+Indexing makes a new view (no instruction); reading or writing through it emits instructions
+that carry the composed ``Access``. Python operators call the matching ``nl`` functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emulator import machine
+from emulator.kernel_ir import Access, Affine, TensorDecl
+
+from . import dtypes as nkd
+from .errors import NonAffineIndexError
+from .views import compose, identity_index, subscript
+
+
+class Tile:
+    __slots__ = ("trace", "decl", "shape", "index")
+    __array_priority__ = 1000
+
+    def __init__(self, trace, decl: TensorDecl, shape: tuple[int, ...] | None = None,
+                 index: tuple[Affine, ...] | None = None):
+        self.trace = trace
+        self.decl = decl
+        self.shape = tuple(decl.shape) if shape is None else tuple(shape)
+        self.index = identity_index(self.shape) if index is None else index
+
+    # --- properties ----------------------------------------------------------------------------
+
+    @property
+    def dtype(self):
+        return nkd.numpy_dtype(self.decl.dtype)
+
+    @property
+    def dtype_name(self) -> str:
+        return self.decl.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(nkd.numpy_dtype(self.decl.dtype) if self.decl.dtype != "tfloat32"
+                        else np.float32).itemsize
+
+    @property
+    def buffer(self) -> str:
+        return self.decl.memory
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    @property
+    def on_chip(self) -> bool:
+        return self.decl.memory in machine.ON_CHIP
+
+    def access(self) -> Access:
+        return Access(self.decl.name, self.shape, self.index)
+
+    def __repr__(self) -> str:
+        return f"Tile({self.decl.name}: {self.decl.memory} {self.decl.dtype}{list(self.shape)})"
+
+    # --- views ---------------------------------------------------------------------------------
+
+    def __getitem__(self, key) -> "Tile":
+        try:
+            shape, exprs = subscript(self.shape, key)
+        except (NonAffineIndexError, IndexError) as e:
+            raise self.trace.error("invalid index", f"{self.decl.name}[...]: {e}") from None
+        return Tile(self.trace, self.decl, shape, compose(self.index, exprs))
+
+    def __setitem__(self, key, value) -> None:
+        from . import language as nl
+        nl._assign(self[key], value)
+
+    def reshape(self, shape) -> "Tile":
+        """A new view with ``shape`` over the same elements of a whole tensor, where dimensions are
+        only split (or size-1 dimensions added/removed): those stay affine."""
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if int(np.prod(shape)) != int(np.prod(self.shape)):
+            raise self.trace.error("invalid reshape", f"{list(self.shape)} -> {list(shape)}")
+        if self.index != identity_index(self.shape) or self.shape != self.decl.shape:
+            raise self.trace.error("invalid reshape", "only a whole tensor can be reshaped")
+        return _reshape_view(self, shape)
+
+    def view(self, dtype) -> "Tile":
+        raise self.trace.error("unsupported", "bit-casting views are not supported by the emulator")
+
+    def astype(self, dtype) -> "Tile":
+        from . import language as nl
+        return nl.copy(self, dtype=dtype)
+
+    def broadcast_to(self, shape) -> "Tile":
+        from . import language as nl
+        return nl.broadcast_to(self, shape)
+
+    def expand_dims(self, axis: int) -> "Tile":
+        from . import language as nl
+        return nl.expand_dims(self, axis)
+
+    # --- operators -----------------------------------------------------------------------------
+
+    def _bin(name: str, reverse: bool = False):  # noqa: N805  (builds methods)
+        def method(self, other):
+            from . import language as nl
+            fn = getattr(nl, name)
+            return fn(other, self) if reverse else fn(self, other)
+        method.__name__ = name
+        return method
+
+    __add__ = _bin("add")
+    __radd__ = _bin("add", True)
+    __sub__ = _bin("subtract")
+    __rsub__ = _bin("subtract", True)
+    __mul__ = _bin("multiply")
+    __rmul__ = _bin("multiply", True)
+    __truediv__ = _bin("divide")
+    __rtruediv__ = _bin("divide", True)
+    __pow__ = _bin("power")
+    __rpow__ = _bin("power", True)
+    __mod__ = _bin("mod")
+    __and__ = _bin("bitwise_and")
+    __or__ = _bin("bitwise_or")
+    __xor__ = _bin("bitwise_xor")
+    __lshift__ = _bin("left_shift")
+    __rshift__ = _bin("right_shift")
+    __lt__ = _bin("less")
+    __le__ = _bin("less_equal")
+    __gt__ = _bin("greater")
+    __ge__ = _bin("greater_equal")
+    __eq__ = _bin("equal")  # type: ignore[assignment]
+    __ne__ = _bin("not_equal")  # type: ignore[assignment]
+    __matmul__ = _bin("matmul")
+    __hash__ = object.__hash__
+
+    def __neg__(self):
+        from . import language as nl
+        return nl.negative(self)
+
+    def __abs__(self):
+        from . import language as nl
+        return nl.abs(self)
+
+    def __invert__(self):
+        from . import language as nl
+        return nl.invert(self)
+
+    def _inplace(op: str):  # noqa: N805
+        def method(self, other):
+            from . import language as nl
+            nl._accumulate(self, other, op)
+            return self
+        method.__name__ = f"__i{op}__"
+        return method
+
+    __iadd__ = _inplace("add")
+    __isub__ = _inplace("subtract")
+    __imul__ = _inplace("multiply")
+
+    def __bool__(self) -> bool:
+        raise self.trace.error("data-dependent control flow",
+                               "a tile's values are only known when the kernel runs")
+
+    def __iter__(self):
+        raise self.trace.error("unsupported", "tiles can not be iterated; index them instead")
+
+    del _bin, _inplace
+
+
+def _reshape_view(t: Tile, shape: tuple[int, ...]) -> Tile:
+    """Reshape a whole-tensor view by merging/splitting trailing dimensions: new coordinates map
+    to old ones affinely only when each old dimension is a product of consecutive new ones (or
+    the other way round); other reshapes are rejected."""
+    old = list(t.decl.shape)
+    new = list(shape)
+    exprs: list[dict[str, int]] = []
+    i = j = 0
+    while i < len(old) or j < len(new):
+        if i < len(old) and old[i] == 1 and (j >= len(new) or new[j] != 1):
+            exprs.append({})
+            i += 1
+            continue
+        if j < len(new) and new[j] == 1 and (i >= len(old) or old[i] != 1):
+            j += 1
+            continue
+        if i >= len(old) or j >= len(new):
+            break
+        if old[i] == new[j]:
+            exprs.append({f"t{j}": 1})
+            i += 1
+            j += 1
+            continue
+        # split old[i] into new[j..k]
+        prod, k = 1, j
+        while k < len(new) and prod < old[i]:
+            prod *= new[k]
+            k += 1
+        if prod != old[i]:
+            raise t.trace.error("invalid reshape",
+                                f"{old} -> {new} does not split or keep dimensions")
+        terms = {}
+        stride = 1
+        for m in range(k - 1, j - 1, -1):
+            terms[f"t{m}"] = stride
+            stride *= new[m]
+        exprs.append(terms)
+        i += 1
+        j = k
+    if len(exprs) != len(old):
+        raise t.trace.error("invalid reshape", f"{old} -> {new} is not supported")
+    index = tuple(Affine.make(0, e) for e in exprs)
+    return Tile(t.trace, t.decl, shape, index)

@@ -1,0 +1,130 @@
+"""Indexing a tensor view: from a Python subscript to a composed affine access.
+
+A view maps its tile coordinates ``t0, t1, ...`` to the coordinates of the tensor it looks at (one
+``Affine`` per tensor dimension). Subscripting a view builds the new tile's shape and, for each
+axis of the old view, an expression in the new tile's coordinates; substituting those expressions
+composes the two maps. Integers and scalar expressions drop an axis, slices keep it, index tiles
+broadcast together (NKI's ``a[i_p, i_f]``).
+"""
+
+from __future__ import annotations
+
+from emulator.kernel_ir import Affine
+
+from .errors import NonAffineIndexError
+from .indexing import Idx, _broadcast, _is_int
+
+
+def identity_index(shape: tuple[int, ...]) -> tuple[Affine, ...]:
+    return tuple(Affine(0, ((f"t{d}", 1),)) for d in range(len(shape)))
+
+
+def _scalar_affine(x) -> Affine:
+    if isinstance(x, Idx):
+        if x.ndim:
+            raise NonAffineIndexError("a slice bound must be a scalar index expression")
+        return Affine.make(x.const, x.terms)
+    return Affine(int(x), ())
+
+
+def _slice_entry(sl: slice, n: int) -> tuple[Affine, int, int]:
+    """(start, size, step) of a slice over an axis of extent ``n``; size must be static."""
+    step = 1 if sl.step is None else int(sl.step)
+    if step <= 0:
+        raise NonAffineIndexError("slices need a positive step")
+    start, stop = sl.start, sl.stop
+    if (start is None or _is_int(start)) and (stop is None or _is_int(stop)):
+        lo, hi, _ = slice(None if start is None else int(start),
+                          None if stop is None else int(stop), step).indices(n)
+        return Affine(lo, ()), len(range(lo, hi, step)), step
+    a = _scalar_affine(0 if start is None else start)
+    b = _scalar_affine(n if stop is None else stop)
+    diff = Affine.make(b.const - a.const, {**{s: c for s, c in b.terms},
+                                           **{s: b.coef(s) - c for s, c in a.terms}})
+    if diff.terms:
+        raise NonAffineIndexError(f"slice size {diff} is not a compile-time constant")
+    return a, len(range(0, diff.const, step)), step
+
+
+def subscript(view_shape: tuple[int, ...], key) -> tuple[tuple[int, ...], list[Affine]]:
+    """New tile shape, and per old view axis its expression over the new tile (``t<k>``)."""
+    entries = list(key) if isinstance(key, tuple) else [key]
+    if any(e is Ellipsis for e in entries):
+        i = entries.index(Ellipsis)
+        fill = len(view_shape) - (len(entries) - 1)
+        entries[i:i + 1] = [slice(None)] * fill
+    if len(entries) > len(view_shape):
+        raise IndexError(f"{len(entries)} indices for a tile of rank {len(view_shape)}")
+    entries += [slice(None)] * (len(view_shape) - len(entries))
+
+    tiles = [e for e in entries if isinstance(e, Idx) and e.ndim > 0]
+    nonscalar = [i for i, e in enumerate(entries)
+                 if isinstance(e, slice) or (isinstance(e, Idx) and e.ndim > 0)]
+    exprs: list[Affine] = []
+    if not tiles:
+        shape: list[int] = []
+        for e, n in zip(entries, view_shape):
+            if isinstance(e, slice):
+                start, size, step = _slice_entry(e, n)
+                exprs.append(Affine.make(start.const,
+                                         {**dict(start.terms), f"t{len(shape)}": step}))
+                shape.append(size)
+            else:
+                exprs.append(_int_entry(e, n))
+        return tuple(shape), exprs
+
+    bshape: tuple[int, ...] = ()
+    for t in tiles:
+        bshape = _broadcast(bshape, t.shape)
+    rank = len(bshape)
+    slices = [i for i in nonscalar if isinstance(entries[i], slice)]
+    if slices and rank != len(nonscalar):
+        raise NonAffineIndexError(
+            f"mixing index tiles and slices needs index tiles of rank {len(nonscalar)} "
+            f"(one axis per non-scalar index), got rank {rank}")
+    shape = list(bshape)
+    for q, i in enumerate(nonscalar):
+        if isinstance(entries[i], slice):
+            _, size, _ = _slice_entry(entries[i], view_shape[i])
+            if shape[q] not in (1, size):
+                raise NonAffineIndexError("slice extent does not broadcast with the index tiles")
+            shape[q] = size
+    for q_i, (e, n) in enumerate(zip(entries, view_shape)):
+        if isinstance(e, slice):
+            q = nonscalar.index(q_i)
+            start, _, step = _slice_entry(e, n)
+            exprs.append(Affine.make(start.const, {**dict(start.terms), f"t{q}": step}))
+        elif isinstance(e, Idx) and e.ndim > 0:
+            exprs.append(e.to_affine(rank))
+        else:
+            exprs.append(_int_entry(e, n))
+    return tuple(shape), exprs
+
+
+def _int_entry(e, n: int) -> Affine:
+    if isinstance(e, Idx):
+        return _scalar_affine(e)
+    if not _is_int(e):
+        raise NonAffineIndexError(f"unsupported index {e!r}")
+    i = int(e)
+    if not -n <= i < n:
+        raise IndexError(f"index {i} out of range for an axis of extent {n}")
+    return Affine(i % n, ())
+
+
+def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...]:
+    """Substitute view axis ``t<j>`` by ``exprs[j]`` in each tensor-dimension expression."""
+    out = []
+    for a in index:
+        const = a.const
+        terms: dict[str, int] = {}
+        for s, c in a.terms:
+            if s.startswith("t"):
+                e = exprs[int(s[1:])]
+                const += c * e.const
+                for s2, c2 in e.terms:
+                    terms[s2] = terms.get(s2, 0) + c * c2
+            else:
+                terms[s] = terms.get(s, 0) + c
+        out.append(Affine.make(const, terms))
+    return tuple(out)
