@@ -45,7 +45,8 @@ def to_numpy(name: str) -> np.dtype:
 
 _BY_NUMPY: dict[np.dtype, str] = {}
 for _name, _dt in DTYPES.items():
-    _BY_NUMPY.setdefault(_dt, _name)
+    if _name != "tfloat32":  # float32 storage means float32, never tfloat32
+        _BY_NUMPY[_dt] = _name
 
 
 def from_numpy(dtype: object) -> str:

@@ -87,9 +87,10 @@ def check_instruction(trace, ins: Instruction) -> None:
     _RULES.get(op, lambda t, i, d, s: None)(trace, ins, dst_mem, src_mems)
 
 
-def _check_matmul(trace, ins: Instruction, dst_mem, src_mems) -> None:
-    st, mv = ins.srcs[0], ins.srcs[1]
-    for role, a, m in (("stationary", st, src_mems[0]), ("moving", mv, src_mems[1])):
+def check_matmul_operands(trace, stationary: Access, moving: Access) -> None:
+    """Operand rules of TensorE, checked before the result tile is allocated."""
+    for role, a in (("stationary", stationary), ("moving", moving)):
+        m = _mem(trace, a)
         if m != machine.SBUF:
             raise _fail(trace, "matmul operand location",
                         f"matmul {role} operand {a.tensor!r} is in {m}; TensorE reads both "
@@ -101,18 +102,23 @@ def _check_matmul(trace, ins: Instruction, dst_mem, src_mems) -> None:
             raise _fail(trace, "partition dimension limit",
                         f"matmul {role} contraction (partition) size {a.shape[0]} exceeds the "
                         f"architecture limit of {machine.NUM_PARTITIONS}")
-    if st.shape[1] > machine.GEMM_STATIONARY_FMAX:
+    if stationary.shape[1] > machine.GEMM_STATIONARY_FMAX:
         raise _fail(trace, "matmul stationary size",
-                    f"matmul stationary free size {st.shape[1]} exceeds "
+                    f"matmul stationary free size {stationary.shape[1]} exceeds "
                     f"gemm_stationary_fmax = {machine.GEMM_STATIONARY_FMAX}")
-    if mv.shape[1] > machine.GEMM_MOVING_FMAX:
+    if moving.shape[1] > machine.GEMM_MOVING_FMAX:
         raise _fail(trace, "matmul moving size",
-                    f"matmul moving free size {mv.shape[1]} exceeds "
+                    f"matmul moving free size {moving.shape[1]} exceeds "
                     f"gemm_moving_fmax = {machine.GEMM_MOVING_FMAX}")
-    if st.shape[0] != mv.shape[0]:
+    if stationary.shape[0] != moving.shape[0]:
         raise _fail(trace, "matmul contraction",
-                    f"contraction (partition) sizes differ: stationary {list(st.shape)}, moving "
-                    f"{list(mv.shape)}")
+                    f"contraction (partition) sizes differ: stationary {list(stationary.shape)}, "
+                    f"moving {list(moving.shape)}")
+
+
+def _check_matmul(trace, ins: Instruction, dst_mem, src_mems) -> None:
+    st, mv = ins.srcs[0], ins.srcs[1]
+    check_matmul_operands(trace, st, mv)
     if dst_mem != machine.PSUM:
         raise _fail(trace, "matmul result location",
                     f"matmul writes its fp32 result to PSUM, not {dst_mem}")
@@ -224,5 +230,5 @@ def check_kernel(trace, kernel: KernelIR) -> None:
                     f"{cap // 1024} KiB per partition of {memory.upper()}; largest live: {desc}")
 
 
-__all__ = ["check_declaration", "check_instruction", "check_kernel", "bytes_per_partition",
+__all__ = ["check_declaration", "check_instruction", "check_kernel", "check_matmul_operands", "bytes_per_partition",
            "KernelTraceError"]

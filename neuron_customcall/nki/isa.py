@@ -5,6 +5,7 @@ from __future__ import annotations
 from emulator import machine
 from emulator.kernel_ir import Const, affine_to_json
 
+from . import checks
 from . import dtypes as nkd
 from . import language as nl
 from .indexing import Idx, Pred
@@ -24,8 +25,8 @@ def _src(x):
 def nc_matmul(stationary: Tile, moving: Tile, *, is_transpose: bool = False, mask=None) -> Tile:
     """TensorE: ``stationary.T @ moving``; both in SBUF, contraction on the partition axis; result
     fp32 in PSUM."""
-    out = nl._new((stationary.shape[1] if stationary.ndim == 2 else 0,
-                   moving.shape[1] if moving.ndim == 2 else 0), "float32", machine.PSUM)
+    checks.check_matmul_operands(current(), stationary.access(), moving.access())
+    out = nl._new((stationary.shape[1], moving.shape[1]), "float32", machine.PSUM)
     current().emit("matmul", out.access(), (stationary.access(), moving.access()), {}, mask)
     return out
 

@@ -1,0 +1,211 @@
+"""Each hardware rule broken once; the message names the kernel, the file:line and the rule."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from emulator.kernel_exec import KernelRuntimeError, OutOfBoundsAccessError
+from neuron_customcall import nki
+from neuron_customcall.nki import HardwareRuleError, KernelTraceError
+from neuron_customcall.nki import isa as nisa
+from neuron_customcall.nki import language as nl
+
+HERE = __file__
+
+
+def line_of(fn, text: str) -> int:
+    """Line number of the first source line of ``fn`` containing ``text``."""
+    lines, start = inspect.getsourcelines(fn.func if hasattr(fn, "func") else fn)
+    for i, ln in enumerate(lines):
+        if text in ln:
+            return start + i
+    raise AssertionError(text)
+
+
+def x(*shape):
+    return np.zeros(shape, np.float32)
+
+
+def raises_at(kernel, args, text, rule, *fragments, cls=HardwareRuleError, grid=(1,)):
+    with pytest.raises(cls) as e:
+        kernel[grid](*args)
+    msg = str(e.value)
+    assert f"kernel {kernel.func.__name__!r}" in msg
+    assert f"{HERE}:{line_of(kernel, text)}" in msg, msg
+    assert rule in msg, msg
+    for f in fragments:
+        assert f in msg, msg
+    return e.value
+
+
+def test_partition_dimension_limit():
+    @nki.jit
+    def too_tall(a):
+        t = nl.load(a)  # HERE
+        return a
+
+    raises_at(too_tall, [x(256, 64)], "# HERE", "partition dimension limit",
+              "partition dimension 256", "exceeds the architecture limit of 128")
+
+
+def test_psum_tile_at_most_one_bank():
+    @nki.jit
+    def big_psum(a):
+        acc = nl.zeros((128, 1024), nl.float32, buffer=nl.psum)  # HERE
+        return a
+
+    raises_at(big_psum, [x(1, 1)], "# HERE", "PSUM tile size limit", "4096 bytes per partition",
+              "2048-byte bank", "512 fp32")
+
+
+def test_matmul_operand_in_psum():
+    @nki.jit
+    def mm_psum(a, b):
+        p = nl.matmul(nl.load(a), nl.load(b), transpose_x=True)
+        q = nisa.nc_matmul(p, nl.load(b))  # HERE
+        return a
+
+    raises_at(mm_psum, [x(128, 128), x(128, 128)], "# HERE", "matmul operand location",
+              "stationary operand", "is in psum", "from SBUF")
+
+
+def test_matmul_moving_free_size():
+    @nki.jit
+    def mm_wide(a, b):
+        r = nl.matmul(nl.load(a), nl.load(b), transpose_x=True)  # HERE
+        return a
+
+    raises_at(mm_wide, [x(128, 128), x(128, 1024)], "# HERE", "matmul moving size",
+              "moving free size 1024 exceeds gemm_moving_fmax = 512")
+
+
+def test_matmul_stationary_free_size_and_contraction():
+    @nki.jit
+    def mm_tall(a, b):
+        r = nisa.nc_matmul(nl.load(a), nl.load(b))  # HERE
+        return a
+
+    raises_at(mm_tall, [x(128, 129), x(128, 64)], "# HERE", "matmul stationary size",
+              "stationary free size 129 exceeds gemm_stationary_fmax = 128")
+    raises_at(mm_tall, [x(64, 32), x(128, 64)], "# HERE", "matmul contraction",
+              "contraction (partition) sizes differ")
+
+
+def test_matmul_result_must_be_in_psum():
+    @nki.jit
+    def mm_dst(a, b):
+        tr = nl.load(a)
+        from neuron_customcall.nki.tracer import current
+        out = nl.ndarray((64, 64), nl.float32)
+        current().emit("matmul", out.access(), (tr.access(), nl.load(b).access()))  # HERE
+        return a
+
+    raises_at(mm_dst, [x(128, 64), x(128, 64)], "# HERE", "matmul result location", "to PSUM")
+
+
+def test_reduction_over_partition_axis():
+    @nki.jit
+    def red0(a):
+        s = nl.sum(nl.load(a), axis=0)  # HERE
+        return a
+
+    raises_at(red0, [x(128, 64)], "# HERE", "reduction over the partition axis",
+              "axis 0 is the partition dimension")
+
+
+def test_engine_operands_must_be_on_chip():
+    @nki.jit
+    def hbm_add(a):
+        s = nl.add(a, 1.0)  # HERE
+        return a
+
+    raises_at(hbm_add, [x(128, 64)], "# HERE", "engine operand location", "hbm tensor 'a'",
+              "nl.load it first")
+
+
+def test_sbuf_capacity():
+    @nki.jit
+    def hog(a):
+        tiles = [nl.ndarray((128, 16384), nl.float32) for _ in range(4)]  # HERE
+        for t in tiles:
+            t[...] = 0.0
+        return a
+
+    e = raises_at(hog, [x(1, 1)], "# HERE", "SBUF capacity",
+                  "256 KiB per partition live at once exceeds the 192 KiB", "largest live")
+    assert isinstance(e, HardwareRuleError)
+
+
+def test_sbuf_capacity_counts_only_live_tensors():
+    @nki.jit
+    def reuse(a):
+        out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+        for i in nl.static_range(8):  # 8 x 64 KiB in sequence, never more than 2 live
+            t = nl.load(a)
+            nl.store(out, value=nl.add(t, 1.0))
+        return out
+
+    np.testing.assert_array_equal(reuse(x(128, 16384)), 1.0)
+
+
+def test_psum_capacity():
+    @nki.jit
+    def banks(a):
+        accs = [nl.zeros((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]  # HERE
+        for p in accs:
+            p[...] = 1.0
+        return a
+
+    raises_at(banks, [x(1, 1)], "# HERE", "PSUM capacity", "exceeds the 16 KiB per partition")
+
+
+def test_non_affine_index_is_a_trace_error():
+    @nki.jit
+    def div_index(a):
+        t = nl.load(a[nl.program_id(0) // 2, :])  # HERE
+        return a
+
+    raises_at(div_index, [x(4, 8)], "# HERE", "non-affine index", "not affine",
+              cls=KernelTraceError, grid=(2,))
+
+
+def test_python_control_flow_on_program_id_is_a_trace_error():
+    @nki.jit
+    def branchy(a):
+        if nl.program_id(0) == 0:  # HERE
+            pass
+        return a
+
+    raises_at(branchy, [x(4, 8)], "# HERE", "non-affine index", "Python control flow",
+              cls=KernelTraceError, grid=(2,))
+
+
+def test_out_of_bounds_hbm_access_at_run_time():
+    @nki.jit
+    def overrun(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        rows = nl.program_id(0) * 128 + nl.arange(128)[:, None]
+        t = nl.load(a[rows, nl.arange(8)[None, :]])  # HERE
+        nl.store(out[rows, nl.arange(8)[None, :]], value=t)
+        return out
+
+    e = raises_at(overrun, [x(300, 8)], "# HERE", "out-of-bounds access",
+                  "load reads hbm tensor 'a' out of bounds", "indices [0..383, 0..7]",
+                  "shape [300, 8]", cls=OutOfBoundsAccessError, grid=(3,))
+    assert isinstance(e, KernelRuntimeError)
+
+
+def test_uninitialised_sbuf_reads_give_nan():
+    @nki.jit
+    def half_written(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((128, 8), nl.float32)
+        buf[:, 0:4] = nl.load(a[:, 0:4])
+        nl.store(out, value=buf)
+        return out
+
+    got = half_written(np.ones((128, 8), np.float32))
+    assert (got[:, :4] == 1).all() and np.isnan(got[:, 4:]).all()

@@ -1,0 +1,91 @@
+"""Traced kernels as IR: serialised, deserialised and executed give the same results; the hook
+frameworks use; vectorisation decisions."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from emulator.kernel_exec import run_kernel
+from emulator.kernel_ir import from_bytes, to_bytes, walk_loops
+from neuron_customcall import nki
+from neuron_customcall.nki import TensorSpec, trace_kernel
+
+from test_nki_kernels import (causal_attention_kernel, layernorm_kernel, matmul_tiled_kernel,
+                              rand, scale_rows_kernel, tensor_add_kernel)
+
+
+def roundtrip_run(kernel, args, grid=(1,)):
+    traced = kernel.trace(args, {}, grid)
+    ir2 = from_bytes(to_bytes(traced.ir))
+    assert ir2 == traced.ir
+    return run_kernel(ir2, [np.asarray(a) for a in args])[0]
+
+
+def test_serialised_ir_runs_to_the_same_results():
+    a, b = rand(256, 1024), rand(256, 1024)
+    np.testing.assert_array_equal(roundtrip_run(tensor_add_kernel, [a, b], (2, 2)),
+                                  tensor_add_kernel[2, 2](a, b))
+    lhsT, rhs = rand(256, 128), rand(256, 512)
+    np.testing.assert_array_equal(roundtrip_run(matmul_tiled_kernel, [lhsT, rhs]),
+                                  matmul_tiled_kernel(lhsT, rhs))
+    q, k, v = rand(128, 64), rand(128, 64), rand(128, 64)
+    np.testing.assert_array_equal(roundtrip_run(causal_attention_kernel, [q, k, v]),
+                                  causal_attention_kernel(q, k, v))
+    x, g, bb = rand(128, 256), rand(256), rand(256)
+    np.testing.assert_array_equal(roundtrip_run(layernorm_kernel, [x, g, bb]),
+                                  layernorm_kernel(x, g, bb))
+    x = rand(300, 40)
+    np.testing.assert_array_equal(roundtrip_run(scale_rows_kernel, [x], (3,)),
+                                  scale_rows_kernel[3](x))
+
+
+def test_trace_hook_needs_only_shapes_and_dtypes():
+    spec = TensorSpec((256, 1024), "float32")
+    traced = trace_kernel(tensor_add_kernel.func, [spec, spec], {}, (2, 2))
+    assert traced.outputs == (spec,)
+    assert traced.ir.grid == (2, 2)
+    assert [traced.ir.tensors[n].memory for n in traced.ir.inputs] == ["hbm", "hbm"]
+    assert traced.ir.tensors[traced.ir.outputs[0]].memory == "shared_hbm"
+
+
+def test_static_arguments_are_part_of_the_trace_key():
+    @nki.jit
+    def scale(x, factor):
+        from neuron_customcall.nki import language as nl
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.multiply(nl.load(x), factor))
+        return out
+
+    x = rand(4, 4)
+    np.testing.assert_array_equal(scale(x, 2.0), 2 * x)
+    np.testing.assert_array_equal(scale(x, 3.0), 3 * x)
+    assert scale.cache_size == 2
+
+
+def test_independent_affine_loops_run_vectorised(caplog):
+    lhsT, rhs = rand(256, 256), rand(256, 1024)
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        matmul_tiled_kernel(lhsT, rhs)
+    assert "runs as a Python loop" not in caplog.text
+    assert len(list(walk_loops(matmul_tiled_kernel.trace([lhsT, rhs]).ir.body))) == 3
+
+
+def test_dependent_affine_loop_falls_back_and_logs_why(caplog):
+    @nki.jit
+    def running_max(x):
+        from neuron_customcall.nki import language as nl
+        out = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+        m = nl.full((128, x.shape[1]), -1e30, nl.float32)
+        for i in nl.affine_range(x.shape[0] // 128):  # wrongly declared independent
+            m[...] = nl.maximum(m, nl.load(x[i * 128:(i + 1) * 128, :]))
+        nl.store(out, value=m)
+        return out
+
+    x = rand(512, 8)
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        got = running_max(x)
+    np.testing.assert_array_equal(got, x.reshape(4, 128, 8).max(axis=0))
+    assert "runs as a Python loop" in caplog.text
+    assert "iterations may depend on each other through tensor" in caplog.text
