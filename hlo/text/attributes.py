@@ -230,10 +230,16 @@ class BytesKind(Kind):
 class EnumKind(Kind):
     """A bare word mapped to a proto enum value or string (direction=LT, distribution=rng_uniform)."""
 
-    def __init__(self, mapping: Dict[str, object], omit: Tuple[object, ...] = (), always: bool = True) -> None:
+    def __init__(self, mapping: Dict[str, object], omit: Tuple[object, ...] = (), default: Optional[object] = None) -> None:
         self.mapping = mapping
         self.reverse = {v: k for k, v in mapping.items()}
         self.omit = omit
+        self.default_value = default
+
+    def default(self, inst, spec, operand_shapes):
+        if self.default_value is not None:
+            parent, name = _parent(inst, spec.field)
+            setattr(parent, name, self.default_value)
 
     def read(self, ctx, spec):
         cur = ctx.cur
@@ -654,7 +660,8 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
              _ops("custom-call", "fusion")),
     AttrSpec("schedule", "custom_call_schedule", EnumKind(_SCHEDULE, omit=(0,)), _ops("custom-call")),
     AttrSpec("api_version", "custom_call_api_version",
-             EnumKind(_API, omit=(0, hlo_pb2.API_VERSION_ORIGINAL)), _ops("custom-call")),
+             EnumKind(_API, omit=(0, hlo_pb2.API_VERSION_ORIGINAL), default=hlo_pb2.API_VERSION_ORIGINAL),
+             _ops("custom-call")),
     AttrSpec("operand_precision", "precision_config", PrecisionKind(), _DOT | _CONV | _ops("custom-call", "ragged-dot", "scaled-dot")),
     AttrSpec("algorithm", "precision_config.algorithm", DotAlgorithmKind(), _DOT | _CONV | _ops("ragged-dot", "scaled-dot")),
     AttrSpec("sparsity", "dot_sparsity", SkippedKind(), _DOT),

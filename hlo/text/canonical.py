@@ -17,7 +17,14 @@ equality of a text round trip (or of our reading vs XLA's) is defined on this fo
    its whole call chain (file, function, line, columns of every frame up to the root) and the
    tables are re-interned in order of first use.  XLA's own parser re-interns the tables the same
    way (dropping unused frames and reordering files), so only the chains carry meaning.
-5. Empty-but-present submessages are made present: XLA's ToProto always writes `metadata`,
+5. A computation's `program_shape.parameter_names` are the names of its parameter
+   instructions: XLA rebuilds them that way whenever it builds an HloModule (so does our reader);
+   a framework's builder may have stored other names (torch_xla stores "x" for `%x.25`), which
+   no text form carries.
+6. A custom-call's `custom_call_api_version` API_VERSION_UNSPECIFIED counts as
+   API_VERSION_ORIGINAL: XLA prints UNSPECIFIED but its parser refuses it, so the printer leaves
+   it out and every reader (ours, XLA's) then fills ORIGINAL.
+7. Empty-but-present submessages are made present: XLA's ToProto always writes `metadata`,
    `frontend_attributes`, `statistics_viz` on instructions and `input_output_alias`,
    `buffer_donor`, `frontend_attributes` on the module; presence alone carries no meaning.
 
@@ -95,8 +102,14 @@ def canonical_module(module: hlo_pb2.HloModuleProto) -> hlo_pb2.HloModuleProto:
             called = [comp_ids.get(v, -1 - v) for v in ni.called_computation_ids]
             ni.ClearField("called_computation_ids")
             ni.called_computation_ids.extend(called)
+            if ni.opcode == "custom-call" and ni.custom_call_api_version == 0:
+                ni.custom_call_api_version = hlo_pb2.API_VERSION_ORIGINAL
             ni.metadata.SetInParent()
             ni.frontend_attributes.SetInParent()
+        params = sorted((i for i in insts if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+        if len(params) == len(new.program_shape.parameter_names):
+            new.program_shape.ClearField("parameter_names")
+            new.program_shape.parameter_names.extend(i.name for i in params)
         new.id = comp_ids[old]
         new.root_id = inst_ids.get((old, comp.root_id), -1)
     out.entry_computation_id = comp_ids.get(src.entry_computation_id, -1)

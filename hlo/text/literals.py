@@ -12,6 +12,7 @@ an error, whatever its text says.
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
@@ -25,6 +26,8 @@ from hlo.text.lexer import WORD
 from hlo.text.types import NAME_BY_TYPE
 
 __all__ = ["parse_literal", "print_literal", "MAX_ELEMENTS", "literal_to_numpy"]
+
+log = logging.getLogger(__name__)
 
 PT = xla_data_pb2.PrimitiveType
 LiteralProto = xla_data_pb2.LiteralProto
@@ -131,8 +134,14 @@ def parse_literal(cur: Cursor, shape: ShapeProto) -> LiteralProto:
             raise cur.fail("a constant cannot have a dynamic shape")
         if count > MAX_ELEMENTS:
             raise cur.fail(f"constant of {count} elements exceeds the limit of {MAX_ELEMENTS}")
-        if cur.at_punct("..."):
-            raise cur.fail("elided constant '{...}' cannot be read (print with large constants)")
+        if _at_elided(cur):
+            # XLA prints large constants as `{...}` by default; its parser accepts that and makes
+            # up values.  We accept it too (zeros) and say so: the real values are not in the text.
+            log.warning("constant of shape %s elided as {...} in the text: read as zeros", list(shape.dimensions))
+            values = [False if storage.kind == "pred" else 0 if storage.kind == "int" else
+                      (0j if storage.kind == "complex" else (0.0, None, False))] * count
+            _store(lit, storage, values, shape, cur)
+            return lit
         values: List[object] = []
         dims = list(shape.dimensions)
         if dims:
@@ -141,6 +150,18 @@ def parse_literal(cur: Cursor, shape: ShapeProto) -> LiteralProto:
             values.append(_parse_value(cur, storage))
         _store(lit, storage, values, shape, cur)
         return lit
+
+
+def _at_elided(cur: Cursor) -> bool:
+    """Is the next text `{...}`? (consumed if so)"""
+    if not cur.at_punct("{"):
+        return False
+    mark = cur.lexer.save()
+    cur.next()
+    if cur.accept("...") and cur.accept("}"):
+        return True
+    cur.lexer.restore(mark)
+    return False
 
 
 def _skip_optional_shape(cur: Cursor) -> None:
@@ -224,6 +245,10 @@ def _parse_float_token(cur: Cursor) -> Tuple[float, Optional[int], bool]:
             cur.next()
             return (1.0 if text == "true" else 0.0, None, False)
         value = parse_float_text(text)
+        as_int = parse_int_text(text)
+        if as_int is not None:
+            # XLA reads an integer spelling as an integer: "-0" is +0, as in XLA.
+            value = float(as_int) if abs(as_int) < (1 << 1000) else value
         if value is not None:
             cur.next()
             payload = None
@@ -333,7 +358,9 @@ def literal_to_numpy(lit: LiteralProto) -> np.ndarray:
         arr = np.frombuffer(raw, dtype=storage.dtype)
     elif storage.kind == "complex":
         flat = np.array(raw, dtype=np.float32 if storage.dtype == np.complex64 else np.float64)
-        arr = (flat[0::2] + 1j * flat[1::2]).astype(storage.dtype) if flat.size else np.zeros(0, storage.dtype)
+        arr = np.empty(flat.size // 2, dtype=storage.dtype)
+        arr.real = flat[0::2]
+        arr.imag = flat[1::2]
     else:
         arr = np.array(raw, dtype=storage.dtype)
     if arr.size != count:
@@ -366,6 +393,8 @@ def _format_float(value: object, element_type: int, dtype: object) -> str:
         return ("-" if negative else "") + text
     if math.isinf(f):
         return "-inf" if f < 0 else "inf"
+    if f == 0.0 and math.copysign(1.0, f) < 0:
+        return "-0.0"  # XLA prints "-0", which every reader (XLA's too) takes as +0
     target = np.array([f], dtype=dtype)
     for digits in range(1, 18):
         s = "%.*g" % (digits, f)

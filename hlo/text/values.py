@@ -296,7 +296,6 @@ def _read_sharding_body(cur: Cursor, s: OpSharding) -> None:
             seen_type = True
             cur.expect_keyword("device", "after maximal")
             cur.expect("=", "after device")
-            s.tile_assignment_dimensions.append(1)
             s.tile_assignment_devices.append(cur.expect_int64("as device"))
         elif word == "devices":
             s.type = OpSharding.OTHER
@@ -473,20 +472,21 @@ def read_replica_groups(cur: Cursor, inst: hlo_pb2.HloInstructionProto) -> None:
         perm = list(range(len(reshape)))
         if cur.accept_word("T"):
             perm = cur.int_list("as iota transpose", "(", ")")
-        iota = inst.collective_device_list.iota_replica_group_list
+        iota = inst.iota_collective_device_list
         iota.num_replica_groups, iota.num_devices_per_group = dims
         iota.iota_reshape_dims.extend(reshape)
         iota.iota_transpose_perm.extend(perm)
         return
     groups = cur.nested_int_lists("as replica groups")
+    inst.collective_device_list.SetInParent()
     for g in groups:
         inst.collective_device_list.replica_groups.add().replica_ids.extend(g)
 
 
 def write_replica_groups(inst: hlo_pb2.HloInstructionProto) -> str:
     cdl = inst.collective_device_list
-    if cdl.HasField("iota_replica_group_list"):
-        iota = cdl.iota_replica_group_list
+    if inst.HasField("iota_collective_device_list"):
+        iota = inst.iota_collective_device_list
         text = f"[{iota.num_replica_groups},{iota.num_devices_per_group}]<=[" + ",".join(
             str(d) for d in iota.iota_reshape_dims) + "]"
         if list(iota.iota_transpose_perm) != list(range(len(iota.iota_reshape_dims))):
