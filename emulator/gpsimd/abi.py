@@ -1,0 +1,130 @@
+"""The C ABI shared with the device runtime (emulator/gpsimd/include/neuron/gpsimd_runtime.hpp).
+
+Kept in one place so that the structure layouts, dtype codes and error codes have a single Python
+definition; docs/gpsimd.md documents the same layout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+MAX_DIMS = 8
+CORE_COUNT = 8
+TEXT_CAPACITY = 64 * 1024
+ERROR_CAPACITY = 4096
+
+# ncc_arg.kind
+KIND_TENSOR = 0
+KIND_SCALAR_DOUBLE = 1
+KIND_SCALAR_INT = 2
+KIND_DOUBLE = 3
+KIND_INT64 = 4
+
+
+class NccArg(ctypes.Structure):
+    """One argument or result (struct ncc_arg)."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("sizes", ctypes.c_int64 * MAX_DIMS),
+        ("data", ctypes.c_void_p),
+        ("f", ctypes.c_double),
+        ("i", ctypes.c_int64),
+    ]
+
+
+COUNTER_FIELDS = (
+    "element_accesses",
+    "stream_bytes",
+    "tcm_bytes",
+    "arith_elements",
+    "factory_bytes",
+    "tcm_peak_bytes",
+    "stack_bytes",
+    "printf_lost_bytes",
+)
+
+
+class NccCounters(ctypes.Structure):
+    """Per-execution counters (struct ncc_counters)."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in COUNTER_FIELDS]
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: int(getattr(self, name)) for name in COUNTER_FIELDS}
+
+
+@dataclass(frozen=True)
+class DType:
+    """A device dtype: its c10 ScalarType code, name and element size."""
+
+    code: int
+    name: str
+    itemsize: int
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType(0, "uint8", 1),
+        DType(1, "int8", 1),
+        DType(2, "int16", 2),
+        DType(3, "int32", 4),
+        DType(4, "int64", 8),
+        DType(5, "float16", 2),
+        DType(6, "float32", 4),
+        DType(15, "bfloat16", 2),
+    )
+}
+DTYPES_BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
+
+# Return codes of ncc_gpsimd_shape / ncc_gpsimd_run: 1 + ncc_gpsimd::ErrorKind, or 100.
+ERROR_KINDS: dict[int, str] = {
+    1: "bounds",
+    2: "shape_reads_data",
+    3: "dtype",
+    4: "coherence",
+    5: "tcm",
+    6: "multicore",
+    7: "usage",
+    100: "other",
+}
+
+
+def bind(lib: ctypes.CDLL) -> None:
+    """Declares the argument and result types of a library's C API functions."""
+    lib.ncc_gpsimd_abi_version.restype = ctypes.c_int
+    lib.ncc_gpsimd_library_info.restype = ctypes.c_char_p
+    lib.ncc_gpsimd_demangle.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.ncc_gpsimd_demangle.restype = ctypes.c_int
+    lib.ncc_gpsimd_shape.argtypes = [
+        ctypes.c_int,
+        ctypes.POINTER(NccArg),
+        ctypes.c_int,
+        ctypes.POINTER(NccArg),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.ncc_gpsimd_shape.restype = ctypes.c_int
+    lib.ncc_gpsimd_run.argtypes = [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.POINTER(NccArg),
+        ctypes.c_int,
+        ctypes.POINTER(NccArg),
+        ctypes.c_int,
+        ctypes.POINTER(NccCounters),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.ncc_gpsimd_run.restype = ctypes.c_int
+
+
+ABI_VERSION = 1

@@ -1,0 +1,35 @@
+"""Exceptions of the emulated GpSimd engine; every one names the op (or library) it is about."""
+
+from __future__ import annotations
+
+
+class GpSimdError(RuntimeError):
+    """Base class: something went wrong building, loading or running a GpSimd kernel."""
+
+
+class LibraryError(GpSimdError):
+    """A built library breaks a rule (registration table, compute function lookup or signature)."""
+
+
+class ShapeFunctionError(GpSimdError):
+    """A shape function failed on the host (for instance it tried to read input data)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class KernelError(GpSimdError):
+    """The kernel raised a device error: out-of-bounds access, TCM misuse, coherence, ..."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class KernelCrash(GpSimdError):
+    """The kernel crashed its emulated core (segfault, abort); the host process is unharmed."""
+
+
+class KernelTimeout(GpSimdError):
+    """The kernel ran past its time limit and its worker was killed."""

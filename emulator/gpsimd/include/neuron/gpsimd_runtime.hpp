@@ -1,0 +1,215 @@
+// The emulated GpSimd core's device runtime: per-core state (cpu id, the 16 KB TCM pool, the
+// access counters, the printf buffer), the device error type and the C ABI structures that the
+// emulator's runner uses to hand buffers to a compiled kernel.
+//
+// Every core of the emulated engine runs on its own host thread, so all per-core state is reached
+// through one thread_local pointer that the runner sets before calling the kernel.
+#pragma once
+
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#ifdef STACK_SIZE
+#if STACK_SIZE > 409600
+#error "STACK_SIZE is larger than the GpSimd maximum of 400 KB (409600 bytes)"
+#endif
+#endif
+
+extern "C" {
+// One operator argument or result as the runner describes it (layout documented in docs/gpsimd.md).
+struct ncc_arg {
+  int32_t kind;        // 0 tensor, 1 scalar holding a double, 2 scalar holding an int64, 3 double, 4 int64
+  int32_t dtype;       // c10 ScalarType code for tensors
+  int32_t ndim;
+  int32_t reserved;
+  int64_t sizes[8];
+  void* data;          // nullptr for the data-less tensors of shape functions
+  double f;
+  int64_t i;
+};
+
+// Per-execution counters for the cost model, summed over cores.
+struct ncc_counters {
+  uint64_t element_accesses;   // element-wise accessor element references
+  uint64_t stream_bytes;       // bytes moved by stream accessors between HBM and TCM
+  uint64_t tcm_bytes;          // bytes moved by TCM accessors between HBM and TCM
+  uint64_t arith_elements;     // elements produced by tensor-library arithmetic
+  uint64_t factory_bytes;      // bytes written by factories (zeros, ones, full, eye)
+  uint64_t tcm_peak_bytes;     // largest TCM pool use of any core
+  uint64_t stack_bytes;        // largest measured stack use of any core
+  uint64_t printf_lost_bytes;  // core 0 printf output lost to buffer overflow
+};
+}
+
+namespace ncc_gpsimd {
+
+constexpr size_t kTcmPoolBytes = 16 * 1024;      // user TCM pool per core
+constexpr size_t kStreamBufferBytes = 4 * 1024;  // TCM taken by each stream accessor
+constexpr size_t kPrintfBufferBytes = 64 * 1024; // device printf ring buffer per core
+constexpr uint32_t kCoreCount = 8;
+
+enum class ErrorKind { kBounds, kShapeReadsData, kDtype, kCoherence, kTcm, kMulticore, kUsage };
+
+// A device error: thrown by the runtime, caught by the runner, reported to Python with its kind.
+struct DeviceError : std::runtime_error {
+  ErrorKind kind;
+  DeviceError(ErrorKind k, const std::string& msg) : std::runtime_error(msg), kind(k) {}
+};
+
+inline const char* error_kind_name(ErrorKind k) {
+  static const char* const names[] = {"bounds", "shape_reads_data", "dtype", "coherence",
+                                      "tcm", "multicore", "usage"};
+  return names[static_cast<int>(k)];
+}
+
+enum class CoherencePolicy { COHERENT, INCOHERENT_VERBOSE, INCOHERENT_QUIET };
+
+// First-fit allocator over one core's TCM pool; blocks are 16-byte aligned.
+class TcmPool {
+ public:
+  void reset() {
+    nblocks_ = 0;
+    used_ = 0;
+    peak_ = 0;
+  }
+  void* allocate(size_t nbytes) {
+    if (nbytes == 0) nbytes = 1;
+    size_t need = (nbytes + 15) & ~size_t(15);
+    if (nblocks_ == kMaxBlocks) return nullptr;
+    size_t pos = 0;
+    size_t at = 0;
+    for (; at < nblocks_; ++at) {
+      if (blocks_[at].offset - pos >= need) break;
+      pos = blocks_[at].offset + blocks_[at].size;
+    }
+    if (at == nblocks_ && kTcmPoolBytes - pos < need) return nullptr;
+    for (size_t k = nblocks_; k > at; --k) blocks_[k] = blocks_[k - 1];
+    blocks_[at] = Block{pos, need};
+    ++nblocks_;
+    used_ += need;
+    if (used_ > peak_) peak_ = used_;
+    return memory_ + pos;
+  }
+  bool release(void* p) {
+    for (size_t k = 0; k < nblocks_; ++k) {
+      if (memory_ + blocks_[k].offset == p) {
+        used_ -= blocks_[k].size;
+        for (size_t j = k; j + 1 < nblocks_; ++j) blocks_[j] = blocks_[j + 1];
+        --nblocks_;
+        return true;
+      }
+    }
+    return false;
+  }
+  // True when [p, p + nbytes) lies inside one allocated block.
+  bool contains(const void* p, size_t nbytes) const {
+    const unsigned char* c = static_cast<const unsigned char*>(p);
+    if (c < memory_ || c >= memory_ + kTcmPoolBytes) return false;
+    size_t off = static_cast<size_t>(c - memory_);
+    for (size_t k = 0; k < nblocks_; ++k) {
+      if (off >= blocks_[k].offset && off + nbytes <= blocks_[k].offset + blocks_[k].size) return true;
+    }
+    return false;
+  }
+  size_t peak() const { return peak_; }
+
+ private:
+  struct Block {
+    size_t offset;
+    size_t size;
+  };
+  static constexpr size_t kMaxBlocks = 64;
+  alignas(64) unsigned char memory_[kTcmPoolBytes];
+  Block blocks_[kMaxBlocks];
+  size_t nblocks_ = 0;
+  size_t used_ = 0;
+  size_t peak_ = 0;
+};
+
+// Ring buffer holding the newest kPrintfBufferBytes of a core's printf output.
+class PrintfBuffer {
+ public:
+  void reset() { total_ = 0; }
+  void append(const char* s, size_t n) {
+    for (size_t k = 0; k < n; ++k) data_[(total_ + k) % kPrintfBufferBytes] = s[k];
+    total_ += n;
+  }
+  // Copies the retained output in order; returns the number of bytes lost to overflow.
+  uint64_t drain(char* out, size_t cap, size_t* written) const {
+    size_t kept = total_ < kPrintfBufferBytes ? total_ : kPrintfBufferBytes;
+    size_t start = total_ - kept;
+    size_t n = kept < cap ? kept : cap;
+    for (size_t k = 0; k < n; ++k) out[k] = data_[(start + k) % kPrintfBufferBytes];
+    *written = n;
+    return total_ - kept;
+  }
+
+ private:
+  char data_[kPrintfBufferBytes];
+  uint64_t total_ = 0;
+};
+
+struct OutputSlot;  // defined by the tensor library
+
+// Everything one emulated core owns while a kernel runs on it.
+struct CoreState {
+  uint32_t cpu_id = 0;
+  uint32_t cpu_count = 1;
+  bool shape_mode = false;   // running a shape function on the host: tensors are data-less
+  bool multicore = false;
+  const char* op_name = "";
+  CoherencePolicy coherence = CoherencePolicy::COHERENT;
+  TcmPool tcm;
+  PrintfBuffer out;
+  ncc_counters counters{};
+  const ncc_arg* dst = nullptr;  // the operator's output buffer
+  bool dst_taken = false;        // the output buffer already backs a tensor
+};
+
+inline thread_local CoreState* tls_core = nullptr;
+
+inline CoreState& core() {
+  if (tls_core == nullptr) {
+    throw DeviceError(ErrorKind::kUsage, "the tensor library was used outside an emulated GpSimd core");
+  }
+  return *tls_core;
+}
+
+[[noreturn]] inline void fail(ErrorKind kind, const std::string& what) {
+  std::string msg = "op '";
+  msg += tls_core ? tls_core->op_name : "";
+  msg += "': ";
+  msg += what;
+  throw DeviceError(kind, msg);
+}
+
+inline int device_printf(const char* fmt, ...) {
+  char stack_buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(stack_buf, sizeof stack_buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return n;
+  CoreState* c = tls_core;
+  if (c == nullptr) return n;
+  if (static_cast<size_t>(n) < sizeof stack_buf) {
+    c->out.append(stack_buf, static_cast<size_t>(n));
+  } else {
+    std::string big(static_cast<size_t>(n) + 1, '\0');
+    va_start(ap, fmt);
+    vsnprintf(&big[0], big.size(), fmt, ap);
+    va_end(ap);
+    c->out.append(big.data(), static_cast<size_t>(n));
+  }
+  return n;
+}
+
+}  // namespace ncc_gpsimd
+
+// Kernels call printf; on the emulated engine its output goes to the core's device buffer.
+#define printf(...) ::ncc_gpsimd::device_printf(__VA_ARGS__)

@@ -1,0 +1,265 @@
+"""Runs GpSimd compute functions in an isolated, persistent worker process per library.
+
+The host copies the input tensors into a shared arena, sends one small JSON request, and waits
+with a time limit. A worker that crashes (segfault, abort) or runs past the limit is killed and
+replaced, and the call raises a Python exception naming the op; the host process is never at risk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence, TextIO, Union
+
+import numpy as np
+
+from emulator.gpsimd import abi, protocol
+from emulator.gpsimd.args import TensorSpec
+from emulator.gpsimd.descriptor import OpDescriptor
+from emulator.gpsimd.errors import GpSimdError, KernelCrash, KernelError, KernelTimeout
+from emulator.gpsimd.library import materialise
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_TIMEOUT", "300"))
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_LIBRARY_CACHE = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    """An input tensor: its spec and a C-contiguous buffer holding exactly its bytes."""
+
+    spec: TensorSpec
+    data: object
+
+
+Argument = Union[TensorValue, float, int, bool]
+
+
+@dataclass
+class RunResult:
+    """One execution: the output bytes (uint8, reshape by the output spec), counters, printf."""
+
+    output: np.ndarray
+    spec: TensorSpec
+    counters: dict[str, int]
+    text: str
+    ncores: int
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class _WorkerProcess:
+    """One worker subprocess and the arena it shares with the host."""
+
+    def __init__(self, library_path: Path) -> None:
+        self.library_path = library_path
+        self.arena = protocol.Arena()
+        req_r, self.req_w = os.pipe()
+        self.resp_r, resp_w = os.pipe()
+        self.stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROJECT_ROOT), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path)],
+            pass_fds=(req_r, resp_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            env=env,
+        )
+        os.close(req_r)
+        os.close(resp_w)
+        ready = self._receive(60.0, "starting the GpSimd worker")
+        if ready is None:
+            raise GpSimdError(f"the GpSimd worker for {library_path.name} failed to start: {self.stderr_tail()}")
+
+    def _receive(self, timeout: float, what: str) -> dict | None:
+        try:
+            return protocol.receive(self.resp_r, timeout)
+        except TimeoutError:
+            self.kill()
+            raise KernelTimeout(f"{what}: no answer within {timeout:g} s; the worker was killed") from None
+
+    def stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-2000:].decode("utf-8", "replace").strip()
+
+    def request(self, message: dict, timeout: float, op_name: str) -> dict:
+        try:
+            protocol.send(self.req_w, message)
+            reply = protocol.receive(self.resp_r, timeout)
+        except TimeoutError:
+            self.kill()
+            raise KernelTimeout(
+                f"op '{op_name}' ran past its time limit of {timeout:g} s on the emulated GpSimd "
+                "engine; its worker was killed"
+            ) from None
+        except BrokenPipeError:
+            reply = None
+        if reply is None:
+            returncode = self.proc.wait()
+            detail = self.stderr_tail()
+            self.close()
+            raise KernelCrash(
+                f"op '{op_name}' crashed its emulated GpSimd core ({_signal_name(returncode)}): "
+                "an invalid pointer, an abort, or a stack overflow beyond the declared STACK_SIZE"
+                + (f"; worker output: {detail}" if detail else "")
+            )
+        return reply
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        for fd in (self.req_w, self.resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.req_w = self.resp_r = -1
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.arena.close()
+        self.stderr.close()
+
+
+def _layout(values: Sequence[Argument], kinds: Sequence[str], out: TensorSpec) -> tuple[list[dict], dict, int]:
+    """Assigns arena offsets: inputs first, then the output; returns the request fields."""
+    offset, specs = 0, []
+    for kind, value in zip(kinds, values):
+        if kind == "tensor":
+            if not isinstance(value, TensorValue):
+                raise GpSimdError("a tensor argument needs a TensorValue")
+            d = abi.DTYPES[value.spec.dtype]
+            specs.append({"kind": abi.KIND_TENSOR, "dtype": d.code, "shape": list(value.spec.shape), "offset": offset})
+            offset = protocol.align(offset + value.spec.nbytes)
+        else:
+            specs.append(_scalar_spec(kind, value))
+    out_spec = {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[out.dtype].code, "shape": list(out.shape), "offset": offset}
+    return specs, out_spec, protocol.align(offset + max(out.nbytes, 1))
+
+
+def _scalar_spec(kind: str, value: object) -> dict:
+    is_int = isinstance(value, (bool, int))
+    table = {
+        "scalar": {"kind": abi.KIND_SCALAR_INT, "i": int(value)} if is_int else {"kind": abi.KIND_SCALAR_DOUBLE, "f": float(value)},
+        "double": {"kind": abi.KIND_DOUBLE, "f": float(value)},
+        "int64": {"kind": abi.KIND_INT64, "i": int(value)},
+    }
+    return table[kind]
+
+
+def print_device_output(op: OpDescriptor, text: str, lost: int, stream: TextIO | None = None) -> None:
+    """Prints a kernel's printf output after execution under a header line, as the device does."""
+    out = stream or sys.stdout
+    out.write(f"----- GpSimd printf output: {op.library}::{op.name} (core 0) -----\n")
+    if lost:
+        out.write(f"[{lost} bytes of older output lost: the device printf buffer overflowed]\n")
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
+
+
+class GpSimdRunner:
+    """Runs the ops of one library (given by path or by bytes) on the emulated GpSimd engine."""
+
+    def __init__(self, library: str | os.PathLike[str] | bytes, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if isinstance(library, (bytes, bytearray)):
+            self.library_path = materialise(bytes(library), _LIBRARY_CACHE)
+        else:
+            self.library_path = Path(library).resolve()
+        self.timeout = timeout
+        self._worker: _WorkerProcess | None = None
+        self._lock = threading.Lock()
+
+    def _ensure_worker(self) -> _WorkerProcess:
+        if self._worker is None or not self._worker.alive() or self._worker.req_w < 0:
+            self._worker = _WorkerProcess(self.library_path)
+        return self._worker
+
+    def run(
+        self,
+        op: OpDescriptor,
+        values: Sequence[Argument],
+        out: TensorSpec,
+        timeout: float | None = None,
+        print_output: bool = True,
+    ) -> RunResult:
+        """Executes `op` once (or once per core in multicore mode) and returns its output."""
+        if len(values) != len(op.args):
+            raise GpSimdError(f"op '{op.name}' takes {len(op.args)} arguments, got {len(values)}")
+        ncores = abi.CORE_COUNT if op.multicore else 1
+        specs, out_spec, size = _layout(values, op.args, out)
+        with self._lock:
+            worker = self._ensure_worker()
+            with worker.arena.ensure(size) as view:
+                for kind, value, spec in zip(op.args, values, specs):
+                    if kind == "tensor":
+                        n = value.spec.nbytes
+                        view[spec["offset"] : spec["offset"] + n] = memoryview(value.data).cast("B")
+            request = {
+                "cmd": "run", "index": op.index, "symbol": op.symbol, "ncores": ncores,
+                "arena": str(worker.arena.path), "arena_size": worker.arena.size,
+                "args": specs, "out": out_spec,
+            }
+            start = time.perf_counter()
+            reply = worker.request(request, timeout or self.timeout, op.name)
+            seconds = time.perf_counter() - start
+            output = np.empty(out.nbytes, dtype=np.uint8)
+            if reply["ok"]:
+                with worker.arena.ensure(size) as view:
+                    output[:] = view[out_spec["offset"] : out_spec["offset"] + out.nbytes]
+        counters = reply["counters"]
+        if print_output and reply["text"]:
+            print_device_output(op, reply["text"], counters["printf_lost_bytes"])
+        if not reply["ok"]:
+            raise KernelError(reply["error"], reply["kind"])
+        return RunResult(output, out, counters, reply["text"], ncores, seconds)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+
+_RUNNERS: dict[Path, GpSimdRunner] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def runner_for(library_path: str | os.PathLike[str]) -> GpSimdRunner:
+    """The process-wide runner (and so the persistent worker) of a library file."""
+    path = Path(library_path).resolve()
+    with _RUNNERS_LOCK:
+        if path not in _RUNNERS:
+            _RUNNERS[path] = GpSimdRunner(path)
+        return _RUNNERS[path]

@@ -1,0 +1,304 @@
+// The C API of a built GpSimd custom-op library, compiled into every lib<name>.so with the
+// library's own flags (so it sees -DSTACK_SIZE and the multicore switch).
+//
+// The emulator's runner calls it through ctypes: it reads the registration table, runs shape
+// functions with data-less tensors, and runs a compute function on 1 or 8 emulated cores, each a
+// host thread with its own stack, TCM pool, counters and printf buffer.
+#include <cxxabi.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "torchneuron/register.h"
+
+#ifndef NCC_MULTICORE
+#define NCC_MULTICORE 0
+#endif
+
+namespace {
+
+using torchneuron::detail::OpEntry;
+using torchneuron::detail::registry;
+
+constexpr size_t kDefaultStackLimit = 8 * 1024;     // undeclared stacks live in local memory
+constexpr size_t kHostAllowance = 16 * 1024;        // host libc frames (printf formatting, memcpy)
+constexpr size_t kStackSlack = 256 * 1024;          // room past the limit so overflow is measured
+constexpr unsigned char kStackPaint = 0xA5;
+
+size_t declared_stack() {
+#ifdef STACK_SIZE
+  return static_cast<size_t>(STACK_SIZE);
+#else
+  return 0;
+#endif
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+void ensure_initialized() {
+  auto& r = registry();
+  if (r.initialized) return;
+  r.initialized = true;
+  if (r.body != nullptr) {
+    torchneuron::Library lib;
+    r.body(lib);
+  }
+}
+
+void copy_error(char* err, size_t errlen, const std::string& msg) {
+  if (err == nullptr || errlen == 0) return;
+  size_t n = msg.size() < errlen - 1 ? msg.size() : errlen - 1;
+  std::memcpy(err, msg.data(), n);
+  err[n] = '\0';
+}
+
+int error_code(const ncc_gpsimd::DeviceError& e) { return 1 + static_cast<int>(e.kind); }
+constexpr int kOtherError = 100;
+
+std::string describe(torch::ScalarType t, const int64_t* sizes, int ndim) {
+  std::string s = torch::dtype_name(t);
+  s += "[";
+  for (int k = 0; k < ndim; ++k) s += (k ? ", " : "") + std::to_string(sizes[k]);
+  return s + "]";
+}
+
+// One emulated core's execution of the compute function.
+struct CoreRun {
+  const OpEntry* op = nullptr;
+  torchneuron::detail::AnyFn fn = nullptr;
+  const ncc_arg* args = nullptr;
+  const ncc_arg* dst = nullptr;
+  std::unique_ptr<ncc_gpsimd::CoreState> state;
+  unsigned char* stack_lo = nullptr;
+  size_t stack_size = 0;
+  int code = 0;
+  std::string error;
+};
+
+void finish_single_core(CoreRun& run, const torch::Tensor& result) {
+  const ncc_arg* d = run.dst;
+  torch::TensorImpl& im = result.impl();
+  if (im.dtype != static_cast<torch::ScalarType>(d->dtype) || im.ndim != d->ndim ||
+      !std::equal(d->sizes, d->sizes + d->ndim, im.sizes)) {
+    ncc_gpsimd::fail(ncc_gpsimd::ErrorKind::kUsage,
+                     "the compute function returned " + describe(im.dtype, im.sizes, im.ndim) +
+                         " but the shape function declared " +
+                         describe(static_cast<torch::ScalarType>(d->dtype), d->sizes, d->ndim));
+  }
+  void* src = result.device_data("result");
+  if (src != d->data) std::memcpy(d->data, src, result.nbytes());
+}
+
+void* core_main(void* p) {
+  CoreRun& run = *static_cast<CoreRun*>(p);
+  ncc_gpsimd::tls_core = run.state.get();
+  ncc_gpsimd::tls_stack_lo = run.stack_lo;
+  ncc_gpsimd::tls_stack_hi = run.stack_lo + run.stack_size;
+  try {
+    torch::Tensor result = run.op->compute_invoke(run.fn, run.args);
+    if (!run.state->multicore) finish_single_core(run, result);
+  } catch (const ncc_gpsimd::DeviceError& e) {
+    run.code = error_code(e);
+    run.error = e.what();
+  } catch (const std::exception& e) {
+    run.code = kOtherError;
+    run.error = std::string("op '") + run.op->name + "': C++ exception: " + e.what();
+  } catch (...) {
+    run.code = kOtherError;
+    run.error = std::string("op '") + run.op->name + "': unknown C++ exception";
+  }
+  ncc_gpsimd::tls_core = nullptr;
+  return nullptr;
+}
+
+// A painted stack with a guard page below it; returns the measured use after the run.
+struct PaintedStack {
+  unsigned char* base = nullptr;  // guard page
+  size_t total = 0;
+  size_t page = 4096;
+  explicit PaintedStack(size_t size) {
+    total = size + page;
+    void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("cannot map a core stack");
+    base = static_cast<unsigned char*>(m);
+    mprotect(base, page, PROT_NONE);
+    std::memset(base + page, kStackPaint, size);
+  }
+  ~PaintedStack() { munmap(base, total); }
+  unsigned char* lo() const { return base + page; }
+  size_t size() const { return total - page; }
+  size_t used() const {
+    const unsigned char* p = lo();
+    size_t k = 0;
+    while (k < size() && p[k] == kStackPaint) ++k;
+    return size() - k;
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+int ncc_gpsimd_abi_version() { return 1; }
+
+// The registration table and build switches as JSON (read once by the emulator).
+const char* ncc_gpsimd_library_info() {
+  static std::string info;
+  ensure_initialized();
+  auto& r = registry();
+  std::string s = "{\"library\": " + json_string(r.library ? r.library : "") +
+                  ", \"multicore\": " + (NCC_MULTICORE ? "true" : "false") +
+                  ", \"stack_size\": " + std::to_string(declared_stack()) +
+                  ", \"error\": " + json_string(r.error) + ", \"ops\": [";
+  for (size_t k = 0; k < r.ops.size(); ++k) {
+    const OpEntry& e = r.ops[k];
+    s += (k ? ", " : "");
+    s += "{\"name\": " + json_string(e.name) + ", \"compute\": " + json_string(e.compute) + ", \"args\": [";
+    for (int a = 0; a < e.nargs; ++a) s += (a ? ", " : "") + json_string(e.kinds[a]);
+    s += "]}";
+  }
+  info = s + "]}";
+  return info.c_str();
+}
+
+// Demangles a C++ symbol (used to check a compute function's parameter types).
+int ncc_gpsimd_demangle(const char* mangled, char* out, size_t cap) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  if (status != 0 || d == nullptr) return -1;
+  copy_error(out, cap, d);
+  std::free(d);
+  return 0;
+}
+
+// Runs shape function `op` on data-less tensors; writes the result's dtype and sizes to *out.
+int ncc_gpsimd_shape(int op, const ncc_arg* args, int nargs, ncc_arg* out, char* err, size_t errlen) {
+  ensure_initialized();
+  auto& r = registry();
+  if (op < 0 || op >= static_cast<int>(r.ops.size()) || r.ops[op].nargs != nargs) {
+    copy_error(err, errlen, "bad op index or argument count");
+    return kOtherError;
+  }
+  const OpEntry& e = r.ops[op];
+  auto state = std::make_unique<ncc_gpsimd::CoreState>();
+  state->shape_mode = true;
+  state->op_name = e.name;
+  ncc_gpsimd::CoreState* saved = ncc_gpsimd::tls_core;
+  ncc_gpsimd::tls_core = state.get();
+  int code = 0;
+  try {
+    torch::Tensor t = e.shape_invoke(e.shape_fn, args);
+    torch::TensorImpl& im = t.impl();
+    out->kind = 0;
+    out->dtype = static_cast<int32_t>(im.dtype);
+    out->ndim = im.ndim;
+    for (int k = 0; k < im.ndim; ++k) out->sizes[k] = im.sizes[k];
+    out->data = nullptr;
+  } catch (const ncc_gpsimd::DeviceError& ex) {
+    code = error_code(ex);
+    copy_error(err, errlen, std::string("shape function: ") + ex.what());
+  } catch (const std::exception& ex) {
+    code = kOtherError;
+    copy_error(err, errlen, std::string("shape function of op '") + e.name + "': " + ex.what());
+  }
+  ncc_gpsimd::tls_core = saved;
+  return code;
+}
+
+// Runs compute function `fn` of op `op` on `ncores` emulated cores (1, or 8 in multicore mode).
+// `dst` is the output buffer, sized by the shape function. Counters are summed over cores and
+// core 0's printf output is copied to `text`.
+int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst, int ncores,
+                   ncc_counters* counters, char* text, size_t text_cap, size_t* text_len, char* err,
+                   size_t errlen) {
+  ensure_initialized();
+  auto& r = registry();
+  *text_len = 0;
+  if (op < 0 || op >= static_cast<int>(r.ops.size()) || r.ops[op].nargs != nargs || ncores < 1 ||
+      ncores > static_cast<int>(ncc_gpsimd::kCoreCount)) {
+    copy_error(err, errlen, "bad op index, argument count or core count");
+    return kOtherError;
+  }
+  size_t limit = declared_stack() ? declared_stack() : kDefaultStackLimit;
+  std::vector<CoreRun> runs(static_cast<size_t>(ncores));
+  std::vector<std::unique_ptr<PaintedStack>> stacks;
+  std::vector<pthread_t> threads(static_cast<size_t>(ncores));
+  std::vector<bool> started(static_cast<size_t>(ncores), false);
+  for (int c = 0; c < ncores; ++c) {
+    CoreRun& run = runs[c];
+    run.op = &r.ops[op];
+    run.fn = reinterpret_cast<torchneuron::detail::AnyFn>(fn);
+    run.args = args;
+    run.dst = dst;
+    run.state = std::make_unique<ncc_gpsimd::CoreState>();
+    run.state->cpu_id = static_cast<uint32_t>(c);
+    run.state->cpu_count = static_cast<uint32_t>(ncores);
+    run.state->multicore = ncores > 1 || NCC_MULTICORE;
+    run.state->op_name = run.op->name;
+    run.state->dst = dst;
+    stacks.push_back(std::make_unique<PaintedStack>(limit + kHostAllowance + kStackSlack));
+    run.stack_lo = stacks.back()->lo();
+    run.stack_size = stacks.back()->size();
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, run.stack_lo, run.stack_size);
+    started[c] = pthread_create(&threads[c], &attr, core_main, &run) == 0;
+    pthread_attr_destroy(&attr);
+    if (!started[c]) {
+      run.code = kOtherError;
+      run.error = "cannot start an emulated core thread";
+    }
+  }
+  *counters = ncc_counters{};
+  int code = 0;
+  std::string message;
+  for (int c = 0; c < ncores; ++c) {
+    if (started[c]) pthread_join(threads[c], nullptr);
+    CoreRun& run = runs[c];
+    const ncc_counters& k = run.state->counters;
+    counters->element_accesses += k.element_accesses;
+    counters->stream_bytes += k.stream_bytes;
+    counters->tcm_bytes += k.tcm_bytes;
+    counters->arith_elements += k.arith_elements;
+    counters->factory_bytes += k.factory_bytes;
+    size_t peak = run.state->tcm.peak();
+    if (peak > counters->tcm_peak_bytes) counters->tcm_peak_bytes = peak;
+    size_t used = stacks[c]->used();
+    if (used > counters->stack_bytes) counters->stack_bytes = used;
+    if (run.code != 0 && code == 0) {
+      code = run.code;
+      message = ncores > 1 ? "core " + std::to_string(c) + ": " + run.error : run.error;
+    }
+  }
+  if (code == 0 && counters->stack_bytes > limit + kHostAllowance) {
+    code = 1 + static_cast<int>(ncc_gpsimd::ErrorKind::kUsage);
+    message = std::string("op '") + r.ops[op].name + "': stack overflow: the kernel used " +
+              std::to_string(counters->stack_bytes) + " bytes of stack, more than " +
+              (declared_stack() ? "its declared STACK_SIZE of " + std::to_string(limit)
+                                : "the undeclared limit of " + std::to_string(limit)) +
+              " bytes; declare it with extra_cflags=['-DSTACK_SIZE=<bytes>'] (at most 409600)";
+  }
+  counters->printf_lost_bytes = runs[0].state->out.drain(text, text_cap, text_len);
+  if (code != 0) copy_error(err, errlen, message);
+  return code;
+}
+
+}  // extern "C"

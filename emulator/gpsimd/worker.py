@@ -1,0 +1,114 @@
+"""The GpSimd worker process: loads one custom-op library and runs its compute functions.
+
+Started by runner.py with two pipe descriptors and the library path; kernels run here so that a
+crash or a hang takes down this process, never the host. It imports no framework.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import sys
+from typing import Callable
+
+from emulator.gpsimd import abi, protocol
+
+
+class _Mapping:
+    """The arena file currently mapped, and its base address."""
+
+    def __init__(self) -> None:
+        self.path = ""
+        self._map: mmap.mmap | None = None
+        self._anchor: ctypes.c_char | None = None
+        self.base = 0
+
+    def use(self, path: str, size: int) -> int:
+        if path != self.path or self._map is None or len(self._map) < size:
+            self._anchor = None
+            if self._map is not None:
+                self._map.close()
+            fd = os.open(path, os.O_RDWR)
+            try:
+                self._map = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            self._anchor = ctypes.c_char.from_buffer(self._map)
+            self.base = ctypes.addressof(self._anchor)
+            self.path = path
+        return self.base
+
+
+class Worker:
+    """Executes requests from the host, one at a time."""
+
+    def __init__(self, library_path: str) -> None:
+        self.lib = ctypes.CDLL(library_path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        abi.bind(self.lib)
+        self.mapping = _Mapping()
+        self.functions: dict[str, int] = {}
+        self.handlers: dict[str, Callable[[dict], dict]] = {"run": self.run, "ping": self.ping}
+
+    def ping(self, request: dict) -> dict:
+        return {"ok": True}
+
+    def function(self, symbol: str) -> int:
+        if symbol not in self.functions:
+            self.functions[symbol] = ctypes.cast(self.lib[symbol], ctypes.c_void_p).value
+        return self.functions[symbol]
+
+    def run(self, request: dict) -> dict:
+        base = self.mapping.use(request["arena"], request["arena_size"])
+        specs = request["args"]
+        array = (abi.NccArg * max(len(specs), 1))()
+        for arg, spec in zip(array, specs):
+            _fill(arg, spec, base)
+        dst = abi.NccArg()
+        _fill(dst, request["out"], base)
+        counters = abi.NccCounters()
+        text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
+        text_len = ctypes.c_size_t(0)
+        err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
+        code = self.lib.ncc_gpsimd_run(
+            request["index"], self.function(request["symbol"]), array, len(specs),
+            ctypes.byref(dst), request["ncores"], ctypes.byref(counters),
+            text, len(text), ctypes.byref(text_len), err, len(err),
+        )
+        reply = {
+            "ok": code == 0,
+            "counters": counters.as_dict(),
+            "text": text.raw[: text_len.value].decode("utf-8", "replace"),
+        }
+        if code != 0:
+            reply["kind"] = abi.ERROR_KINDS.get(code, "other")
+            reply["error"] = err.value.decode("utf-8", "replace")
+        return reply
+
+
+def _fill(arg: abi.NccArg, spec: dict, base: int) -> None:
+    arg.kind = spec["kind"]
+    if spec["kind"] == abi.KIND_TENSOR:
+        arg.dtype = spec["dtype"]
+        arg.ndim = len(spec["shape"])
+        for k, s in enumerate(spec["shape"]):
+            arg.sizes[k] = s
+        arg.data = base + spec["offset"]
+    else:
+        arg.f = spec.get("f", 0.0)
+        arg.i = spec.get("i", 0)
+
+
+def main(argv: list[str]) -> int:
+    fd_in, fd_out, library_path = int(argv[1]), int(argv[2]), argv[3]
+    worker = Worker(library_path)
+    protocol.send(fd_out, {"ok": True, "ready": True})
+    while True:
+        request = protocol.receive(fd_in)
+        if request is None:
+            return 0
+        protocol.send(fd_out, worker.handlers[request["cmd"]](request))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,139 @@
+"""Building lib<name>.so from compute and shape sources plus the GpSimd device runtime.
+
+Sources compile in parallel into the object cache; the library is relinked only when one of its
+objects changed. Argument rules that need no compiler (the reserved name, STACK_SIZE's maximum)
+are checked here first so that their errors are immediate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from neuron_customcall.cpp import cache, compiler
+from neuron_customcall.cpp.errors import BuildError
+
+log = logging.getLogger(__name__)
+
+RESERVED_NAME = "builtin"
+MAX_STACK_SIZE = 400 * 1024
+_STACK_FLAG = "-DSTACK_SIZE="
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """The arguments of custom_op.load, normalised."""
+
+    name: str
+    compute_srcs: tuple[Path, ...]
+    shape_srcs: tuple[Path, ...]
+    build_directory: Path
+    multicore: bool
+    verbose: bool
+    extra_cflags: tuple[str, ...]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (*compiler.BASE_FLAGS, f"-DNCC_MULTICORE={int(self.multicore)}", *self.extra_cflags)
+
+    @property
+    def output(self) -> Path:
+        return self.build_directory / f"lib{self.name}.so"
+
+
+def default_build_directory(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / "neuron_customcall" / "cpp" / name
+
+
+def _as_paths(kind: str, srcs: Sequence[str | os.PathLike[str]] | str) -> tuple[Path, ...]:
+    if isinstance(srcs, (str, os.PathLike)):
+        srcs = [srcs]
+    paths = tuple(Path(s).resolve() for s in srcs)
+    if not paths:
+        raise BuildError(f"{kind} must name at least one source file")
+    for p in paths:
+        if not p.is_file():
+            raise BuildError(f"{kind}: no such source file: {p}")
+    return paths
+
+
+def check_stack_flags(flags: Sequence[str]) -> None:
+    """-DSTACK_SIZE=<bytes> is honoured up to 400 KB; anything else is a clear error."""
+    for flag in flags:
+        if flag.startswith(_STACK_FLAG):
+            value = flag[len(_STACK_FLAG):]
+            if not value.isdigit():
+                raise BuildError(f"{flag}: STACK_SIZE must be a number of bytes")
+            if int(value) > MAX_STACK_SIZE:
+                raise BuildError(
+                    f"{flag}: the GpSimd stack is at most 400 KB ({MAX_STACK_SIZE} bytes)"
+                )
+
+
+def make_request(
+    name: str,
+    compute_srcs: Sequence[str | os.PathLike[str]],
+    shape_srcs: Sequence[str | os.PathLike[str]],
+    build_directory: str | os.PathLike[str] | None,
+    multicore: bool,
+    verbose: bool,
+    extra_cflags: Sequence[str] | None,
+) -> BuildRequest:
+    if name == RESERVED_NAME:
+        raise BuildError(f"the library name '{RESERVED_NAME}' is reserved")
+    if not name or not name.replace("_", "a").isalnum():
+        raise BuildError(f"library name {name!r} must be an identifier (it names lib<name>.so)")
+    flags = tuple(extra_cflags or ())
+    check_stack_flags(flags)
+    directory = Path(build_directory) if build_directory else default_build_directory(name)
+    return BuildRequest(
+        name=name,
+        compute_srcs=_as_paths("compute_srcs", compute_srcs),
+        shape_srcs=_as_paths("shape_srcs", shape_srcs),
+        build_directory=directory.resolve(),
+        multicore=bool(multicore),
+        verbose=bool(verbose),
+        extra_cflags=flags,
+    )
+
+
+def build(request: BuildRequest) -> Path:
+    """Compiles (through the cache) and links the library; returns its path."""
+    request.build_directory.mkdir(parents=True, exist_ok=True)
+    objects = cache.ObjectCache(request.build_directory / ".ncc-objects")
+    toolchain = compiler.Toolchain(request.flags, request.verbose)
+    identity = compiler.compiler_identity()
+    sources = (*request.compute_srcs, *request.shape_srcs, compiler.RUNTIME_SOURCE)
+    keys = [objects.key(src, request.flags, identity) for src in sources]
+    missing = [(src, key) for src, key in zip(sources, keys) if objects.lookup(key) is None]
+
+    def compile_one(item: tuple[Path, str]) -> None:
+        # Written under temporary names and renamed: concurrent builds may share the cache.
+        src, key = item
+        obj, _, depfile = objects.paths(key)
+        suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp_obj, tmp_dep = obj.with_name(obj.name + suffix), depfile.with_name(depfile.name + suffix)
+        toolchain.compile(src, tmp_obj, tmp_dep)
+        os.replace(tmp_dep, depfile)
+        os.replace(tmp_obj, obj)
+        objects.record(key)
+
+    if missing:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(missing), os.cpu_count() or 1))) as pool:
+            list(pool.map(compile_one, missing))
+    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys]).encode())
+    stamp = request.build_directory / f".lib{request.name}.so.key"
+    if request.output.exists() and stamp.exists() and stamp.read_text() == link_key and not missing:
+        log.info("lib%s.so is up to date in %s", request.name, request.build_directory)
+        return request.output
+    toolchain.link([objects.paths(k)[0] for k in keys], request.output)
+    stamp.write_text(link_key)
+    log.info("built lib%s.so in %s (%d of %d sources compiled)", request.name,
+             request.build_directory, len(missing), len(sources))
+    return request.output

@@ -1,0 +1,68 @@
+"""Loading built libraries: one HostLibrary (registration table, shape functions) and one
+runner (isolated worker for compute functions) per library, framework-neutral.
+
+The library file is first copied to a content-addressed path so that rebuilding a library in the
+same process loads the new code (dlopen returns the old handle for a path it already loaded).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from emulator.gpsimd import GpSimdRunner, HostLibrary, LibraryDescriptor
+from emulator.gpsimd.library import materialise
+
+log = logging.getLogger(__name__)
+
+_CACHE = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
+
+
+@dataclass
+class LoadedLibrary:
+    """A library loaded in this process: its file, host side and runner."""
+
+    source_path: Path
+    host: HostLibrary
+    runner: GpSimdRunner
+
+    @property
+    def descriptor(self) -> LibraryDescriptor:
+        return self.host.descriptor
+
+
+_LOADED: dict[str, LoadedLibrary] = {}
+_LOCK = threading.Lock()
+
+
+def load(path: str | os.PathLike[str]) -> LoadedLibrary:
+    """Loads (or reloads) a built library; the previous one of the same NEURON_LIBRARY name is
+    replaced, and its worker stopped."""
+    source = Path(path).resolve()
+    if not source.is_file():
+        raise FileNotFoundError(f"no such custom-op library: {source}")
+    content_path = materialise(source.read_bytes(), _CACHE)
+    host = HostLibrary(content_path)
+    name = host.descriptor.library
+    with _LOCK:
+        previous = _LOADED.get(name)
+        if previous is not None and previous.host.path == host.path:
+            return previous
+        loaded = LoadedLibrary(source, host, GpSimdRunner(content_path))
+        _LOADED[name] = loaded
+    if previous is not None:
+        previous.runner.close()
+    log.info("loaded custom-op library '%s' (%d ops) from %s", name, len(host.descriptor.ops), source)
+    return loaded
+
+
+def get(name: str) -> LoadedLibrary:
+    """The library currently loaded under a NEURON_LIBRARY name."""
+    with _LOCK:
+        if name not in _LOADED:
+            raise KeyError(f"no custom-op library '{name}' is loaded")
+        return _LOADED[name]

@@ -1,0 +1,110 @@
+"""Registration of a loaded library's ops as torch.ops.<lib>.<op>.
+
+Each op gets a schema from its registered argument kinds, a CPU kernel that runs the compute
+function on the emulated GpSimd engine, and a fake (Meta) kernel that runs the shape function, so
+torch.compile and torch.export can trace it. Kernels look the library up by name at call time, so
+reloading a rebuilt library with the same signatures takes effect without re-registering.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import torch
+
+from emulator.gpsimd import OpDescriptor, TensorSpec
+from emulator.gpsimd.runner import TensorValue
+from neuron_customcall.cpp import loader
+from neuron_customcall.cpp.errors import BuildError
+
+log = logging.getLogger(__name__)
+
+TORCH_DTYPES: dict[torch.dtype, str] = {
+    torch.float32: "float32",
+    torch.bfloat16: "bfloat16",
+    torch.float16: "float16",
+    torch.int32: "int32",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.uint8: "uint8",
+    torch.int64: "int64",
+}
+DTYPE_NAMES: dict[str, torch.dtype] = {v: k for k, v in TORCH_DTYPES.items()}
+
+# Argument kind -> schema type.
+SCHEMA_TYPES = {"tensor": "Tensor", "scalar": "Scalar", "double": "float", "int64": "int"}
+
+_LIBRARIES: dict[str, torch.library.Library] = {}
+_SCHEMAS: dict[str, str] = {}
+
+
+def schema(op: OpDescriptor) -> str:
+    params = ", ".join(f"{SCHEMA_TYPES[kind]} a{k}" for k, kind in enumerate(op.args))
+    return f"{op.name}({params}) -> Tensor"
+
+
+def tensor_spec(t: torch.Tensor, op: OpDescriptor) -> TensorSpec:
+    if t.dtype not in TORCH_DTYPES:
+        raise TypeError(f"op '{op.library}::{op.name}': dtype {t.dtype} is not supported on GpSimd "
+                        f"(supported: {', '.join(map(str, TORCH_DTYPES))})")
+    return TensorSpec(TORCH_DTYPES[t.dtype], tuple(t.shape))
+
+
+def _specs(op: OpDescriptor, args: tuple) -> list[Any]:
+    return [tensor_spec(a, op) if kind == "tensor" else a for kind, a in zip(op.args, args)]
+
+
+def _value(t: torch.Tensor, spec: TensorSpec) -> TensorValue:
+    flat = t.detach().contiguous().reshape(-1)
+    return TensorValue(spec, flat.view(torch.uint8).numpy() if flat.numel() else b"")
+
+
+def _cpu_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
+    def kernel(*args: Any) -> torch.Tensor:
+        loaded = loader.get(library)
+        op = loaded.descriptor.op(name)
+        specs = _specs(op, args)
+        out = loaded.host.shape(op, specs)
+        values = [_value(a, s) if kind == "tensor" else a for kind, a, s in zip(op.args, args, specs)]
+        result = loaded.runner.run(op, values, out)
+        flat = torch.from_numpy(result.output)
+        return flat.view(DTYPE_NAMES[out.dtype]).reshape(out.shape) if out.nbytes else \
+            torch.empty(out.shape, dtype=DTYPE_NAMES[out.dtype])
+
+    kernel.__name__ = f"{library}_{name}_gpsimd"
+    return kernel
+
+
+def _fake_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
+    def fake(*args: Any) -> torch.Tensor:
+        loaded = loader.get(library)
+        op = loaded.descriptor.op(name)
+        out = loaded.host.shape(op, _specs(op, args))
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("meta"))
+        return torch.empty(out.shape, dtype=DTYPE_NAMES[out.dtype], device=device)
+
+    fake.__name__ = f"{library}_{name}_shape"
+    return fake
+
+
+def register(loaded: loader.LoadedLibrary) -> None:
+    """Defines every op of the library under torch.ops.<lib>, once per op and schema."""
+    desc = loaded.descriptor
+    lib = _LIBRARIES.get(desc.library)
+    if lib is None:
+        lib = torch.library.Library(desc.library, "FRAGMENT")
+        _LIBRARIES[desc.library] = lib
+    for op in desc.ops:
+        qualified = f"{desc.library}::{op.name}"
+        text = schema(op)
+        if qualified in _SCHEMAS:
+            if _SCHEMAS[qualified] != text:
+                raise BuildError(f"op {qualified} was loaded before as {_SCHEMAS[qualified]}; it can "
+                                 f"not change to {text} in the same process")
+            continue
+        lib.define(text)
+        lib.impl(op.name, _cpu_kernel(desc.library, op.name), "CPU")
+        torch.library.register_fake(qualified, _fake_kernel(desc.library, op.name), lib=lib)
+        _SCHEMAS[qualified] = text
+        log.debug("registered torch.ops.%s.%s", desc.library, op.name)

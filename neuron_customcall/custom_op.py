@@ -1,0 +1,58 @@
+"""Neuron C++ custom operators: build (``load``) or load (``load_library``) a GpSimd custom-op
+library and call its ops as ``torch.ops.<lib>.<op>``.
+
+    from neuron_customcall import custom_op
+    custom_op.load(name="relu", compute_srcs=["relu.cpp"], shape_srcs=["shape.cpp"])
+    y = torch.ops.my_ops.relu_forward(x)
+
+On CPU tensors an op runs on the emulated GpSimd engine; on meta or fake tensors it runs its shape
+function. ``<lib>`` comes from ``NEURON_LIBRARY(<lib>, m)``, not from ``name``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from emulator.gpsimd import LibraryDescriptor
+from neuron_customcall.cpp import build as _build
+from neuron_customcall.cpp import loader as _loader
+from neuron_customcall.cpp import torch_ops as _torch_ops
+from neuron_customcall.cpp.errors import BuildError
+
+__all__ = ["BuildError", "descriptor", "library_path", "load", "load_library"]
+
+
+def load(
+    name: str,
+    compute_srcs: Sequence[str | os.PathLike[str]],
+    shape_srcs: Sequence[str | os.PathLike[str]],
+    build_directory: str | os.PathLike[str] | None = None,
+    multicore: bool = False,
+    verbose: bool = False,
+    extra_cflags: Sequence[str] | None = None,
+) -> Path:
+    """Builds lib<name>.so (reusing cached objects) and loads it; returns the library's path."""
+    request = _build.make_request(name, compute_srcs, shape_srcs, build_directory, multicore,
+                                  verbose, extra_cflags)
+    path = _build.build(request)
+    load_library(path)
+    return path
+
+
+def load_library(path: str | os.PathLike[str]) -> LibraryDescriptor:
+    """Loads a library built earlier (in this process or another) and registers its ops."""
+    loaded = _loader.load(path)
+    _torch_ops.register(loaded)
+    return loaded.descriptor
+
+
+def descriptor(library: str) -> LibraryDescriptor:
+    """The framework-neutral description of a loaded library (serialisable as JSON)."""
+    return _loader.get(library).descriptor
+
+
+def library_path(library: str) -> Path:
+    """The content-addressed file of a loaded library (what its worker runs)."""
+    return _loader.get(library).host.path

@@ -1,0 +1,37 @@
+#include <stdint.h>
+#include <torch/torch.h>
+
+// Copies of a 1-D float tensor through each kind of accessor, to check the counters exactly.
+
+torch::Tensor copy_elem(const torch::Tensor& t) {
+    torch::Tensor out = torch::empty(t.sizes(), torch::kFloat);
+    auto a = t.accessor<float, 1>();
+    auto o = out.accessor<float, 1>();
+    for (int64_t i = 0; i < t.size(0); i++) o[i] = a[i];
+    return out;
+}
+
+torch::Tensor copy_stream(const torch::Tensor& t) {
+    torch::Tensor out = torch::empty(t.sizes(), torch::kFloat);
+    auto r = t.read_stream_accessor<float>();
+    auto w = out.write_stream_accessor<float>();
+    for (int64_t i = 0; i < t.numel(); i++) w.write(r.read());
+    return out;  // both streams close (and the writer flushes) on destruction
+}
+
+torch::Tensor copy_tcm(const torch::Tensor& t) {
+    torch::Tensor out = torch::empty(t.sizes(), torch::kFloat);
+    float* buf = (float*)torch::neuron::tcm_malloc(4096);
+    size_t n = t.numel();
+    for (size_t s = 0; s < n; s += 1024) {
+        size_t k = n - s < 1024 ? n - s : 1024;
+        t.tcm_accessor().tensor_to_tcm<float>(buf, s, k);
+        out.tcm_accessor().tcm_to_tensor<float>(buf, s, k);
+    }
+    torch::neuron::tcm_free(buf);
+    return out;
+}
+
+torch::Tensor double_it(const torch::Tensor& t) { return torch::add(t, t); }
+
+torch::Tensor return_input(const torch::Tensor& t) { return t; }

@@ -1,0 +1,32 @@
+"""Loads the test kernels under kernels/ once per process, through a shared build cache."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+
+from neuron_customcall import custom_op
+
+KERNELS = Path(__file__).parent / "kernels"
+BUILD_ROOT = Path(tempfile.gettempdir()) / f"neuron_customcall_tests_{os.getuid()}"
+
+LIBRARIES = {
+    "negate": (["negate.cpp"], ["negate_shape.cpp"], False),
+    "relu": (["relu.cpp", "relu_stream.cpp", "relu_tcm.cpp"], ["relu_shape.cpp"], False),
+    "relu_multicore": (["relu_multicore.cpp"], ["relu_multicore_shape.cpp"], True),
+    "dtype_ops": (["dtype_ops.cpp"], ["dtype_ops_shape.cpp"], False),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> Path:
+    compute, shape, multicore = LIBRARIES[name]
+    return custom_op.load(
+        name=name,
+        compute_srcs=[KERNELS / s for s in compute],
+        shape_srcs=[KERNELS / s for s in shape],
+        build_directory=BUILD_ROOT / name,
+        multicore=multicore,
+    )
