@@ -54,6 +54,8 @@ class Plan:
     consts: list[int]
     coefs: list[dict[int, int]]
 
+    _in_bounds: dict | None = None
+
     def bounds(self) -> list[tuple[int, int]]:
         out = []
         for c, co in zip(self.consts, self.coefs):
@@ -66,9 +68,13 @@ class Plan:
         return out
 
     def in_bounds(self, shape: tuple[int, ...]) -> bool:
-        if 0 in self.out_shape:
-            return True
-        return all(0 <= lo and hi < n for (lo, hi), n in zip(self.bounds(), shape))
+        if self._in_bounds is None:
+            self._in_bounds = {}
+        hit = self._in_bounds.get(shape)
+        if hit is None:
+            hit = self._in_bounds[shape] = 0 in self.out_shape or all(
+                0 <= lo and hi < n for (lo, hi), n in zip(self.bounds(), shape))
+        return hit
 
     def view(self, array: np.ndarray) -> np.ndarray:
         """The access as a strided view of ``array`` (caller checked ``in_bounds``)."""

@@ -151,10 +151,18 @@ def reduce(op: str, x: np.ndarray, axis, keepdims: bool = False) -> np.ndarray:
     return ALU[op].reduce(x, axis=axis, keepdims=keepdims)
 
 
-def binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def binary(op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``op(a, b)`` on engine-width operands; ``out`` (float32) receives the result when the
+    operands are floats and the result is not boolean."""
     a, b = widen(a), widen(b)
     with np.errstate(all="ignore"):
+        if out is not None and op not in _BOOL_OPS and a.dtype == b.dtype == np.float32:
+            return ALU[op](a, b, out=out)
         return ALU[op](a, b)
+
+
+_BOOL_OPS = frozenset({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+                       "logical_and", "logical_or", "logical_xor"})
 
 
 def activation(func: str, x: np.ndarray) -> np.ndarray:

@@ -20,23 +20,25 @@ from . import alu
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,
                      plan_access)
 from .errors import KernelRuntimeError, OutOfBoundsAccessError
-from .vectorise import first_appearance, non_vectorisable_reason
+from .program import Program, prepare
 
 log = logging.getLogger(__name__)
 
 
 class Runner:
-    """Executes one kernel IR once. Create a new runner per call."""
+    """Executes a prepared kernel once. Create a new runner per call."""
 
-    def __init__(self, kernel: KernelIR, inputs: Sequence[np.ndarray]):
+    def __init__(self, program: Program, inputs: Sequence[np.ndarray]):
         from .handlers import HANDLERS  # handlers import this module's types
 
+        kernel = program.kernel
+        self.program = program
         self.kernel = kernel
         self.handlers = HANDLERS
         if len(inputs) != len(kernel.inputs):
             raise KernelRuntimeError(kernel.name, None, "wrong number of inputs",
                                      f"expected {len(kernel.inputs)}, got {len(inputs)}")
-        self.written = {i.dst.tensor for i in walk_instructions(kernel.body) if i.dst is not None}
+        self.written = program.written
         self.storage: dict[str, Storage] = {}
         grid = tuple(kernel.grid)
         psyms = tuple(f"p{i}" for i in range(len(grid)))
@@ -54,33 +56,26 @@ class Runner:
             owned = name in self.written
             self.storage[name] = Storage(np.array(arr) if owned else arr, (), owned)
         # HBM tensors live for the whole kernel: allocated here (private HBM once per program).
+        # Outputs a store always writes completely skip the NaN fill.
         for name, decl in kernel.tensors.items():
             if decl.memory in (machine.HBM, machine.SHARED_HBM) and name not in self.storage:
                 private = decl.memory == machine.HBM and decl.role != "output"
                 shape = (grid if private else ()) + tuple(decl.shape)
-                self.storage[name] = Storage(
-                    machine.uninitialised(shape, dtypes.to_numpy(decl.dtype)),
-                    psyms if private else ())
-        self._first = first_appearance(kernel)
-        self._loop_start: dict[int, int] = {}
-        self._number(kernel.body, 0)
-        self._reasons: dict[int, str | None] = {}
+                np_dtype = dtypes.to_numpy(decl.dtype)
+                arr = (np.empty(shape, np_dtype) if name in program.covered
+                       else machine.uninitialised(shape, np_dtype))
+                self.storage[name] = Storage(arr, psyms if private else ())
         self.instruction: Instruction | None = None
+        #: The consumer the current instruction forwards its result to (see Program.forward).
+        self.forward: Instruction | None = None
+        self._out: np.ndarray | None = None
+        self._skip: set[int] = set()
 
     # --- driving -------------------------------------------------------------------------------
 
     def run(self) -> list[np.ndarray]:
         self._run_body(self.kernel.body)
         return [self.storage[name].array for name in self.kernel.outputs]
-
-    def _number(self, body: list[Statement], pos: int) -> int:
-        for st in body:
-            if isinstance(st, Loop):
-                self._loop_start[id(st)] = pos
-                pos = self._number(st.body, pos)
-            else:
-                pos += 1
-        return pos
 
     def _run_body(self, body: list[Statement]) -> None:
         for st in body:
@@ -92,7 +87,7 @@ class Runner:
     def _run_loop(self, loop: Loop) -> None:
         ctx = self.ctx
         ctx.extents[loop.var] = loop.extent
-        reason = self._vectorise_reason(loop)
+        reason = self.program.reasons[id(loop)]
         if reason is None:
             saved = (ctx.batch_syms, ctx.batch_shape)
             ctx.batch_syms = ctx.batch_syms + (loop.var,)
@@ -110,18 +105,13 @@ class Runner:
             self._run_body(loop.body)
         del ctx.bound[loop.var]
 
-    def _vectorise_reason(self, loop: Loop) -> str | None:
-        key = id(loop)
-        if key not in self._reasons:
-            if loop.kind != AFFINE_LOOP:
-                self._reasons[key] = "sequential_range carries dependencies between iterations"
-            else:
-                self._reasons[key] = non_vectorisable_reason(
-                    loop, self.kernel, self._first, self._loop_start[key])
-        return self._reasons[key]
-
     def _run_instruction(self, ins: Instruction) -> None:
+        if id(ins) in self._skip:  # its work was done by the producer forwarding to it
+            self._skip.discard(id(ins))
+            return
         self.instruction = ins
+        self.forward = self.program.forward.get(id(ins))
+        self._out = None
         try:
             self.handlers[ins.op](self, ins)
         except KernelRuntimeError:
@@ -130,6 +120,8 @@ class Runner:
             raise self.error("unbound index symbol", f"{ins.op} uses {e.args[0]!r}") from e
         except (ValueError, TypeError, IndexError, FloatingPointError) as e:
             raise self.error(f"{ins.op} failed", str(e)) from e
+        finally:
+            self.forward = None
 
     def error(self, rule: str, detail: str) -> KernelRuntimeError:
         loc = self.instruction.loc if self.instruction is not None else None
@@ -155,6 +147,18 @@ class Runner:
         except KeyError:
             raise self.error("read before allocation", f"tensor {name!r} has no storage") from None
 
+    def _plan(self, st: Storage, access: Access, out_tile: tuple[int, ...] | None = None) -> Plan:
+        """``plan_access``, memoised per program: a plan depends only on the access, the
+        storage's batch axes and the context, which repeat on every run and iteration."""
+        ctx = self.ctx
+        key = (id(access), out_tile, st.batch, ctx.batch_syms,
+               tuple(ctx.bound.items()) if ctx.bound else ())
+        cache = self.program.plans
+        plan = cache.get(key)
+        if plan is None:
+            plan = cache[key] = plan_access(st, access, ctx, out_tile)
+        return plan
+
     # --- reading -------------------------------------------------------------------------------
 
     def read(self, op: Operand, out_tile: tuple[int, ...] | None = None,
@@ -165,7 +169,7 @@ class Runner:
         if isinstance(op, Const):
             return np.asarray(op.value)
         st = self._storage(op.tensor)
-        plan = plan_access(st, op, self.ctx, out_tile)
+        plan = self._plan(st, op, out_tile)
         shape = st.array.shape
         if plan.in_bounds(shape):
             return plan.view(st.array)
@@ -196,11 +200,23 @@ class Runner:
 
     # --- writing -------------------------------------------------------------------------------
 
-    def write(self, ins: Instruction, value: np.ndarray, may_alias: bool = False) -> None:
+    def write(self, ins: Instruction, value: np.ndarray, may_alias: bool = False,
+              reduced: tuple[str, ...] = ()) -> None:
         """Write ``value`` (broadcastable to ``batch_shape + dst tile``) to ``ins.dst``: converted
         to the destination dtype, restricted to the mask, combined with ``ins.acc``. Batch axes
         the destination does not depend on collapse: reduced with the accumulation operator, else
-        the last iteration wins (what sequential execution would leave)."""
+        the last iteration wins (what sequential execution would leave). ``reduced`` names batch
+        axes the value has already folded (kept with extent 1)."""
+        if self.forward is not None and ins is self.instruction:
+            cons, self.forward = self.forward, None
+            self._skip.add(id(cons))
+            if value is not self._out:
+                self.instruction = cons
+                try:
+                    self.write(cons, value, may_alias, reduced)
+                finally:
+                    self.instruction = ins
+            return
         dst = ins.dst
         assert dst is not None
         decl = self.kernel.tensors[dst.tensor]
@@ -211,7 +227,9 @@ class Runner:
         full = ctx.batch_shape + tuple(dst.shape)
         value = np.asarray(value)
         if value.shape != full:
-            value = np.broadcast_to(value, full)
+            value = np.broadcast_to(value, full if not reduced else tuple(
+                1 if s in reduced else n for s, n in zip(ctx.batch_syms, ctx.batch_shape))
+                + tuple(dst.shape))
 
         if st is None or self._rebindable(ins, decl, st):
             batch = ctx.batch_syms if st is None else st.batch
@@ -222,12 +240,12 @@ class Runner:
             self.storage[dst.tensor] = Storage(value, tuple(ctx.batch_syms[i] for i in keep))
             return
 
-        plan = plan_access(st, dst, ctx)
+        plan = self._plan(st, dst)
         used = set()
         for co in plan.coefs:
             used.update(co)
         keep = [i for i in range(nb) if i in used]
-        value = self._collapse(value, keep, nb, ins.acc)
+        value = self._collapse(value, keep, nb, ins.acc, reduced)
         mask = None
         if ins.mask:
             mask = np.broadcast_to(eval_mask(ins.mask, ctx, dst.shape), full)
@@ -260,6 +278,46 @@ class Runner:
             vals = alu.binary(_ACC_COMBINE[ins.acc], arr[sel], vals)
         arr[sel] = vals
 
+    def out_view(self, dtype) -> np.ndarray | None:
+        """A writable view a handler may compute into (``out=``): the destination of the consumer
+        the current instruction forwards to, when that is a plain in-bounds write of ``dtype``
+        covering every batch axis. ``write`` then recognises the view and does nothing."""
+        cons = self.forward
+        if cons is None or cons.acc is not None or cons.mask:
+            return None
+        st = self.storage.get(cons.dst.tensor)
+        decl = self.kernel.tensors[cons.dst.tensor]
+        if st is None or not st.owned or dtypes.to_numpy(decl.dtype) != np.dtype(dtype):
+            return None
+        if self._rebindable(cons, decl, st):
+            return None  # binding the result as the new storage is cheaper still
+        plan = self._plan(st, cons.dst)
+        used = set()
+        for co in plan.coefs:
+            used.update(co)
+        if any(i not in used for i in range(len(self.ctx.batch_syms))):
+            return None
+        if not plan.in_bounds(st.array.shape):
+            return None
+        self._out = plan.view(st.array)
+        return self._out
+
+    def accumulated_axes(self) -> tuple[int, ...]:
+        """Batch axes the current instruction's result will be summed over: those its forwarded
+        consumer accumulates (``acc == "add"``) into a destination that does not depend on them.
+        A handler may fold them itself and pass them as ``reduced`` to ``write``."""
+        cons = self.forward
+        if cons is None or cons.acc != "add" or cons.mask:
+            return ()
+        st = self.storage.get(cons.dst.tensor)
+        if st is None:
+            return ()
+        plan = self._plan(st, cons.dst)
+        used = set()
+        for co in plan.coefs:
+            used.update(co)
+        return tuple(i for i in range(len(self.ctx.batch_syms)) if i not in used)
+
     def _rebindable(self, ins: Instruction, decl, st: Storage) -> bool:
         """A whole, unmasked, non-accumulating write of an on-chip tensor replaces its storage."""
         dst = ins.dst
@@ -271,10 +329,19 @@ class Runner:
             return False
         return all(a.const == 0 and a.terms == ((f"t{d}", 1),) for d, a in enumerate(dst.index))
 
-    def _collapse(self, value: np.ndarray, keep: list[int], nb: int, acc: str | None) -> np.ndarray:
+    def _collapse(self, value: np.ndarray, keep: list[int], nb: int, acc: str | None,
+                  reduced: tuple[str, ...] = ()) -> np.ndarray:
         drop = tuple(i for i in range(nb) if i not in keep)
         if not drop:
             return value
+        if reduced:
+            done = tuple(i for i in drop if self.ctx.batch_syms[i] in reduced)
+            value = value[tuple(0 if i in done else slice(None) for i in range(nb))]
+            keep = [k - sum(1 for d in done if d < k) for k in keep]
+            nb -= len(done)
+            drop = tuple(i for i in range(nb) if i not in keep)
+            if not drop:
+                return value
         if acc is not None:
             return alu.reduce(_ACC_REDUCE[acc], alu.widen(value), axis=drop)
         return value[tuple(-1 if i in drop else slice(None) for i in range(nb))]
@@ -301,6 +368,8 @@ def _renumber(co: dict[int, int], drop: list[int]) -> dict[int, int]:
     return {ax - sum(1 for d in drop if d < ax): k for ax, k in co.items()}
 
 
-def run_kernel(kernel: KernelIR, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run ``kernel`` on ``inputs`` (in ``kernel.inputs`` order); returns its outputs."""
-    return Runner(kernel, inputs).run()
+def run_kernel(kernel: KernelIR | Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run ``kernel`` (IR, or a ``prepare``d program to skip the analysis) on ``inputs`` (in
+    ``kernel.inputs`` order); returns its outputs."""
+    program = kernel if isinstance(kernel, Program) else prepare(kernel)
+    return Runner(program, inputs).run()

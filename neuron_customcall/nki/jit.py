@@ -19,6 +19,7 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_exec import run_kernel
+from emulator.kernel_exec.program import Program, prepare
 from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc
 
 from . import dtypes as nkd
@@ -49,6 +50,14 @@ class TracedKernel:
     ir: KernelIR
     outputs: tuple[TensorSpec, ...]
     returns: str
+    _program: Program | None = None
+
+    @property
+    def program(self) -> Program:
+        """The executor's per-kernel analysis, done once and reused by every NumPy call."""
+        if self._program is None:
+            self._program = prepare(self.ir)
+        return self._program
 
 
 def _is_tensor_arg(x: Any) -> bool:
@@ -152,6 +161,7 @@ class Kernel:
         self.func = func
         self.mode = mode
         self._cache: dict[Any, TracedKernel] = {}
+        self.signature = inspect.signature(func)
         functools.update_wrapper(self, func)
 
     def __getitem__(self, grid) -> "Launch":
@@ -215,10 +225,10 @@ class Launch:
 def simulate(launch: Launch, args: Sequence[Any], kwargs: dict[str, Any]):
     """Trace (cached) and run on the emulator with NumPy arrays; returns NumPy arrays."""
     traced = launch.kernel.trace(args, kwargs, launch.grid)
-    bound = inspect.signature(launch.kernel.func).bind(*args, **kwargs)
+    bound = launch.kernel.signature.bind(*args, **kwargs)
     arrays = {k: v for k, v in bound.arguments.items() if _is_tensor_arg(v)}
     inputs = [np.asarray(arrays[name]) for name in traced.ir.inputs]
-    outs = run_kernel(traced.ir, inputs)
+    outs = run_kernel(traced.program, inputs)
     if traced.returns == "none":
         for name, out in zip(traced.ir.outputs, outs):
             target = arrays[name]

@@ -14,7 +14,7 @@ def tensor_tensor(r, ins: Instruction) -> None:
     tile = ins.dst.shape
     a = r.read(ins.srcs[0], tile, masked=True)
     b = r.read(ins.srcs[1], tile, masked=True)
-    r.write(ins, alu.binary(ins.attrs["op"], a, b))
+    r.write(ins, alu.binary(ins.attrs["op"], a, b, out=r.out_view(np.float32)))
 
 
 def tensor_scalar(r, ins: Instruction) -> None:
@@ -22,13 +22,13 @@ def tensor_scalar(r, ins: Instruction) -> None:
     constants or per-partition [P, 1] tiles."""
     tile = ins.dst.shape
     x = r.read(ins.srcs[0], tile, masked=True)
-    steps = [("op0", "reverse0", 1), ("op1", "reverse1", 2)]
-    for op_key, rev_key, src_i in steps:
-        op = ins.attrs.get(op_key)
-        if op is None:
-            continue
+    steps = [(ins.attrs.get(k), ins.attrs.get(rev), i)
+             for k, rev, i in (("op0", "reverse0", 1), ("op1", "reverse1", 2))]
+    steps = [s for s in steps if s[0] is not None]
+    for n, (op, rev, src_i) in enumerate(steps):
         operand = r.read(ins.srcs[src_i], tile, masked=True)
-        x = alu.binary(op, operand, x) if ins.attrs.get(rev_key) else alu.binary(op, x, operand)
+        out = r.out_view(np.float32) if n == len(steps) - 1 else None
+        x = alu.binary(op, operand, x, out) if rev else alu.binary(op, x, operand, out)
     r.write(ins, x)
 
 

@@ -1,0 +1,125 @@
+"""What the executor works out once per kernel IR, before any run (``prepare``), and reuses for
+every call: which tensors are written, which affine loops may run as batch axes (and why not),
+which producer/consumer pairs can skip their intermediate tile, and which outputs every run
+writes completely (so they need no NaN fill).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emulator.kernel_ir import (AFFINE_LOOP, DEFINED, Access, Instruction, KernelIR, Loop,
+                                Statement, walk_instructions)
+
+from .vectorise import first_appearance, non_vectorisable_reason
+
+
+@dataclass
+class Program:
+    kernel: KernelIR
+    written: frozenset[str]
+    #: id(Loop) -> None (runs as a batch axis) or why it must run as a Python loop.
+    reasons: dict[int, str | None] = field(default_factory=dict)
+    #: id(producer) -> consumer: the producer's result tile is only read by the consumer that
+    #: immediately follows it, so the producer's value goes straight to the consumer's destination.
+    forward: dict[int, Instruction] = field(default_factory=dict)
+    #: Outputs some unmasked store writes completely on every run.
+    covered: frozenset[str] = frozenset()
+    #: Memoised access plans (see Runner._plan).
+    plans: dict = field(default_factory=dict)
+
+
+def prepare(kernel: KernelIR) -> Program:
+    instrs = list(walk_instructions(kernel.body))
+    written = frozenset(i.dst.tensor for i in instrs if i.dst is not None)
+    prog = Program(kernel, written)
+    first = first_appearance(kernel)
+    _loops(kernel, kernel.body, 0, first, prog)
+    uses: dict[str, int] = {}
+    for ins in instrs:
+        for s in ins.srcs:
+            if isinstance(s, Access):
+                uses[s.tensor] = uses.get(s.tensor, 0) + 1
+    _forwarding(kernel, kernel.body, uses, prog)
+    prog.covered = frozenset(_covered_outputs(kernel))
+    return prog
+
+
+def _loops(kernel: KernelIR, body: list[Statement], pos: int, first: dict[str, int],
+           prog: Program) -> int:
+    for st in body:
+        if isinstance(st, Loop):
+            if st.kind == AFFINE_LOOP:
+                prog.reasons[id(st)] = non_vectorisable_reason(st, kernel, first, pos)
+            else:
+                prog.reasons[id(st)] = "sequential_range carries dependencies between iterations"
+            pos = _loops(kernel, st.body, pos, first, prog)
+        else:
+            pos += 1
+    return pos
+
+
+def _is_whole(a: Access, shape: tuple[int, ...]) -> bool:
+    return tuple(a.shape) == tuple(shape) and all(
+        x.const == 0 and x.terms == ((f"t{d}", 1),) for d, x in enumerate(a.index))
+
+
+def _forwarding(kernel: KernelIR, body: list[Statement], uses: dict[str, int],
+                prog: Program) -> None:
+    for st in body:
+        if isinstance(st, Loop):
+            _forwarding(kernel, st.body, uses, prog)
+    for prod, cons in zip(body, body[1:]):
+        if isinstance(prod, Loop) or isinstance(cons, Loop) or prod.dst is None:
+            continue
+        t = kernel.tensors[prod.dst.tensor]
+        if (prod.op == "alloc" or prod.mask or prod.acc is not None or t.init != DEFINED
+                or t.role != "internal" or not _is_whole(prod.dst, t.shape)):
+            continue
+        if (cons.op not in ("store", "tensor_copy") or cons.mask or not cons.srcs
+                or cons.srcs[0] != prod.dst or uses.get(t.name, 0) != 1
+                or tuple(cons.dst.shape) != tuple(t.shape)
+                or kernel.tensors[cons.dst.tensor].dtype != t.dtype):
+            continue
+        prog.forward[id(prod)] = cons
+
+
+def _covered_outputs(kernel: KernelIR) -> set[str]:
+    """Outputs written by an unmasked, non-accumulating store whose affine index map covers every
+    element: each dimension is a mixed-radix combination of its own symbols."""
+    extents = {f"p{i}": g for i, g in enumerate(kernel.grid)}
+    covered: set[str] = set()
+
+    def visit(body: list[Statement], ext: dict[str, int]) -> None:
+        for st in body:
+            if isinstance(st, Loop):
+                visit(st.body, {**ext, st.var: st.extent})
+                continue
+            if st.op != "store" or st.mask or st.acc is not None:
+                continue
+            decl = kernel.tensors[st.dst.tensor]
+            if decl.role != "output":
+                continue
+            tile_ext = {f"t{j}": n for j, n in enumerate(st.dst.shape)}
+            if _covers(st.dst, decl.shape, {**ext, **tile_ext}):
+                covered.add(decl.name)
+
+    visit(kernel.body, extents)
+    return covered
+
+
+def _covers(a: Access, shape: tuple[int, ...], ext: dict[str, int]) -> bool:
+    seen: set[str] = set()
+    for expr, n in zip(a.index, shape):
+        if expr.const != 0:
+            return False
+        terms = sorted(((c, s) for s, c in expr.terms if ext.get(s, 1) > 1), key=lambda t: t[0])
+        stride = 1
+        for c, s in terms:
+            if s in seen or c != stride:
+                return False
+            seen.add(s)
+            stride *= ext[s]
+        if stride != n:
+            return False
+    return True
