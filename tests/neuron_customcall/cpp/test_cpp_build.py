@@ -1,0 +1,169 @@
+"""custom_op.load / load_library: the build, its cache, its diagnostics and the signature rules."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cpp_kernels import BUILD_ROOT, KERNELS, load
+from emulator.gpsimd import LibraryError
+from neuron_customcall import custom_op
+from neuron_customcall.cpp.errors import BuildError
+
+SHAPE_HEAD = '#include <stdint.h>\n#include <torch/torch.h>\n#include "torchneuron/register.h"\n'
+COMPUTE_HEAD = "#include <stdint.h>\n#include <torch/torch.h>\n"
+GOOD_COMPUTE = COMPUTE_HEAD + "torch::Tensor twice(const torch::Tensor& t) { return torch::add(t, t); }\n"
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def shape_source(tmp: Path, signature: str, lib: str = "rules", extra_defs: str = "") -> Path:
+    return write(tmp, "shape.cpp", SHAPE_HEAD + f"""
+torch::Tensor twice_shape({signature}) {{ return torch::zeros({{1}}, torch::kFloat); }}
+NEURON_LIBRARY({lib}, m) {{
+    m.def("twice", &twice_shape, "twice");{extra_defs}
+}}
+""")
+
+
+def test_library_is_named_after_name_and_ops_after_neuron_library(tmp_path: Path) -> None:
+    path = custom_op.load("my_negate", [KERNELS / "negate.cpp"], [KERNELS / "negate_shape.cpp"],
+                          build_directory=tmp_path)
+    assert path == tmp_path / "libmy_negate.so"
+    assert torch.equal(torch.ops.negate_ops.negate(torch.ones(2)), -torch.ones(2))
+
+
+def test_second_load_is_served_from_the_cache_and_edits_recompile_one_file(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    shape = write(tmp_path, "shape.cpp", (KERNELS / "negate_shape.cpp").read_text())
+    compute = write(tmp_path, "negate.cpp", (KERNELS / "negate.cpp").read_text())
+    custom_op.load("cached", [compute], [shape], build_directory=tmp_path / "b", verbose=True)
+    first = capfd.readouterr().err
+    assert first.count(" -c ") == 3 and "-shared" in first  # compute, shape, runtime; link
+    custom_op.load("cached", [compute], [shape], build_directory=tmp_path / "b", verbose=True)
+    assert " -c " not in capfd.readouterr().err
+    compute.write_text(compute.read_text().replace("negate: %zu", "negated: %zu"))
+    custom_op.load("cached", [compute], [shape], build_directory=tmp_path / "b", verbose=True)
+    third = capfd.readouterr().err
+    assert third.count(" -c ") == 1 and str(compute) in third
+
+
+def test_a_changed_header_invalidates_the_objects_that_include_it(tmp_path: Path,
+                                                                   capfd: pytest.CaptureFixture[str]) -> None:
+    header = write(tmp_path, "sign.h", "#define SIGN -1\n")
+    compute = write(tmp_path, "k.cpp", COMPUTE_HEAD + '#include "sign.h"\n'
+                    "torch::Tensor twice(const torch::Tensor& t) { return torch::mul(t, torch::Scalar(2 * SIGN)); }\n")
+    shape = shape_source(tmp_path, "torch::Tensor t", lib="header_dep")
+    custom_op.load("hdr", [compute], [shape], build_directory=tmp_path / "b")
+    header.write_text("#define SIGN 1\n")
+    custom_op.load("hdr", [compute], [shape], build_directory=tmp_path / "b", verbose=True)
+    assert capfd.readouterr().err.count(" -c ") == 1
+    assert torch.ops.header_dep.twice(torch.ones(1)).item() == 2.0
+
+
+def test_compile_errors_point_at_the_users_file_and_line(tmp_path: Path) -> None:
+    bad = write(tmp_path, "bad.cpp", COMPUTE_HEAD + "torch::Tensor twice(const torch::Tensor& t) {\n"
+                "    return undefined_function(t);\n}\n")
+    with pytest.raises(BuildError, match=f"{bad}:4:.*undefined_function"):
+        custom_op.load("bad", [bad], [shape_source(tmp_path, "torch::Tensor t")], build_directory=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "signature, message",
+    [
+        ("torch::Tensor t, float f", "float arguments are not supported, use double"),
+        ("torch::Tensor t, int n", "int arguments are not supported, use int64_t"),
+        ("std::vector<double> v", "std::vector arguments are not supported"),
+        ("std::tuple<double, double> v", "std::tuple arguments are not supported"),
+        ("torch::Tensor t, char c", "an argument must be torch::Tensor"),
+    ],
+)
+def test_signature_rules_are_compile_errors_that_name_the_rule(tmp_path: Path, signature: str, message: str) -> None:
+    shape = write(tmp_path, "shape.cpp", SHAPE_HEAD + "#include <tuple>\n#include <vector>\n" + f"""
+torch::Tensor twice_shape({signature}) {{ return torch::zeros({{1}}, torch::kFloat); }}
+NEURON_LIBRARY(rules, m) {{
+    m.def("twice", &twice_shape, "twice");
+}}
+""")
+    with pytest.raises(BuildError, match=message) as info:
+        custom_op.load("rules", [write(tmp_path, "k.cpp", GOOD_COMPUTE)], [shape], build_directory=tmp_path)
+    line = next(k for k, text in enumerate(shape.read_text().splitlines(), 1) if "m.def" in text)
+    assert f"{shape}:{line}:" in str(info.value)  # the diagnostic points at the user's m.def line
+
+
+def test_a_non_tensor_return_is_a_compile_error(tmp_path: Path) -> None:
+    shape = write(tmp_path, "shape.cpp", SHAPE_HEAD + """
+double twice_shape(torch::Tensor t) { return 1.0; }
+NEURON_LIBRARY(rules, m) { m.def("twice", &twice_shape, "twice"); }
+""")
+    with pytest.raises(BuildError, match="a custom op must return torch::Tensor"):
+        custom_op.load("rules", [write(tmp_path, "k.cpp", GOOD_COMPUTE)], [shape], build_directory=tmp_path)
+
+
+def test_more_than_ten_functions_is_an_error_at_load(tmp_path: Path) -> None:
+    extra = "".join(f'\n    m.def("twice{k}", &twice_shape, "twice");' for k in range(10))
+    shape = shape_source(tmp_path, "torch::Tensor t", lib="too_many", extra_defs=extra)
+    with pytest.raises(LibraryError, match="at most 10 functions per library"):
+        custom_op.load("too_many", [write(tmp_path, "k.cpp", GOOD_COMPUTE)], [shape], build_directory=tmp_path)
+
+
+def test_the_name_builtin_is_reserved(tmp_path: Path) -> None:
+    compute = write(tmp_path, "k.cpp", GOOD_COMPUTE)
+    with pytest.raises(BuildError, match="'builtin' is reserved"):
+        custom_op.load("builtin", [compute], [shape_source(tmp_path, "torch::Tensor t")], build_directory=tmp_path)
+    with pytest.raises(BuildError, match="the library name 'builtin' is reserved"):
+        custom_op.load("ok", [compute], [shape_source(tmp_path, "torch::Tensor t", lib="builtin")],
+                       build_directory=tmp_path)
+
+
+@pytest.mark.parametrize("flag, message", [("-DSTACK_SIZE=409601", "at most 400 KB"),
+                                           ("-DSTACK_SIZE=lots", "must be a number of bytes")])
+def test_stack_size_is_honoured_up_to_400_kb(tmp_path: Path, flag: str, message: str) -> None:
+    with pytest.raises(BuildError, match=message):
+        custom_op.load("stack", [KERNELS / "negate.cpp"], [KERNELS / "negate_shape.cpp"],
+                       build_directory=tmp_path, extra_cflags=[flag])
+
+
+def test_a_missing_compute_function_is_an_error_at_load(tmp_path: Path) -> None:
+    compute = write(tmp_path, "k.cpp", COMPUTE_HEAD + "torch::Tensor other(const torch::Tensor& t) { return t; }\n")
+    with pytest.raises(LibraryError, match="compute function 'twice' is not defined"):
+        custom_op.load("missing", [compute], [shape_source(tmp_path, "torch::Tensor t", lib="missing")],
+                       build_directory=tmp_path)
+
+
+def test_a_compute_function_must_match_its_shape_function(tmp_path: Path) -> None:
+    compute = write(tmp_path, "k.cpp", COMPUTE_HEAD + "torch::Tensor twice(const torch::Tensor& t, float f) { return t; }\n")
+    with pytest.raises(LibraryError, match=r"argument 1 has type float; signature rule: float arguments"):
+        custom_op.load("mismatch", [compute], [shape_source(tmp_path, "torch::Tensor t, double d", lib="mismatch")],
+                       build_directory=tmp_path)
+
+
+def test_load_library_in_another_process() -> None:
+    path = load("relu")
+    code = (
+        "import torch\n"
+        "from neuron_customcall import custom_op\n"
+        f"custom_op.load_library({str(path)!r})\n"
+        "x = torch.tensor([[-1.0, 2.0], [3.0, -4.0]])\n"
+        "print(torch.ops.relu_ops.relu_tcm(x).tolist())\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[0.0, 2.0], [3.0, 0.0]]"
+
+
+def test_shared_build_root_is_reused() -> None:
+    assert (load("negate").parent / ".ncc-objects").is_dir()
+    assert load("negate").parent.parent == BUILD_ROOT
