@@ -161,8 +161,12 @@ class Cursor:
         raise self.error(context, tok, expected="a number")
 
     def delimited(self, read_item: Callable[[], T], context: str, open_: str = "{", close: str = "}",
-                  limit: int = MAX_LIST) -> List[T]:
-        """`open item, item, ... close` (empty allowed): the one loop every list in HLO text uses."""
+                  limit: int = MAX_LIST, after_item: str = "") -> List[T]:
+        """`open item, item, ... close` (empty allowed): the one loop every list in HLO text uses.
+
+        `after_item` words the error when an item is followed by something else (default
+        "in <context>").
+        """
         self.expect(open_, f"to open {context}")
         out: List[T] = []
         if self.accept(close):
@@ -173,7 +177,8 @@ class Cursor:
                 raise self.fail(f"more than {limit} entries in {context}")
             if self.accept(close):
                 return out
-            self.expect(",", f"or '{close}' in {context}")
+            if not self.accept(","):
+                raise self.error(after_item or f"in {context}", expected=f"',' or '{close}'")
 
     def int_list(self, context: str, open_: str = "{", close: str = "}") -> List[int]:
         """`{1, 2, 3}` (or with other brackets); empty allowed."""

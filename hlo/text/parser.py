@@ -339,7 +339,7 @@ class _ModuleReader:
                 tok = cur.peek()
                 operand_names.append((cur.expect_name("as operand"), tok))
 
-            cur.delimited(operand, "operand list", "(", ")")
+            cur.delimited(operand, "operand list", "(", ")", after_item="after operand")
         given: Set[str] = set()
         specs = A.specs_for(inst.opcode)
         while cur.accept(","):
