@@ -1,0 +1,216 @@
+"""Runs a program: a handler TABLE maps each op to a factory that, at load time, turns an
+instruction into a callable over NumPy arrays; execution is then one tight loop per computation.
+
+Why factories: everything that depends only on the instruction (attribute tuples, permutations,
+output dtypes, iota values, sub-program callables) is computed once when the artifact is loaded,
+so the per-instruction cost at run time is a call and a list store. Slots listed in an
+instruction's `free` are dropped right after it, so temporaries die at their last use.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emulator.artifact import Artifact, ArtifactError, read_artifact, read_bytes
+from emulator.program.dtypes import DTYPES, TUPLE
+from emulator.program.model import Computation, Program, ValueType
+
+log = logging.getLogger(__name__)
+
+
+class EmulatorError(RuntimeError):
+    """A failure while running a program (bad inputs, or an instruction that could not execute)."""
+
+
+@dataclass
+class HandlerContext:
+    """What a handler factory may know about its instruction: attributes and value types."""
+
+    op: str
+    name: str
+    attrs: dict[str, Any]
+    type: ValueType
+    in_types: list[ValueType]
+    program: "LoadedProgram"
+
+    @property
+    def dtype(self) -> np.dtype:
+        return DTYPES[self.type[0]]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.type[1])
+
+    def in_dtype(self, k: int) -> np.dtype:
+        return DTYPES[self.in_types[k][0]]
+
+    def in_shape(self, k: int) -> tuple[int, ...]:
+        return tuple(self.in_types[k][1])
+
+    def computation(self, key: str) -> Callable[..., Any]:
+        """The callable running the sub-program named by attribute `key`."""
+        return self.program.runner(self.attrs[key])
+
+    def constant(self, index: int) -> np.ndarray:
+        return self.program.constant(index)
+
+
+Handler = Callable[..., Any]
+Factory = Callable[[HandlerContext], Handler]
+
+
+class LoadedProgram:
+    """A program with every instruction bound to its handler; computations built on first use."""
+
+    def __init__(self, program: Program, constants: list[np.ndarray], kernels: list[Any]) -> None:
+        from emulator.ops import TABLE
+
+        self._table = TABLE
+        self.program = program
+        self.constants = constants
+        self.kernels = kernels
+        self._runners: dict[int, Callable[..., Any]] = {}
+        self.runner(program.entry)
+
+    def constant(self, index: int) -> np.ndarray:
+        if not 0 <= index < len(self.constants):
+            raise ArtifactError(f"program refers to constant {index}, the artifact has {len(self.constants)}")
+        return self.constants[index]
+
+    def runner(self, index: int) -> Callable[..., Any]:
+        """The callable for computation `index` (built once; recursion-safe via a forward cell)."""
+        if index in self._runners:
+            return self._runners[index]
+        cell: list[Callable[..., Any]] = []
+        self._runners[index] = lambda *args: cell[0](*args)
+        built = self._build(self.program.computations[index])
+        cell.append(built)
+        self._runners[index] = built
+        return built
+
+    def _build(self, comp: Computation) -> Callable[..., Any]:
+        types: list[ValueType | None] = [None] * comp.num_slots
+        for slot, t in zip(comp.params, comp.param_types):
+            types[slot] = t
+        steps = []
+        names = []
+        for inst in comp.instructions:
+            in_types = []
+            for s in inst.ins:
+                if types[s] is None:
+                    raise ArtifactError(f"computation {comp.name}: instruction {inst.name or inst.op} reads "
+                                        f"slot {s} before it is written")
+                in_types.append(types[s])
+            ctx = HandlerContext(inst.op, inst.name, inst.attrs, inst.type, in_types, self)
+            try:
+                fn = self._table[inst.op](ctx)
+            except ArtifactError:
+                raise
+            except Exception as e:  # a forged attribute the schema can not rule out
+                raise ArtifactError(f"computation {comp.name}: instruction {inst.name or inst.op} ({inst.op}) "
+                                    f"can not be built: {type(e).__name__}: {e}") from None
+            types[inst.out] = inst.type
+            for f in inst.free:
+                types[f] = None
+            steps.append((fn, tuple(inst.ins), inst.out, tuple(inst.free)))
+            names.append(f"{inst.name or '?'} ({inst.op})")
+        if types[comp.result] is None:
+            raise ArtifactError(f"computation {comp.name}: result slot {comp.result} is never written")
+        return _make_runner(comp, steps, names)
+
+
+def _make_runner(comp: Computation, steps: list[tuple], names: list[str]) -> Callable[..., Any]:
+    n, params, result, cname = comp.num_slots, tuple(comp.params), comp.result, comp.name
+
+    def run(*args: Any) -> Any:
+        regs: list[Any] = [None] * n
+        for p, a in zip(params, args):
+            regs[p] = a
+        k = 0
+        try:
+            for fn, ins, out, free in steps:
+                regs[out] = fn(*[regs[i] for i in ins])
+                for f in free:
+                    regs[f] = None
+                k += 1
+        except EmulatorError:
+            raise
+        except Exception as e:
+            raise EmulatorError(f"computation {cname}: instruction {names[k]} failed: {type(e).__name__}: {e}") from e
+        return regs[result]
+
+    return run
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def _type_leaves(t: ValueType) -> list[ValueType]:
+    if t[0] == TUPLE:
+        return [leaf for s in t[1] for leaf in _type_leaves(s)]
+    return [t]
+
+
+class Executable:
+    """A loaded artifact: its manifest and a `run` over NumPy arrays."""
+
+    def __init__(self, artifact: Artifact) -> None:
+        self.artifact = artifact
+        self.manifest: dict[str, Any] = artifact.manifest
+        self._loaded = LoadedProgram(artifact.program, artifact.constants, artifact.kernels)
+        entry = artifact.program.computations[artifact.program.entry]
+        self._entry = self._loaded.runner(artifact.program.entry)
+        self._inputs = [(e["name"], DTYPES[e["dtype"]], tuple(e["shape"])) for e in self.manifest["inputs"]]
+        self._outputs = [(e["name"], DTYPES[e["dtype"]], tuple(e["shape"])) for e in self.manifest["outputs"]]
+        # The entry computation takes one value per leaf input (the compiler packs tuples inside).
+        if len(entry.params) != len(self._inputs):
+            raise ArtifactError(f"manifest lists {len(self._inputs)} inputs, the entry computation takes "
+                                f"{len(entry.params)}")
+        for (name, dt, shape), t in zip(self._inputs, entry.param_types):
+            if t[0] == TUPLE or DTYPES[t[0]] != dt or tuple(t[1]) != shape:
+                raise ArtifactError(f"manifest input {name} does not match the entry computation's parameter")
+        out_types = _type_leaves(entry.result_type)
+        if [(DTYPES[t[0]], tuple(t[1])) for t in out_types] != [(dt, s) for _, dt, s in self._outputs]:
+            raise ArtifactError("manifest outputs do not match the entry computation's result")
+
+    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """Run on `inputs` (entry parameters in order, tuple parameters flattened into leaves)."""
+        if len(inputs) != len(self._inputs):
+            raise EmulatorError(f"expected {len(self._inputs)} inputs ({', '.join(n for n, _, _ in self._inputs)}), "
+                                f"got {len(inputs)}")
+        args = []
+        for k, (x, (name, dt, shape)) in enumerate(zip(inputs, self._inputs)):
+            a = np.asarray(x)
+            if a.dtype != dt:
+                raise EmulatorError(f"input {k} ({name}): expected dtype {dt}, got {a.dtype}")
+            if a.shape != shape:
+                raise EmulatorError(f"input {k} ({name}): expected shape {shape}, got {a.shape}")
+            args.append(a)
+        with np.errstate(all="ignore"):
+            result = self._entry(*args)
+        outs = []
+        ids = {id(a) for a in args}
+        for v, (_, dt, shape) in zip(_leaves(result), self._outputs):
+            a = np.asarray(v)
+            if a.dtype != dt:
+                a = a.astype(dt)
+            if a.shape != shape:
+                a = np.broadcast_to(a, shape)
+            if id(v) in ids or not a.flags.writeable or not a.flags.owndata:
+                a = np.array(a, copy=True)
+            outs.append(a)
+        return outs
+
+
+def load_artifact(source: str | os.PathLike | bytes | bytearray | memoryview) -> Executable:
+    """Load an artifact from a path or bytes; a bad artifact raises ArtifactError."""
+    artifact = read_artifact(read_bytes(source))
+    return Executable(artifact)

@@ -1,0 +1,286 @@
+"""Element-wise ops with XLA's semantics where NumPy's differ.
+
+Differences handled here: integer division truncates toward zero and x/0 is -1 (all ones for
+unsigned), INT_MIN/-1 is INT_MIN, x%0 is x; shifts by >= the bit width give 0 (or the sign fill
+for arithmetic right shift); integer power with negative exponents; round-half-away-from-zero;
+sign keeps -0 and NaN; TOTALORDER comparison of floats; narrow floats computed in f32.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from emulator.executor import Factory, HandlerContext
+from emulator.ops.common import F32, NARROW, compute_dtype
+
+
+def _float_unary(f: Callable[[np.ndarray], np.ndarray]) -> Factory:
+    def make(ctx: HandlerContext) -> Callable:
+        dt = ctx.dtype
+        cdt = compute_dtype(ctx.in_dtype(0))
+        if cdt != ctx.in_dtype(0):
+            return lambda x: f(x.astype(cdt)).astype(dt)
+        if dt != cdt:
+            return lambda x: np.asarray(f(x)).astype(dt)
+        return f
+    return make
+
+
+def _round_afz(x: np.ndarray) -> np.ndarray:
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu":
+        return np.sign(x)
+    if x.dtype.kind == "c":
+        a = np.abs(x)
+        return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
+    return np.where((x == 0) | np.isnan(x), x, np.copysign(np.ones_like(x), x))
+
+
+_ERF_A = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF_B = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+          -1.42647390514189e-02)
+_math_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """f32: the rational approximation XLA/Eigen use; f64: libm's erf (exact, not vectorised)."""
+    if x.dtype == np.float64:
+        return np.asarray(_math_erf(x), dtype=np.float64)
+    x = np.clip(x, np.float32(-4), np.float32(4))
+    x2 = x * x
+    p = np.float32(_ERF_A[0])
+    for c in _ERF_A[1:]:
+        p = p * x2 + np.float32(c)
+    q = np.float32(_ERF_B[0])
+    for c in _ERF_B[1:]:
+        q = q * x2 + np.float32(c)
+    return (x * p / q).astype(x.dtype)
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    bits = x.dtype.itemsize * 8
+    u = x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
+    u = np.asarray(u).copy()
+    n = np.zeros(u.shape, np.int64)
+    s = bits // 2
+    while s >= 1:
+        m = (u >> np.asarray(bits - s, u.dtype)) == 0
+        n += np.where(m, s, 0)
+        u = np.where(m, u << np.asarray(s, u.dtype), u)
+        s //= 2
+    n += np.where((u >> np.asarray(bits - 1, u.dtype)) == 0, 1, 0)
+    return n.astype(x.dtype)
+
+
+def _not(ctx: HandlerContext) -> Callable:
+    return np.logical_not if ctx.dtype == np.bool_ else np.invert
+
+
+def _popcnt(ctx: HandlerContext) -> Callable:
+    dt = ctx.dtype
+    return lambda x: np.bitwise_count(x).astype(dt)
+
+
+def _is_finite(ctx: HandlerContext) -> Callable:
+    cdt = compute_dtype(ctx.in_dtype(0))
+    return lambda x: np.isfinite(np.asarray(x).astype(cdt, copy=False))
+
+
+def _abs(ctx: HandlerContext) -> Callable:
+    dt = ctx.dtype
+    if ctx.in_dtype(0).kind == "c":
+        return lambda x: np.abs(x).astype(dt)
+    return _float_unary(np.abs)(ctx)
+
+
+def _copy(ctx: HandlerContext) -> Callable:
+    return lambda x: x
+
+
+def _real(ctx: HandlerContext) -> Callable:
+    dt = ctx.dtype
+    return lambda x: np.real(x).astype(dt)
+
+
+def _imag(ctx: HandlerContext) -> Callable:
+    dt = ctx.dtype
+    return lambda x: np.imag(x).astype(dt)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return (np.ones((), x.dtype) / np.sqrt(x)).astype(x.dtype)
+
+
+# -- binary ------------------------------------------------------------------------------------
+def _arith(f: Callable) -> Factory:
+    """Binary arithmetic; narrow floats go through f32 and round once, as XLA:CPU does."""
+    def make(ctx: HandlerContext) -> Callable:
+        dt = ctx.dtype
+        if dt in NARROW:
+            return lambda a, b: f(a.astype(F32), b.astype(F32)).astype(dt)
+        return lambda a, b: np.asarray(f(a, b)).astype(dt, copy=False)
+    return make
+
+
+def _int_div(dt: np.dtype) -> Callable:
+    signed = dt.kind == "i"
+    info = np.iinfo(dt)
+
+    def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        zero = b == 0
+        bad = zero | ((a == info.min) & (b == -1)) if signed else zero
+        bs = np.where(bad, np.ones((), dt), b)
+        q = (a - np.fmod(a, bs)) // bs
+        q = np.where((a == info.min) & (b == -1), a, q) if signed else q
+        return np.where(zero, np.asarray(-1 if signed else info.max, dt), q).astype(dt, copy=False)
+    return div
+
+
+def _int_rem(dt: np.dtype) -> Callable:
+    signed = dt.kind == "i"
+    info = np.iinfo(dt)
+
+    def rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        bad = (b == 0) | ((a == info.min) & (b == -1)) if signed else (b == 0)
+        r = np.fmod(a, np.where(bad, np.ones((), dt), b))
+        r = np.where(b == 0, a, r)
+        if signed:
+            r = np.where((a == info.min) & (b == -1), np.zeros((), dt), r)
+        return r.astype(dt, copy=False)
+    return rem
+
+
+def _int_or_float(int_impl: Callable[[np.dtype], Callable], float_impl: Callable) -> Factory:
+    """Integer semantics of XLA for integer dtypes, NumPy's (via _arith) for floats."""
+    def make(ctx: HandlerContext) -> Callable:
+        if ctx.dtype.kind in "iu":
+            return int_impl(ctx.dtype)
+        return _arith(float_impl)(ctx)
+    return make
+
+
+def _int_pow(dt: np.dtype) -> Callable:
+    def pw(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = np.broadcast_arrays(np.asarray(a, dt), np.asarray(b, dt))
+        e = np.where(b < 0, 0, b) if dt.kind == "i" else b.copy()
+        r = np.ones(a.shape, dt)
+        base = a.copy()
+        while np.any(e > 0):
+            r = np.where((e & 1) == 1, r * base, r)
+            base = base * base
+            e = e >> 1
+        if dt.kind == "i":
+            neg = b < 0
+            r = np.where(neg, np.where(a == 1, 1, np.where(a == -1, np.where((b & 1) == 1, -1, 1), 0)), r)
+        return r.astype(dt)
+    return pw
+
+
+def _shift(kind: str) -> Factory:
+    def make(ctx: HandlerContext) -> Callable:
+        dt = ctx.dtype
+        bits = dt.itemsize * 8
+        udt = np.dtype(f"u{dt.itemsize}")
+        sdt = np.dtype(f"i{dt.itemsize}")
+
+        def shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            a = np.asarray(a, dt)
+            bu = np.asarray(b, dt).view(udt)
+            oob = bu >= bits
+            s = np.where(oob, 0, bu).astype(udt)
+            if kind == "left":
+                r = (a.view(udt) << s).view(dt)
+                return np.where(oob, np.zeros((), dt), r)
+            if kind == "logical":
+                r = (a.view(udt) >> s).view(dt)
+                return np.where(oob, np.zeros((), dt), r)
+            sa = a.view(sdt)
+            r = (sa >> s.astype(sdt)).view(dt)
+            fill = np.where(sa < 0, -1, 0).astype(sdt).view(dt)
+            return np.where(oob, fill, r)
+        return shift
+    return make
+
+
+def _logic(fb: Callable, fi: Callable) -> Factory:
+    def make(ctx: HandlerContext) -> Callable:
+        return fb if ctx.dtype == np.bool_ else fi
+    return make
+
+
+def _complex(ctx: HandlerContext) -> Callable:
+    dt = ctx.dtype
+    return lambda a, b: (np.asarray(a) + 1j * np.asarray(b)).astype(dt)
+
+
+def _minmax(f: Callable) -> Factory:
+    def make(ctx: HandlerContext) -> Callable:
+        if ctx.dtype == np.bool_:
+            return np.logical_or if f is np.maximum else np.logical_and
+        return _arith(f)(ctx)
+    return make
+
+
+# -- compare, select, clamp --------------------------------------------------------------------
+_CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
+        "GE": np.greater_equal}
+
+
+def total_order_key(x: np.ndarray) -> np.ndarray:
+    """Signed integers ordered as XLA's TOTALORDER orders floats (-NaN < -inf < -0 < +0 < NaN)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fV":
+        return x
+    sdt = np.dtype(f"i{x.dtype.itemsize}")
+    i = x.view(sdt)
+    return np.where(i < 0, i ^ np.asarray(np.iinfo(sdt).max, sdt), i)
+
+
+def _compare(ctx: HandlerContext) -> Callable:
+    f = _CMP[ctx.attrs["direction"]]
+    if ctx.attrs["total_order"] and ctx.in_dtype(0).kind in "fV":
+        return lambda a, b: f(total_order_key(a), total_order_key(b))
+    if ctx.in_dtype(0).kind == "c" and ctx.attrs["direction"] not in ("EQ", "NE"):
+        raise ValueError("ordered comparison of complex numbers")
+    return f
+
+
+def _select(ctx: HandlerContext) -> Callable:
+    return np.where
+
+
+def _clamp(ctx: HandlerContext) -> Callable:
+    dt = ctx.dtype
+    return lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(dt, copy=False)
+
+
+HANDLERS: dict[str, Factory] = {
+    "abs": _abs, "negate": _float_unary(np.negative), "exp": _float_unary(np.exp),
+    "expm1": _float_unary(np.expm1), "log": _float_unary(np.log), "log1p": _float_unary(np.log1p),
+    "sqrt": _float_unary(np.sqrt), "rsqrt": _float_unary(_rsqrt), "cbrt": _float_unary(np.cbrt),
+    "tanh": _float_unary(np.tanh), "logistic": _float_unary(_logistic), "sine": _float_unary(np.sin),
+    "cosine": _float_unary(np.cos), "tan": _float_unary(np.tan), "floor": _float_unary(np.floor),
+    "ceil": _float_unary(np.ceil), "round_afz": _float_unary(_round_afz), "round_even": _float_unary(np.rint),
+    "sign": _float_unary(_sign), "not": _not, "is_finite": _is_finite, "popcnt": _popcnt,
+    "clz": lambda ctx: _clz, "erf": _float_unary(_erf), "real": _real, "imag": _imag, "copy": _copy,
+    "optimization_barrier_leaf": _copy,
+    "add": _arith(np.add), "subtract": _arith(np.subtract), "multiply": _arith(np.multiply),
+    "divide": _int_or_float(_int_div, np.divide), "remainder": _int_or_float(_int_rem, np.fmod), "maximum": _minmax(np.maximum),
+    "minimum": _minmax(np.minimum), "power": _int_or_float(_int_pow, np.power), "atan2": _arith(np.arctan2),
+    "and": _logic(np.logical_and, np.bitwise_and), "or": _logic(np.logical_or, np.bitwise_or),
+    "xor": _logic(np.logical_xor, np.bitwise_xor), "shift_left": _shift("left"),
+    "shift_right_arithmetic": _shift("arithmetic"), "shift_right_logical": _shift("logical"),
+    "complex": _complex, "compare": _compare, "select": _select, "clamp": _clamp,
+}

@@ -1,0 +1,199 @@
+"""Indexing: dynamic-slice and dynamic-update-slice (start indices clamped into range, as XLA
+does), gather (clamped windows) and scatter (out-of-bounds windows skipped, as XLA does), with the
+full dimension-number semantics including batching dims. Index arithmetic is whole-array."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from emulator.executor import Factory, HandlerContext
+from emulator.ops.common import lifted, reducer_ufunc
+from emulator.program.dtypes import DTYPES, TUPLE
+
+
+def _dynamic_slice(ctx: HandlerContext) -> Callable:
+    sizes = ctx.attrs["sizes"]
+    shape = ctx.in_shape(0)
+    limits = [d - s for d, s in zip(shape, sizes)]
+
+    def dslice(x: np.ndarray, *starts: Any) -> np.ndarray:
+        idx = []
+        for s, lim, n in zip(starts, limits, sizes):
+            s = min(max(int(s), 0), lim)
+            idx.append(slice(s, s + n))
+        return x[tuple(idx)]
+    return dslice
+
+
+def _dynamic_update_slice(ctx: HandlerContext) -> Callable:
+    shape, ushape = ctx.in_shape(0), ctx.in_shape(1)
+    limits = [d - u for d, u in zip(shape, ushape)]
+
+    def dus(x: np.ndarray, upd: np.ndarray, *starts: Any) -> np.ndarray:
+        idx = []
+        for s, lim, n in zip(starts, limits, ushape):
+            s = min(max(int(s), 0), lim)
+            idx.append(slice(s, s + n))
+        out = np.array(x, copy=True)
+        out[tuple(idx)] = upd
+        return out
+    return dus
+
+
+def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
+    """Indices with the index vector as the last axis (adding one of size 1 if needed)."""
+    indices = np.asarray(indices)
+    if index_vector_dim == indices.ndim:
+        return indices[..., None]
+    return np.moveaxis(indices, index_vector_dim, -1)
+
+
+def _starts(iv: np.ndarray, rank: int, index_map: list[int], operand_batching: list[int],
+            index_batching: list[int], index_batch_dims: list[int]) -> list[np.ndarray]:
+    """Per operand dim, the window start of every index vector: from the index vector for mapped
+    dims, the position along the paired index batch dim for batching dims, else 0."""
+    B = iv.shape[:-1]
+    starts = [np.zeros(B, np.int64) for _ in range(rank)]
+    for k, d in enumerate(index_map):
+        starts[d] = iv[..., k]
+    for od, idim in zip(operand_batching, index_batching):
+        pos = index_batch_dims.index(idim)
+        shp = [1] * len(B)
+        shp[pos] = B[pos]
+        starts[od] = np.broadcast_to(np.arange(B[pos]).reshape(shp), B)
+    return starts
+
+
+def _window_index(starts: list[np.ndarray], B: tuple[int, ...], window_dims: list[int],
+                  window: list[int]) -> list[np.ndarray]:
+    """Per operand dim, the index of every element of every window: shape B + window (broadcast
+    form): start + offset along the window dims, start alone along the others."""
+    nb, nw = len(B), len(window_dims)
+    index = []
+    for d, st in enumerate(starts):
+        s = st.reshape(B + (1,) * nw)
+        if d in window_dims:
+            j = window_dims.index(d)
+            shp = [1] * nw
+            shp[j] = window[j]
+            s = s + np.arange(window[j]).reshape((1,) * nb + tuple(shp))
+        index.append(s)
+    return index
+
+
+def _gather(ctx: HandlerContext) -> Callable:
+    a = ctx.attrs
+    offset_dims, collapsed = a["offset_dims"], a["collapsed_slice_dims"]
+    start_map, ivd = a["start_index_map"], a["index_vector_dim"]
+    obatch, ibatch = a["operand_batching_dims"], a["start_indices_batching_dims"]
+    sizes = a["slice_sizes"]
+    oshape = ctx.in_shape(0)
+    rank = len(oshape)
+    out_shape = ctx.shape
+    idx_rank = len(ctx.in_shape(1))
+    # batch dims of the indices (all but the index vector dim), in order
+    ibatch_dims = [d for d in range(idx_rank) if d != ivd]
+    removed = sorted(collapsed + obatch)
+    kept = [d for d in range(rank) if d not in removed]  # operand dims that become offset dims
+    batch_out = [d for d in range(len(out_shape)) if d not in offset_dims]
+
+    def gather(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        iv = _index_vectors(indices, ivd).astype(np.int64)
+        B = iv.shape[:-1]
+        nb = len(B)
+        starts = _starts(iv, rank, start_map, obatch, ibatch, ibatch_dims)
+        for d in start_map:
+            starts[d] = np.clip(starts[d], 0, oshape[d] - sizes[d])
+        # full index per operand dim: start (B) + offset (over kept slice dims)
+        nk = len(kept)
+        g = x[tuple(_window_index(starts, B, kept, [sizes[d] for d in kept]))]  # shape B + kept sizes
+        g = np.broadcast_to(g, B + tuple(sizes[d] for d in kept))
+        # output: batch dims at batch_out positions, offset dims at offset_dims positions
+        src_axes = list(range(nb + nk))
+        order = [0] * len(out_shape)
+        for i, p in enumerate(batch_out):
+            order[p] = src_axes[i]
+        for i, p in enumerate(offset_dims):
+            order[p] = src_axes[nb + i]
+        return np.transpose(g, order).reshape(out_shape)
+    return gather
+
+
+def apply_in_rounds(targets: list[np.ndarray], flat_idx: np.ndarray, values: list[np.ndarray],
+                    f: Callable[..., list[Any]]) -> None:
+    """targets.flat[idx] = f(targets.flat[idx], values) for every (idx, value) in order, where one
+    target index may occur many times: occurrences are applied in rounds, each round vectorised."""
+    if flat_idx.size == 0:
+        return
+    order = np.argsort(flat_idx, kind="stable")
+    sidx = flat_idx[order]
+    first = np.ones(sidx.shape, bool)
+    first[1:] = sidx[1:] != sidx[:-1]
+    starts = np.maximum.accumulate(np.where(first, np.arange(sidx.size), 0))
+    rank_in_group = np.empty_like(order)
+    rank_in_group[order] = np.arange(sidx.size) - starts
+    for r in range(int(rank_in_group.max()) + 1):
+        sel = rank_in_group == r
+        ii = flat_idx[sel]
+        res = f(*[t[ii] for t in targets], *[v[sel] for v in values])
+        for t, v in zip(targets, res):
+            t[ii] = np.broadcast_to(v, ii.shape)
+
+
+def _scatter(ctx: HandlerContext) -> Callable:
+    a = ctx.attrs
+    uwd, inserted = a["update_window_dims"], a["inserted_window_dims"]
+    sd2od, ivd = a["scatter_dims_to_operand_dims"], a["index_vector_dim"]
+    ibatch, sbatch = a["input_batching_dims"], a["scatter_indices_batching_dims"]
+    n = (len(ctx.in_types) - 1) // 2
+    oshape = ctx.in_shape(0)
+    rank = len(oshape)
+    ushape = ctx.in_shape(n + 1)
+    idx_rank = len(ctx.in_shape(n))
+    sbatch_dims = [d for d in range(idx_rank) if d != ivd]
+    window_operand_dims = [d for d in range(rank) if d not in inserted and d not in ibatch]
+    update_scatter_dims = [d for d in range(len(ushape)) if d not in uwd]
+    reducer = a["reducer"]
+    f = None if reducer else lifted(ctx.computation("computation"), n)
+    out_types = [(DTYPES[t[0]], tuple(t[1])) for t in (ctx.type[1] if ctx.type[0] == TUPLE else [ctx.type])]
+
+    def scatter(*args: np.ndarray) -> Any:
+        operands, indices, updates = args[:n], args[n], args[n + 1:]
+        iv = _index_vectors(indices, ivd).astype(np.int64)
+        B = iv.shape[:-1]
+        nb = len(B)
+        # updates as (batch..., window...) in update-dim order
+        upd = [np.transpose(np.asarray(u), update_scatter_dims + uwd) for u in updates]
+        W = tuple(ushape[d] for d in uwd)
+        nw = len(W)
+        starts = _starts(iv, rank, sd2od, ibatch, sbatch, sbatch_dims)
+        # a window is applied only if it lies entirely within the operand
+        win_size = [1] * rank
+        for j, d in enumerate(window_operand_dims):
+            win_size[d] = W[j]
+        ok = np.ones(B, bool)
+        for d in range(rank):
+            ok &= (starts[d] >= 0) & (starts[d] + win_size[d] <= oshape[d])
+        full = [np.broadcast_to(i, B + W) for i in _window_index(starts, B, window_operand_dims, list(W))]
+        okf = np.broadcast_to(ok.reshape(B + (1,) * nw), B + W)
+        flat = np.ravel_multi_index(tuple(np.where(okf, i, 0) for i in full), oshape)[okf] if okf.size else np.zeros(0, np.int64)
+        outs = [np.array(o, copy=True).reshape(-1) for o in operands]
+        vals = [np.broadcast_to(u, B + W)[okf] for u in upd]
+        if reducer == "replace":
+            outs[0][flat] = vals[0]
+        elif reducer:
+            dt = outs[0].dtype
+            reducer_ufunc(reducer, dt).at(outs[0], flat, vals[0].astype(dt))
+        elif f is not None:
+            apply_in_rounds(outs, flat, vals, f)
+        res = [o.reshape(s).astype(d, copy=False) for o, (d, s) in zip(outs, out_types)]
+        return tuple(res) if n > 1 else res[0]
+    return scatter
+
+
+HANDLERS: dict[str, Factory] = {
+    "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
+    "gather": _gather, "scatter": _scatter,
+}

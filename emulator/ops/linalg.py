@@ -1,0 +1,133 @@
+"""Dot (any batch and contracting dims, via one batched matmul) and convolution (any dim labels,
+feature/batch groups, padding, lhs/rhs dilation, window reversal, via im2col and one batched
+matmul per call), and FFT."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from emulator.executor import Factory, HandlerContext
+from emulator.ops.common import compute_dtype
+
+
+def _dot(ctx: HandlerContext) -> Callable:
+    a = ctx.attrs
+    lc, rc, lb, rb = a["lhs_contracting"], a["rhs_contracting"], a["lhs_batch"], a["rhs_batch"]
+    ls, rs = ctx.in_shape(0), ctx.in_shape(1)
+    lf = [d for d in range(len(ls)) if d not in lc and d not in lb]
+    rf = [d for d in range(len(rs)) if d not in rc and d not in rb]
+    lperm = tuple(lb + lf + lc)
+    rperm = tuple(rb + rc + rf)
+    B = math.prod(ls[d] for d in lb)
+    M = math.prod(ls[d] for d in lf)
+    K = math.prod(ls[d] for d in lc)
+    N = math.prod(rs[d] for d in rf)
+    out, dt = ctx.shape, ctx.dtype
+    cdt = np.result_type(compute_dtype(ctx.in_dtype(0)), compute_dtype(ctx.in_dtype(1)))
+    if dt.kind == "f" and cdt.kind in "iub":
+        cdt = compute_dtype(dt)
+    if cdt == np.bool_:
+        cdt = np.dtype(np.int32)
+    lid = lperm == tuple(range(len(ls)))
+    rid = rperm == tuple(range(len(rs)))
+
+    if not lb and not rb:
+        def dot2(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            x = (x if lid else np.transpose(x, lperm)).reshape(M, K).astype(cdt, copy=False)
+            y = (y if rid else np.transpose(y, rperm)).reshape(K, N).astype(cdt, copy=False)
+            r = np.matmul(x, y).reshape(out)
+            return r if r.dtype == dt else r.astype(dt)
+        return dot2
+
+    def dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x = np.transpose(x, lperm).reshape(B, M, K).astype(cdt, copy=False)
+        y = np.transpose(y, rperm).reshape(B, K, N).astype(cdt, copy=False)
+        r = np.matmul(x, y).reshape(out)
+        return r if r.dtype == dt else r.astype(dt)
+    return dot
+
+
+def _convolution(ctx: HandlerContext) -> Callable:
+    a = ctx.attrs
+    nsp = len(a["input_spatial"])
+    lperm = (a["input_batch"], a["input_feature"], *a["input_spatial"])
+    rperm = (a["kernel_output_feature"], a["kernel_input_feature"], *a["kernel_spatial"])
+    operm = (a["output_batch"], a["output_feature"], *a["output_spatial"])
+    oinv = tuple(np.argsort(operm))
+    fgc, bgc = a["feature_group_count"], a["batch_group_count"]
+    ls = [ctx.in_shape(0)[d] for d in lperm]
+    ks = [ctx.in_shape(1)[d] for d in rperm]
+    N, C = ls[0], ls[1]
+    O, I = ks[0], ks[1]
+    ksp = ks[2:]
+    stride, lo, hi = a["stride"], a["pad_low"], a["pad_high"]
+    ldil, rdil = a["base_dilation"], a["window_dilation"]
+    rev = tuple(2 + d for d in range(nsp) if a["window_reversal"][d])
+    dt = ctx.dtype
+    cdt = compute_dtype(np.result_type(ctx.in_dtype(0), ctx.in_dtype(1)))
+    if cdt.kind in "iub" and dt.kind == "f":
+        cdt = compute_dtype(dt)
+    out_sp = [ctx.shape[d] for d in a["output_spatial"]]
+    taps = [tuple(t) for t in np.ndindex(*ksp)]
+    T = len(taps)
+    S = math.prod(out_sp)
+
+    def padded(x: np.ndarray) -> np.ndarray:
+        if any(d != 1 for d in ldil):
+            dil = [x.shape[0], x.shape[1]] + [(s - 1) * d + 1 if s else 0 for s, d in zip(x.shape[2:], ldil)]
+            y = np.zeros(dil, x.dtype)
+            y[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in ldil)] = x
+            x = y
+        crop = tuple(slice(max(0, -l), x.shape[2 + i] - max(0, -h) if h < 0 else None)
+                     for i, (l, h) in enumerate(zip(lo, hi)))
+        x = x[(slice(None), slice(None)) + crop]
+        return np.pad(x, [(0, 0), (0, 0)] + [(max(0, l), max(0, h)) for l, h in zip(lo, hi)])
+
+    def im2col(x: np.ndarray) -> np.ndarray:
+        """(n, c, *spatial) padded -> (n, c, T, S): every tap's strided window, stacked."""
+        cols = np.empty((x.shape[0], x.shape[1], T, *out_sp), x.dtype)
+        for k, t in enumerate(taps):
+            sl = tuple(slice(ti * rd, ti * rd + (o - 1) * s + 1, s) for ti, rd, o, s in zip(t, rdil, out_sp, stride))
+            cols[:, :, k] = x[(slice(None), slice(None)) + sl]
+        return cols.reshape(x.shape[0], x.shape[1], T, S)
+
+    def conv(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+        x = np.transpose(x, lperm).astype(cdt, copy=False)
+        k = np.transpose(k, rperm).astype(cdt, copy=False)
+        if rev:
+            k = np.flip(k, rev)
+        k = k.reshape(O, I, T)
+        if S == 0 or N == 0:
+            r = np.zeros((N // bgc, O, *out_sp), cdt)
+        elif bgc > 1:
+            nb, ob = N // bgc, O // bgc
+            cols = im2col(padded(x))  # (N, C, T, S)
+            cols = cols.reshape(bgc, nb, C * T, S).transpose(0, 2, 1, 3).reshape(bgc, C * T, nb * S)
+            kk = k.reshape(bgc, ob, I * T)
+            r = np.matmul(kk, cols).reshape(bgc, ob, nb, S).transpose(2, 0, 1, 3).reshape(nb, O, *out_sp)
+        else:
+            g, og = fgc, O // fgc
+            cols = im2col(padded(x))  # (N, C, T, S), C = g * I
+            cols = cols.reshape(N, g, I * T, S).transpose(1, 2, 0, 3).reshape(g, I * T, N * S)
+            kk = k.reshape(g, og, I * T)
+            r = np.matmul(kk, cols).reshape(g, og, N, S).transpose(2, 0, 1, 3).reshape(N, O, *out_sp)
+        r = np.transpose(r, oinv)
+        return r.astype(dt, copy=False)
+    return conv
+
+
+_FFT = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn, "IRFFT": np.fft.irfftn}
+
+
+def _fft(ctx: HandlerContext) -> Callable:
+    kind, length, dt = ctx.attrs["fft_type"], tuple(ctx.attrs["length"]), ctx.dtype
+    f = _FFT[kind]
+    axes = tuple(range(-len(length), 0))
+    if kind in ("RFFT", "IRFFT"):
+        return lambda x: f(x, s=length, axes=axes).astype(dt)
+    return lambda x: f(x, axes=axes).astype(dt)
+
+
+HANDLERS: dict[str, Factory] = {"dot": _dot, "convolution": _convolution, "fft": _fft}

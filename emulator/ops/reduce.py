@@ -1,0 +1,225 @@
+"""Reductions: reduce (fast ufunc path for recognised reducers, otherwise a pairwise tree of the
+lifted reducer computation, which also handles variadic reduces such as argmax), reduce-window
+(one vectorised step per window tap; running sums/maxes as accumulate), select-and-scatter."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from emulator.executor import Factory, HandlerContext
+from emulator.ops.common import NARROW, F32, compute_dtype, lifted, reducer_ufunc, unpack
+from emulator.program.dtypes import DTYPES, TUPLE
+
+
+def _out_types(ctx: HandlerContext) -> list[tuple[np.dtype, tuple[int, ...]]]:
+    if ctx.type[0] == TUPLE:
+        return [(DTYPES[t[0]], tuple(t[1])) for t in ctx.type[1]]
+    return [(ctx.dtype, ctx.shape)]
+
+
+def tree_reduce(f: Callable[..., list[Any]], xs: list[np.ndarray], inits: list[np.ndarray]) -> list[np.ndarray]:
+    """Reduce the last axis of each x with f(acc..., x...) pairwise; then fold the init values in."""
+    k = xs[0].shape[-1]
+    if k == 0:
+        return [np.broadcast_to(i, x.shape[:-1]) for i, x in zip(inits, xs)]
+    while k > 1:
+        h = k // 2
+        r = f(*[x[..., :h] for x in xs], *[x[..., h:2 * h] for x in xs])
+        if k % 2:
+            xs = [np.concatenate([np.broadcast_to(ri, x[..., :h].shape), x[..., 2 * h:]], axis=-1) for ri, x in zip(r, xs)]
+        else:
+            xs = [np.broadcast_to(ri, x[..., :h].shape) for ri, x in zip(r, xs)]
+        k = h + k % 2
+    return f(*[np.broadcast_to(i, x.shape[:-1]) for i, x in zip(inits, xs)], *[x[..., 0] for x in xs])
+
+
+def _reduce(ctx: HandlerContext) -> Callable:
+    dims = tuple(ctx.attrs["dims"])
+    n = len(ctx.in_types) // 2
+    outs = _out_types(ctx)
+    rank = len(ctx.in_shape(0))
+    keep = [d for d in range(rank) if d not in dims]
+    if n == 1 and ctx.attrs["reducer"]:
+        dt = outs[0][0]
+        uf = reducer_ufunc(ctx.attrs["reducer"], dt)
+        cdt = compute_dtype(dt)
+
+        def fast(x: np.ndarray, init: np.ndarray) -> np.ndarray:
+            if cdt != dt:
+                return uf(uf.reduce(x.astype(cdt), axis=dims), init.astype(cdt)).astype(dt)
+            return np.asarray(uf(uf.reduce(x, axis=dims), init)).astype(dt, copy=False)
+        return fast
+    f = lifted(ctx.computation("computation"), n)
+    perm = tuple(keep) + dims
+    out_shape = tuple(ctx.in_shape(0)[d] for d in keep)
+
+    def general(*args: np.ndarray) -> Any:
+        xs = [np.transpose(a, perm).reshape(out_shape + (-1,)) for a in args[:n]]
+        res = tree_reduce(f, xs, list(args[n:]))
+        res = [np.asarray(np.broadcast_to(r, s)).astype(d, copy=False) for r, (d, s) in zip(res, outs)]
+        return tuple(res) if n > 1 else res[0]
+    return general
+
+
+class Window:
+    """A window description with per-dimension size, stride, padding and dilations."""
+
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.size = attrs["size"]
+        self.stride = attrs["stride"]
+        self.pad_low = attrs["pad_low"]
+        self.pad_high = attrs["pad_high"]
+        self.base_dilation = attrs["base_dilation"]
+        self.window_dilation = attrs["window_dilation"]
+
+    def padded(self, x: np.ndarray, value: Any) -> np.ndarray:
+        """x base-dilated and padded with `value` (negative padding crops)."""
+        if all(b == 1 for b in self.base_dilation) and all(p >= 0 for p in self.pad_low + self.pad_high):
+            if not any(self.pad_low) and not any(self.pad_high):
+                return x
+            v = np.asarray(value, x.dtype)
+            return np.pad(x, list(zip(self.pad_low, self.pad_high)), constant_values=v)
+        dil = [(d - 1) * b + 1 if d else 0 for d, b in zip(x.shape, self.base_dilation)]
+        full = [lo + d + hi for lo, d, hi in zip(self.pad_low, dil, self.pad_high)]
+        out = np.full(full, value, x.dtype)
+        src, dst = [], []
+        for d, lo, o, b in zip(x.shape, self.pad_low, full, self.base_dilation):
+            idx = np.arange(d) * b + lo
+            ok = (idx >= 0) & (idx < o)
+            src.append(np.nonzero(ok)[0])
+            dst.append(idx[ok])
+        out[np.ix_(*dst)] = x[np.ix_(*src)]
+        return out
+
+    def out_shape(self, padded_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(max(0, (p - (w - 1) * wd - 1) // s + 1) if p >= (w - 1) * wd + 1 else 0
+                     for p, w, wd, s in zip(padded_shape, self.size, self.window_dilation, self.stride))
+
+    def taps(self) -> list[tuple[int, ...]]:
+        return list(itertools.product(*[range(w) for w in self.size]))
+
+    def tap_slice(self, tap: tuple[int, ...], out: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(slice(t * wd, t * wd + (o - 1) * s + 1, s)
+                     for t, wd, o, s in zip(tap, self.window_dilation, out, self.stride))
+
+
+def _accumulate_axis(w: Window, shape: tuple[int, ...]) -> tuple[int, bool] | None:
+    """The axis (and direction) if this window is a running reduction (cumsum and friends)."""
+    axis = None
+    for d, n in enumerate(shape):
+        if w.size[d] == 1 and w.pad_low[d] == 0 and w.pad_high[d] == 0:
+            continue
+        if axis is not None or w.size[d] != n or n < 2:
+            return None
+        axis = d
+    if axis is None or w.stride[axis] != 1 or w.window_dilation[axis] != 1 or any(b != 1 for b in w.base_dilation):
+        return None
+    if any(s != 1 for s in w.stride):
+        return None
+    n = shape[axis]
+    if (w.pad_low[axis], w.pad_high[axis]) == (n - 1, 0):
+        return axis, False
+    if (w.pad_low[axis], w.pad_high[axis]) == (0, n - 1):
+        return axis, True
+    return None
+
+
+def _reduce_window(ctx: HandlerContext) -> Callable:
+    n = len(ctx.in_types) // 2
+    w = Window(ctx.attrs)
+    outs = _out_types(ctx)
+    in_shape = ctx.in_shape(0)
+    if n == 1 and ctx.attrs["reducer"]:
+        dt = outs[0][0]
+        uf = reducer_ufunc(ctx.attrs["reducer"], dt)
+        cdt = compute_dtype(dt)
+        acc = _accumulate_axis(w, in_shape)
+        if acc is not None:
+            axis, rev = acc
+
+            def running(x: np.ndarray, init: np.ndarray) -> np.ndarray:
+                x = x.astype(cdt, copy=False)
+                if rev:
+                    r = np.flip(uf.accumulate(np.flip(x, axis), axis=axis), axis)
+                else:
+                    r = uf.accumulate(x, axis=axis)
+                return uf(r, init.astype(cdt)).astype(dt, copy=False)
+            return running
+        taps = w.taps()
+
+        def fast(x: np.ndarray, init: np.ndarray) -> np.ndarray:
+            p = w.padded(x.astype(cdt, copy=False), init.astype(cdt))
+            out = w.out_shape(p.shape)
+            r = np.broadcast_to(init.astype(cdt), out).copy()
+            for t in taps:
+                uf(r, p[w.tap_slice(t, out)], out=r)
+            return r.astype(dt, copy=False)
+        return fast
+    f = lifted(ctx.computation("computation"), n)
+    taps = w.taps()
+
+    def general(*args: np.ndarray) -> Any:
+        ps = [w.padded(a, i) for a, i in zip(args[:n], args[n:])]
+        out = w.out_shape(ps[0].shape)
+        rs = [np.broadcast_to(i, out) for i in args[n:]]
+        for t in taps:
+            sl = w.tap_slice(t, out)
+            rs = f(*rs, *[p[sl] for p in ps])
+        rs = [np.asarray(np.broadcast_to(r, s)).astype(d, copy=False) for r, (d, s) in zip(rs, outs)]
+        return tuple(rs) if n > 1 else rs[0]
+    return general
+
+
+def _select_and_scatter(ctx: HandlerContext) -> Callable:
+    """For each window of the operand pick one element with `select` (skipping padding, as XLA
+    does), then combine the source value into the result there with `scatter`."""
+    w = Window(ctx.attrs)
+    select = lifted(ctx.computation("select"), 1)
+    scatter_name = ctx.attrs["reducer"]
+    scatter = None if scatter_name else lifted(ctx.computation("scatter"), 1)
+    dt = ctx.dtype
+    shape = ctx.in_shape(0)
+    src_shape = ctx.in_shape(1)
+    taps = w.taps()
+    rank = len(shape)
+    grids = np.meshgrid(*[np.arange(o) for o in src_shape], indexing="ij")
+
+    def run(operand: np.ndarray, source: np.ndarray, init: np.ndarray) -> np.ndarray:
+        best_val = None
+        best_pos = np.zeros(src_shape, np.int64)
+        have = np.zeros(src_shape, bool)
+        for t in taps:
+            pos = [grids[d] * w.stride[d] + t[d] * w.window_dilation[d] - w.pad_low[d] for d in range(rank)]
+            ok = np.ones(src_shape, bool)
+            for d in range(rank):
+                ok &= (pos[d] >= 0) & (pos[d] < shape[d])
+            clipped = tuple(np.clip(p, 0, max(s - 1, 0)) for p, s in zip(pos, shape))
+            flat = np.ravel_multi_index(clipped, shape) if operand.size else np.zeros(src_shape, np.int64)
+            val = operand[clipped] if operand.size else np.zeros(src_shape, operand.dtype)
+            if best_val is None:
+                take = ok
+                best_val = val
+            else:
+                keep = np.asarray(select(best_val, val)[0], bool)
+                take = ok & (~have | ~keep)
+                best_val = np.where(take, val, best_val)
+            best_pos = np.where(take, flat, best_pos)
+            have |= ok
+        result = np.full(int(np.prod(shape)), init, dt)
+        idx = best_pos[have]
+        vals = np.asarray(source)[have]
+        if scatter_name:
+            reducer_ufunc(scatter_name, dt).at(result, idx, vals.astype(dt))
+        else:
+            from emulator.ops.indexing import apply_in_rounds
+            apply_in_rounds([result], idx, [vals], scatter)
+        return result.reshape(shape)
+    return run
+
+
+HANDLERS: dict[str, Factory] = {
+    "reduce": _reduce, "reduce_window": _reduce_window, "select_and_scatter": _select_and_scatter,
+}

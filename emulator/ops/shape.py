@@ -1,0 +1,120 @@
+"""Ops that move data without arithmetic: tuples, broadcast, reshape, transpose, slices, pad,
+concatenate, reverse, iota, constants. Broadcasts and transposes return NumPy views (no copy)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from emulator.executor import Factory, HandlerContext
+
+
+def _constant(ctx: HandlerContext) -> Callable:
+    value = ctx.constant(ctx.attrs["index"])
+    if value.dtype != ctx.dtype or value.shape != ctx.shape:
+        raise ValueError(f"constant {ctx.attrs['index']} is {value.dtype}{list(value.shape)}, "
+                         f"the instruction says {ctx.type}")
+    return lambda: value
+
+
+def _tuple(ctx: HandlerContext) -> Callable:
+    return lambda *xs: xs
+
+
+def _gte(ctx: HandlerContext) -> Callable:
+    k = ctx.attrs["index"]
+    return lambda t: t[k]
+
+
+def _identity(ctx: HandlerContext) -> Callable:
+    return lambda x: x
+
+
+def _broadcast(ctx: HandlerContext) -> Callable:
+    dims = list(ctx.attrs["dims"])
+    out = ctx.shape
+    order = sorted(range(len(dims)), key=lambda i: dims[i])
+    perm = tuple(order) if order != list(range(len(dims))) else None
+    tmp = [1] * len(out)
+    for d in dims:
+        tmp[d] = out[d]
+    tmp_shape = tuple(tmp)
+    in_shape = ctx.in_shape(0)
+    if perm is None and tuple(in_shape) == out:
+        return lambda x: x
+    if perm is None:
+        return lambda x: np.broadcast_to(np.reshape(x, tmp_shape), out)
+    return lambda x: np.broadcast_to(np.reshape(np.transpose(x, perm), tmp_shape), out)
+
+
+def _reshape(ctx: HandlerContext) -> Callable:
+    out = ctx.shape
+    return lambda x: np.reshape(x, out)
+
+
+def _transpose(ctx: HandlerContext) -> Callable:
+    perm = tuple(ctx.attrs["perm"])
+    return lambda x: np.transpose(x, perm)
+
+
+def _slice(ctx: HandlerContext) -> Callable:
+    idx = tuple(slice(s, e, st) for s, e, st in zip(ctx.attrs["start"], ctx.attrs["limit"], ctx.attrs["stride"]))
+    return lambda x: x[idx]
+
+
+def _concatenate(ctx: HandlerContext) -> Callable:
+    axis = ctx.attrs["axis"]
+    return lambda *xs: np.concatenate(xs, axis=axis)
+
+
+def _pad(ctx: HandlerContext) -> Callable:
+    low, high, interior = ctx.attrs["low"], ctx.attrs["high"], ctx.attrs["interior"]
+    in_shape, out = ctx.in_shape(0), ctx.shape
+    dt = ctx.dtype
+    dil = tuple((d - 1) * (i + 1) + 1 if d else 0 for d, i in zip(in_shape, interior))
+    dil_idx = tuple(slice(None, None, i + 1) for i in interior)
+    src, dst = [], []
+    for d, lo, o in zip(dil, low, out):
+        s0 = max(0, -lo)
+        s1 = min(d, o - lo)
+        s1 = max(s1, s0)
+        src.append(slice(s0, s1))
+        dst.append(slice(s0 + lo, s1 + lo))
+    src_t, dst_t = tuple(src), tuple(dst)
+    has_interior = any(interior)
+
+    def pad(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if has_interior:
+            d = np.full(dil, v, dtype=dt)
+            d[dil_idx] = x
+            x = d
+        result = np.full(out, v, dtype=dt)
+        result[dst_t] = x[src_t]
+        return result
+    return pad
+
+
+def _reverse(ctx: HandlerContext) -> Callable:
+    dims = tuple(ctx.attrs["dims"])
+    return lambda x: np.flip(x, axis=dims)
+
+
+def _iota(ctx: HandlerContext) -> Callable:
+    out, dim, dt = ctx.shape, ctx.attrs["dim"], ctx.dtype
+    shape = [1] * len(out)
+    shape[dim] = out[dim]
+    base = np.arange(out[dim], dtype=np.float64 if dt.kind in "fVc" else np.int64).reshape(shape)
+    value = np.broadcast_to(base.astype(dt), out)
+    return lambda: value
+
+
+def _optimization_barrier(ctx: HandlerContext) -> Callable:
+    return lambda x: x
+
+
+HANDLERS: dict[str, Factory] = {
+    "constant": _constant, "tuple": _tuple, "get_tuple_element": _gte, "broadcast": _broadcast,
+    "reshape": _reshape, "transpose": _transpose, "slice": _slice, "concatenate": _concatenate,
+    "pad": _pad, "reverse": _reverse, "iota": _iota, "optimization_barrier": _optimization_barrier,
+}

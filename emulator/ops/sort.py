@@ -1,0 +1,100 @@
+"""Sort (multi-operand, any comparator, stable or not) and top-k.
+
+Fast path: the compiler recognises a comparator that is one LT/GT comparison of operand 0 and
+names it in `fast`; that is a stable NumPy argsort on an order-preserving key. Any other
+comparator runs as a bitonic sorting network whose every stage evaluates the lifted comparator on
+whole arrays; ties are broken by original position, which makes the network stable.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from emulator.executor import Factory, HandlerContext
+from emulator.ops.common import lifted
+from emulator.ops.elementwise import total_order_key
+
+
+def _key(x: np.ndarray, descending: bool) -> np.ndarray:
+    k = total_order_key(x)
+    if k.dtype == np.bool_:
+        k = k.astype(np.int8)
+    elif k.dtype.kind == "f":  # (f64 view keys are already ints; plain floats only when not viewed)
+        k = total_order_key(k)
+    return ~k if descending else k
+
+
+def _argsort_fast(x: np.ndarray, kind: str) -> np.ndarray:
+    return np.argsort(_key(x, kind.startswith("gt")), axis=-1, kind="stable")
+
+
+def _bitonic_argsort(xs: list[np.ndarray], less: Callable[..., Any]) -> np.ndarray:
+    """Permutation sorting the last axis by the strict order `less(a..., b...)` (ties by index)."""
+    n = xs[0].shape[-1]
+    P = 1
+    while P < n:
+        P *= 2
+    batch = xs[0].shape[:-1]
+    perm = np.broadcast_to(np.arange(P), batch + (P,)).copy()
+    pos = np.arange(P)
+    valid_all = pos < n
+    k = 2
+    while k <= P:
+        j = k // 2
+        while j >= 1:
+            partner = pos ^ j
+            lower = pos < partner
+            asc = (pos & k) == 0
+            want_small = lower == asc
+            pa = perm
+            pb = perm[..., partner]
+            va, vb = pa < n, pb < n
+            ca = [np.take_along_axis(x, np.minimum(pa, n - 1), -1) for x in xs]
+            cb = [np.take_along_axis(x, np.minimum(pb, n - 1), -1) for x in xs]
+            c_ab = np.asarray(less(ca, cb), bool)
+            c_ba = np.asarray(less(cb, ca), bool)
+            a_lt_b = np.where(va & vb, c_ab | (~c_ba & (pa < pb)), va & ~vb)
+            b_lt_a = np.where(va & vb, c_ba | (~c_ab & (pb < pa)), vb & ~va)
+            take_b = np.where(want_small, b_lt_a, a_lt_b)
+            perm = np.where(take_b, pb, pa)
+            j //= 2
+        k *= 2
+    del valid_all
+    return perm[..., :n]
+
+
+def _sort(ctx: HandlerContext) -> Callable:
+    dim = ctx.attrs["dim"]
+    fast = ctx.attrs["fast"]
+    n = len(ctx.in_types)
+    cmp = None if fast else lifted(ctx.computation("computation"), 1)
+
+    def less(a: list[np.ndarray], b: list[np.ndarray]) -> Any:
+        args = [v for pair in zip(a, b) for v in pair]
+        return cmp(*args)[0]
+
+    def sort(*xs: np.ndarray) -> Any:
+        moved = [np.moveaxis(np.asarray(x), dim, -1) for x in xs]
+        if moved[0].shape[-1] <= 1:
+            perm = np.zeros(moved[0].shape, np.int64)
+        elif fast:
+            perm = _argsort_fast(moved[0], fast)
+        else:
+            perm = _bitonic_argsort(moved, less)
+        res = [np.moveaxis(np.take_along_axis(m, perm, -1), -1, dim) for m in moved]
+        return tuple(res) if n > 1 else res[0]
+    return sort
+
+
+def _top_k(ctx: HandlerContext) -> Callable:
+    k, largest = ctx.attrs["k"], ctx.attrs["largest"]
+
+    def top_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        perm = np.argsort(_key(np.asarray(x), largest), axis=-1, kind="stable")[..., :k]
+        return np.take_along_axis(x, perm, -1), perm.astype(np.int32)
+    return top_k
+
+
+HANDLERS: dict[str, Factory] = {"sort": _sort, "top_k": _top_k}

@@ -1,0 +1,82 @@
+"""Buffer assignment: every value gets a slot; a slot is reused once its value is dead, and each
+instruction lists the slots whose last use it is, so the executor frees them immediately.
+
+Parameters take the first slots (in parameter order), constants and temporaries the slots handed
+out in schedule order, the result's slot is live to the end. An instruction's result never reuses
+a slot freed by that same instruction (the executor writes the result, then frees). Output/input
+aliasing (HLO input_output_alias) is resolved to leaf indices for the manifest.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.types import leaf_paths
+
+
+@dataclass
+class Assignment:
+    slots: dict[Any, int]          # value key -> slot
+    frees: list[list[int]]         # per instruction: slots freed after it
+    num_slots: int
+
+
+def assign(params: list[Any], insts: list[tuple[Any, list[Any]]], result: Any) -> Assignment:
+    """params: value keys; insts: (value key, operand keys) in schedule order; result: a key."""
+    last_use: dict[Any, int] = {}
+    for i, (_, ops) in enumerate(insts):
+        for o in ops:
+            last_use[o] = i
+    slots: dict[Any, int] = {}
+    for k, p in enumerate(params):
+        slots[p] = k
+    next_slot = len(params)
+    pool: list[int] = []
+    frees: list[list[int]] = []
+    for i, (key, ops) in enumerate(insts):
+        if pool:
+            slot = heapq.heappop(pool)
+        else:
+            slot = next_slot
+            next_slot += 1
+        slots[key] = slot
+        freed = []
+        for o in dict.fromkeys(ops):
+            if last_use.get(o) == i and o != result:
+                freed.append(slots[o])
+        if key not in last_use and key != result:
+            freed.append(slot)  # dead value: drop it at once
+        for s in freed:
+            heapq.heappush(pool, s)
+        frees.append(sorted(freed))
+    return Assignment(slots, frees, max(next_slot, 1))
+
+
+def output_aliases(module: Any) -> list[dict[str, Any]]:
+    """The module's input_output_alias as leaf indices: [{"output", "input", "kind"}]."""
+    entry = module.entry
+    proto = module.attributes.input_output_alias
+    if not proto.entries:
+        return []
+    out_leaves = {path: k for k, (path, _) in enumerate(leaf_paths(entry.root.shape))}
+    in_leaves: dict[tuple[int, tuple[int, ...]], int] = {}
+    k = 0
+    for p in entry.parameters:
+        for path, _ in leaf_paths(p.shape):
+            in_leaves[(p.attributes.parameter_number, path)] = k
+            k += 1
+    out_shapes = dict(leaf_paths(entry.root.shape))
+    in_shapes = {(p.attributes.parameter_number, path): s for p in entry.parameters for path, s in leaf_paths(p.shape)}
+    aliases = []
+    for e in proto.entries:
+        okey, ikey = tuple(e.output_shape_index), (e.parameter_number, tuple(e.parameter_shape_index))
+        if okey not in out_leaves or ikey not in in_leaves:
+            raise CompileError(f"input_output_alias entry {okey} <- param {ikey} names no leaf", entry.root)
+        if out_shapes[okey].dimensions != in_shapes[ikey].dimensions or \
+                out_shapes[okey].element_type != in_shapes[ikey].element_type:
+            raise CompileError(f"input_output_alias: output {okey} and parameter {ikey} differ in shape", entry.root)
+        kind = {0: "may-alias", 1: "may-alias", 2: "must-alias"}.get(int(e.kind), "may-alias")
+        aliases.append({"output": out_leaves[okey], "input": in_leaves[ikey], "kind": kind})
+    return sorted(aliases, key=lambda a: (a["output"], a["input"]))

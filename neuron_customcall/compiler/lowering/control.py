@@ -1,0 +1,32 @@
+"""Control flow: while, conditional, call -> sub-program references."""
+from __future__ import annotations
+
+from typing import Any
+
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.context import LowerCtx, called
+
+
+def _while(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    # XLA orders a while's computations (body, condition).
+    body, cond = called(inst, 0, "body"), called(inst, 1, "condition")
+    if cond.root.shape.element_type != "PRED":
+        body, cond = cond, body
+    return "while", {"cond": ctx.computation(cond), "body": ctx.computation(body)}
+
+
+def _conditional(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    branches = inst.called_computations
+    by_index = inst.operands[0].shape.element_type != "PRED"
+    if not by_index and len(branches) != 2:
+        raise CompileError("a predicated conditional needs two branches", inst)
+    if len(inst.operands) != len(branches) + 1:
+        raise CompileError(f"{len(branches)} branches but {len(inst.operands) - 1} branch operands", inst)
+    return "conditional", {"branches": [ctx.computation(b) for b in branches], "by_index": by_index}
+
+
+def _call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "call", {"computation": ctx.computation(called(inst, 0, "callee"))}
+
+
+LOWERINGS = {"while": _while, "conditional": _conditional, "call": _call}

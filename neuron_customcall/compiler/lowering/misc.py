@@ -1,0 +1,55 @@
+"""Sort, top-k, rng-bit-generator, batch norm, and custom-calls (Neuron kernels become kernel
+payloads of the artifact; the emulator will run them in a later issue)."""
+from __future__ import annotations
+
+from typing import Any
+
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path
+
+NEURON_TARGET = "AwsNeuronCustomNativeKernel"
+_RNG = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
+
+
+def _sort(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    comp = called(inst, 0, "comparator")
+    return "sort", {"dim": int(inst.attributes.dimensions[0]), "stable": bool(inst.attributes.is_stable),
+                    "computation": ctx.computation(comp, lifted=True), "fast": sort_fast_path(comp)}
+
+
+def _topk(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "top_k", {"k": int(inst.attributes.k), "largest": bool(inst.attributes.largest)}
+
+
+def _rng_bit_generator(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    algo = int(inst.attributes.rng_algorithm)
+    if algo not in _RNG:
+        raise CompileError(f"unknown rng algorithm {algo}", inst)
+    return "rng_bit_generator", {"algorithm": _RNG[algo]}
+
+
+def _batch_norm(op: str):  # noqa: ANN202
+    def lower(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+        return op, {"epsilon": float(inst.attributes.epsilon), "feature_index": int(inst.attributes.feature_index)}
+    return lower
+
+
+def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    target = inst.attributes.custom_call_target
+    if target == "TopK" and len(inst.operands) == 1:
+        k = inst.shape.tuple_shapes[0].dimensions[-1] if inst.shape.is_tuple else None
+        if k is not None:
+            return "top_k", {"k": int(k), "largest": True}
+    if target != NEURON_TARGET:
+        raise CompileError(f"custom-call target {target!r} is not supported", inst)
+    config = inst.attributes.backend_config
+    data = config if isinstance(config, bytes) else str(config).encode()
+    return "kernel", {"payload": ctx.kernel(inst.name, "neuron-custom-native-kernel", data)}
+
+
+LOWERINGS = {
+    "sort": _sort, "topk": _topk, "rng-bit-generator": _rng_bit_generator,
+    "batch-norm-training": _batch_norm("batch_norm_training"),
+    "batch-norm-inference": _batch_norm("batch_norm_inference"),
+    "batch-norm-grad": _batch_norm("batch_norm_grad"), "custom-call": _custom_call,
+}

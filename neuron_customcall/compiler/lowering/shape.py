@@ -1,0 +1,107 @@
+"""Data movement: constants, tuples, broadcast, reshape, transpose, slice, concatenate, pad,
+reverse, iota, dynamic slices, conversions."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.context import LowerCtx
+
+
+def _constant(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    if inst.shape.is_tuple:
+        raise CompileError("tuple-shaped constants are not supported", inst)
+    try:
+        value = np.asarray(inst.constant_value())
+    except Exception as e:  # noqa: BLE001 - hlo raises HloError; report it with the instruction
+        raise CompileError(f"can not decode the literal: {e}", inst) from None
+    dims = tuple(inst.shape.dimensions)
+    if value.shape != dims:
+        if value.size != int(np.prod(dims)):
+            raise CompileError(f"literal holds {value.size} elements, the shape {inst.shape} needs {int(np.prod(dims))}", inst)
+        value = value.reshape(dims)
+    return "constant", {"index": ctx.constant(value.astype(inst.shape.dtype, copy=False))}
+
+
+def _same_shape(inst: Any) -> bool:
+    return not inst.operands[0].shape.is_tuple and tuple(inst.operands[0].shape.dimensions) == tuple(inst.shape.dimensions)
+
+
+def _broadcast(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    dims = list(inst.attributes.dimensions)
+    if _same_shape(inst) and dims == list(range(len(dims))):
+        return "copy", {}
+    return "broadcast", {"dims": dims}
+
+
+def _reshape(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    if _same_shape(inst):
+        return "copy", {}
+    return "reshape", {}
+
+
+def _transpose(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    perm = list(inst.attributes.dimensions)
+    if perm == list(range(len(perm))):
+        return "copy", {}
+    return "transpose", {"perm": perm}
+
+
+def _slice(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    sd = inst.attributes.slice_dimensions
+    return "slice", {"start": [d.start for d in sd], "limit": [d.limit for d in sd],
+                     "stride": [d.stride or 1 for d in sd]}
+
+
+def _concatenate(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "concatenate", {"axis": int(inst.attributes.dimensions[0])}
+
+
+def _pad(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    pc = inst.attributes.padding_config.dimensions
+    return "pad", {"low": [d.edge_padding_low for d in pc], "high": [d.edge_padding_high for d in pc],
+                   "interior": [d.interior_padding for d in pc]}
+
+
+def _reverse(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "reverse", {"dims": list(inst.attributes.dimensions)}
+
+
+def _iota(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    dims = list(inst.attributes.dimensions)
+    return "iota", {"dim": int(dims[0]) if dims else 0}
+
+
+def _tuple(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "tuple", {}
+
+
+def _gte(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "get_tuple_element", {"index": int(inst.attributes.tuple_index)}
+
+
+def _simple(op: str):  # noqa: ANN202
+    def lower(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+        return op, {}
+    return lower
+
+
+def _dynamic_slice(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "dynamic_slice", {"sizes": list(inst.attributes.dynamic_slice_sizes)}
+
+
+def _reduce_precision(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "reduce_precision", {"exponent_bits": int(inst.attributes.exponent_bits),
+                                "mantissa_bits": int(inst.attributes.mantissa_bits)}
+
+
+LOWERINGS = {
+    "constant": _constant, "broadcast": _broadcast, "reshape": _reshape, "bitcast": _reshape,
+    "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad, "reverse": _reverse,
+    "iota": _iota, "tuple": _tuple, "get-tuple-element": _gte, "opt-barrier": _simple("optimization_barrier"),
+    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _simple("dynamic_update_slice"),
+    "convert": _simple("convert"), "bitcast-convert": _simple("bitcast_convert"),
+    "reduce-precision": _reduce_precision,
+}

@@ -1,0 +1,137 @@
+"""compile_module: verify, schedule, lower, assign buffers, emit. Linear in the module size."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import hlo
+from emulator.program.model import Computation, Instruction, Program
+from neuron_customcall import __version__
+from neuron_customcall.compiler import buffers, emit, verify
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.flags import CompileFlags
+from neuron_customcall.compiler.lowering import TABLE, LowerCtx
+from neuron_customcall.compiler.schedule import schedule
+from neuron_customcall.compiler.types import leaf_paths, value_type
+
+log = logging.getLogger(__name__)
+
+COMPILER_VERSION = f"{__version__}+emu1"
+
+#: Emulator ops a computation may use when it runs element-wise on whole arrays (reducers,
+#: comparators, scatter updates, map): none of them depends on the shape of its operands.
+LIFTABLE = {
+    "abs", "negate", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sine",
+    "cosine", "tan", "floor", "ceil", "round_afz", "round_even", "sign", "not", "is_finite", "popcnt", "clz",
+    "erf", "real", "imag", "copy", "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
+    "power", "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+    "complex", "compare", "select", "clamp", "convert", "reduce_precision", "constant", "tuple",
+    "get_tuple_element", "call", "optimization_barrier",
+}
+
+
+def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: bool) -> Computation:
+    order = schedule(comp)
+    if flags.verify:
+        verify.verify_computation(comp, order)
+    params = [i for i in order if i.opcode == "parameter"]
+    pending: list[tuple[Any, list[Any]]] = []   # (value key, operand keys)
+    emitted: list[tuple[str, dict, list, str, Any]] = []  # (op, attrs, type, name, inst)
+    param_keys: list[Any] = []
+    param_types: list[list] = []
+    for p in params:
+        if is_entry and p.shape.is_tuple:
+            # the entry takes leaves; rebuild the tuple value (nested) from them
+            leaves = []
+            for path, s in leaf_paths(p.shape):
+                key = (id(p), path)
+                param_keys.append(key)
+                param_types.append(value_type(s, p))
+                leaves.append(key)
+            _pack(p.shape, (), p, pending, emitted)
+        else:
+            param_keys.append(id(p))
+            param_types.append(value_type(p.shape, p))
+    for inst in order:
+        if inst.opcode == "parameter":
+            continue
+        lower = TABLE.get(inst.opcode)
+        if lower is None:
+            raise CompileError(f"opcode {inst.opcode!r} is not supported by this compiler", inst)
+        try:
+            op, attrs = lower(inst, ctx)
+        except CompileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a malformed attribute must name the instruction
+            raise CompileError(f"can not lower: {type(e).__name__}: {e}", inst) from None
+        pending.append((id(inst), [id(o) for o in inst.operands]))
+        emitted.append((op, attrs, value_type(inst.shape, inst), inst.name, inst))
+    result = id(comp.root)
+    a = buffers.assign(param_keys, pending, result)
+    insts = []
+    for (key, ops), (op, attrs, t, name, _), free in zip(pending, emitted, a.frees):
+        insts.append(Instruction(op=op, out=a.slots[key], ins=[a.slots[o] for o in ops], type=t, attrs=attrs,
+                                 free=free, name=name if flags.instruction_names else ""))
+    return Computation(name=comp.name, num_slots=a.num_slots, params=[a.slots[k] for k in param_keys],
+                       param_types=param_types, instructions=insts, result=a.slots[result],
+                       result_type=value_type(comp.root.shape, comp.root))
+
+
+def _pack(shape: Any, path: tuple[int, ...], p: Any, pending: list, emitted: list) -> Any:
+    """Emit tuple instructions rebuilding a tuple parameter from its leaves; return the key."""
+    if not shape.is_tuple:
+        return (id(p), path)
+    keys = [_pack(s, path + (k,), p, pending, emitted) for k, s in enumerate(shape.tuple_shapes)]
+    key = id(p) if not path else (id(p), path, "tuple")
+    pending.append((key, keys))
+    emitted.append(("tuple", {}, value_type(shape, p), p.name + "".join(f".{k}" for k in path), p))
+    return key
+
+
+def _check_lifted(program: Program, lifted: set[int], ctx: LowerCtx) -> None:
+    todo = sorted(lifted)
+    seen = set(todo)
+    while todo:
+        k = todo.pop()
+        comp = program.computations[k]
+        hcomp = ctx.order[k]
+        for inst in comp.instructions:
+            if inst.op not in LIFTABLE:
+                hinst = hcomp.instruction(inst.name) if inst.name else hcomp.root
+                raise CompileError(f"computation {hcomp.name} is applied element-wise (reducer, comparator, "
+                                   f"scatter update or map) but uses {inst.op}, which needs whole arrays", hinst)
+            if inst.op == "call" and inst.attrs["computation"] not in seen:
+                seen.add(inst.attrs["computation"])
+                todo.append(inst.attrs["computation"])
+
+
+def compile_module(module: Any, flags: CompileFlags | None = None) -> bytes:
+    """Compile an HLO module (hlo.HloModule) into artifact bytes (deterministic)."""
+    flags = flags or CompileFlags()
+    if module.entry is None:
+        raise CompileError(f"module {module.name} has no entry computation")
+    ctx = LowerCtx(module)
+    ctx.computation(module.entry)
+    comps: list[Computation] = []
+    k = 0
+    while k < len(ctx.order):
+        comps.append(_lower_computation(ctx.order[k], ctx, flags, is_entry=(k == 0)))
+        k += 1
+    program = Program(computations=comps, entry=0)
+    _check_lifted(program, ctx.lifted, ctx)
+    inputs, outputs = emit.io_entries(module.entry)
+    manifest = {
+        "format": "neuron-customcall-neff",
+        "module_name": module.name,
+        "inputs": inputs,
+        "outputs": outputs,
+        "hlo_fingerprint": hlo.fingerprint(module),
+        "compiler_version": COMPILER_VERSION,
+        "flags": flags.to_json(),
+        "aliases": buffers.output_aliases(module),
+        "kernels": [k.name for k in ctx.kernels],
+    }
+    data = emit.emit(program, manifest, ctx)
+    log.debug("compiled %s: %d computations, %d constants, %d bytes", module.name, len(comps),
+              len(ctx.constants), len(data))
+    return data

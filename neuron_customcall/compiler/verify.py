@@ -1,0 +1,112 @@
+"""Shape verification before lowering: operand counts, and the shape rules of the opcodes whose
+handlers rely on them (element-wise, broadcast, reshape, transpose, dot, slice, concatenate,
+tuples, control flow). Also rejects opcodes without a lowering, naming them. Linear time."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering import TABLE
+from neuron_customcall.compiler.lowering.elementwise import BINARY, UNARY
+
+_ARITY = {**{k: 1 for k in UNARY}, **{k: 2 for k in BINARY}, "compare": 2, "select": 3, "clamp": 3,
+          "broadcast": 1, "reshape": 1, "transpose": 1, "slice": 1, "convert": 1, "bitcast-convert": 1,
+          "get-tuple-element": 1, "dot": 2, "convolution": 2, "pad": 2, "reverse": 1, "iota": 0,
+          "constant": 0, "parameter": 0, "while": 1, "gather": 2, "reduce-precision": 1,
+          "select-and-scatter": 3, "bitcast": 1}
+_SAME_TYPE_BINARY = set(BINARY) - {"complex"}
+
+
+def _dims(shape: Any) -> tuple[int, ...]:
+    return tuple(shape.dimensions)
+
+
+def _fail(inst: Any, msg: str) -> None:
+    raise CompileError(msg, inst)
+
+
+def verify_instruction(inst: Any) -> None:
+    op = inst.opcode
+    if op != "parameter" and op not in TABLE:
+        _fail(inst, f"opcode {op!r} is not supported by this compiler")
+    arity = _ARITY.get(op)
+    if arity is not None and len(inst.operands) != arity:
+        _fail(inst, f"{op} takes {arity} operands, got {len(inst.operands)}")
+    out = inst.shape
+    ops = [o.shape for o in inst.operands]
+    if op in UNARY or op in BINARY or op in ("compare",):
+        for s in ops:
+            if s.is_tuple or _dims(s) != _dims(out):
+                _fail(inst, f"operand shape {s} does not match the result {out}")
+        if op in _SAME_TYPE_BINARY and ops[0].element_type != ops[1].element_type:
+            _fail(inst, f"operand element types differ: {ops[0].element_type} vs {ops[1].element_type}")
+        if op == "compare" and out.element_type != "PRED":
+            _fail(inst, "compare must produce PRED")
+    elif op == "select":
+        if _dims(ops[0]) not in ((), _dims(out)) or _dims(ops[1]) != _dims(out) or _dims(ops[2]) != _dims(out):
+            _fail(inst, f"select operand shapes {[str(s) for s in ops]} do not match the result {out}")
+    elif op == "broadcast":
+        dims = list(inst.attributes.dimensions)
+        if len(dims) != len(ops[0].dimensions) or any(
+                not 0 <= d < out.rank or out.dimensions[d] != n for d, n in zip(dims, ops[0].dimensions)):
+            _fail(inst, f"broadcast dimensions {dims} do not map {ops[0]} into {out}")
+    elif op in ("reshape", "bitcast"):
+        if math.prod(_dims(ops[0])) != math.prod(_dims(out)):
+            _fail(inst, f"reshape from {ops[0]} to {out} changes the element count")
+    elif op == "transpose":
+        perm = list(inst.attributes.dimensions)
+        if sorted(perm) != list(range(len(perm))) or len(perm) != ops[0].rank or \
+                tuple(ops[0].dimensions[p] for p in perm) != _dims(out):
+            _fail(inst, f"transpose {perm} does not take {ops[0]} to {out}")
+    elif op == "dot":
+        d = inst.attributes.dot_dimension_numbers
+        l, r = ops
+        lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
+        lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
+        if len(lc) != len(rc) or len(lb) != len(rb) or any(
+                l.dimensions[a] != r.dimensions[b] for a, b in zip(lc + lb, rc + rb)):
+            _fail(inst, f"dot dimension numbers do not fit {l} and {r}")
+        lf = [l.dimensions[k] for k in range(l.rank) if k not in lc and k not in lb]
+        rf = [r.dimensions[k] for k in range(r.rank) if k not in rc and k not in rb]
+        if tuple([l.dimensions[k] for k in lb] + lf + rf) != _dims(out):
+            _fail(inst, f"dot result should be {[l.dimensions[k] for k in lb] + lf + rf}, is {out}")
+    elif op == "slice":
+        sd = inst.attributes.slice_dimensions
+        want = tuple(max(0, -(-(s.limit - s.start) // (s.stride or 1))) for s in sd)
+        if len(sd) != ops[0].rank or want != _dims(out):
+            _fail(inst, f"slice of {ops[0]} gives {list(want)}, the result is {out}")
+    elif op == "concatenate":
+        axis = int(inst.attributes.dimensions[0])
+        total = sum(s.dimensions[axis] for s in ops)
+        for s in ops:
+            if s.rank != out.rank or any(a != b for k, (a, b) in enumerate(zip(s.dimensions, out.dimensions)) if k != axis):
+                _fail(inst, f"concatenate operand {s} does not fit {out}")
+        if out.dimensions[axis] != total:
+            _fail(inst, f"concatenate along {axis} gives {total}, the result has {out.dimensions[axis]}")
+    elif op == "get-tuple-element":
+        k = inst.attributes.tuple_index
+        if not ops[0].is_tuple or not 0 <= k < len(ops[0].tuple_shapes) or \
+                _dims(ops[0].tuple_shapes[k]) != _dims(out):
+            _fail(inst, f"get-tuple-element {k} of {ops[0]} is not {out}")
+    elif op == "tuple":
+        if not out.is_tuple or len(out.tuple_shapes) != len(ops):
+            _fail(inst, f"tuple of {len(ops)} operands has shape {out}")
+    elif op == "while":
+        body_out = inst.called_computations[0].root.shape if inst.called_computations else None
+        if body_out is not None and body_out.element_type != "PRED" and \
+                (_leaf_dims(body_out) != _leaf_dims(ops[0]) or _leaf_dims(out) != _leaf_dims(ops[0])):
+            _fail(inst, f"while body result {body_out} does not match its init {ops[0]}")
+    elif op == "conditional":
+        for b in inst.called_computations:
+            if _leaf_dims(b.root.shape) != _leaf_dims(out):
+                _fail(inst, f"branch {b.name} returns {b.root.shape}, the conditional {out}")
+
+
+def _leaf_dims(shape: Any) -> list[tuple[str, tuple[int, ...]]]:
+    return [(s.element_type, _dims(s)) for s in shape.leaves()]
+
+
+def verify_computation(comp: Any, order: list[Any]) -> None:
+    for inst in order:
+        verify_instruction(inst)

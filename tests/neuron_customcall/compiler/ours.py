@@ -1,0 +1,96 @@
+"""Test helper: run a JAX function or a torch_xla graph through our backend and through XLA:CPU.
+
+    ours, ref = run_jax(f, *args)         # lists of NumPy arrays (leaves of the result)
+    assert_close(ours, ref)               # bit-exact for integers and bools, per-dtype tolerances
+
+The reference is XLA:CPU itself: `jax.jit(f)(*args)` for JAX; for torch_xla, `.cpu()` of the
+lazy tensors on the PJRT CPU device. Ours is compile_module(hlo.load(proto)) -> load_artifact -> run.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+import hlo  # noqa: E402
+from emulator import load_artifact  # noqa: E402
+from neuron_customcall.compiler import CompileFlags, compile_module  # noqa: E402
+
+#: (rtol, atol) per float dtype name.
+TOLERANCES = {"float64": (1e-9, 1e-9), "float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3),
+              "bfloat16": (2e-2, 2e-2), "complex64": (2e-5, 2e-5), "complex128": (1e-9, 1e-9)}
+
+
+def compile_proto(proto: bytes, flags: CompileFlags | None = None) -> Any:
+    return load_artifact(compile_module(hlo.load(proto), flags))
+
+
+def jax_proto(f: Callable[..., Any], *args: Any) -> bytes:
+    import jax
+
+    return jax.jit(f).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
+
+
+def _leaves(x: Any) -> list[np.ndarray]:
+    import jax
+
+    return [np.asarray(v) for v in jax.tree_util.tree_leaves(x)]
+
+
+def run_jax(f: Callable[..., Any], *args: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(ours, XLA:CPU's) outputs of f(*args), as leaves in order."""
+    import jax
+
+    ref = _leaves(jax.jit(f)(*args))
+    exe = compile_proto(jax_proto(f, *args))
+    flat = [np.asarray(a) for a in jax.tree_util.tree_leaves(args)]
+    return exe.run(flat), ref
+
+
+def run_torch_xla(build: Callable[[Any], Sequence[Any]]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """build(device) -> output tensors; ours runs the LoweringContext HLO on the same parameters."""
+    import torch_xla
+
+    dev = torch_xla.device()
+    outs = list(build(dev))
+    ctx = torch_xla._XLAC.lowering.LoweringContext()
+    ctx.build(outs)
+    proto = ctx.hlo()
+    mapping = ctx.parameter_id_tensor_mapping()
+    inputs = [_to_numpy(mapping[k].cpu()) for k in sorted(mapping)]
+    ref = [_to_numpy(o.cpu()) for o in outs]
+    exe = compile_proto(proto)
+    return exe.run(inputs), ref
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def assert_close(ours: Sequence[np.ndarray], ref: Sequence[np.ndarray], rtol: float | None = None,
+                 atol: float | None = None) -> None:
+    assert len(ours) == len(ref), f"{len(ours)} outputs, XLA gave {len(ref)}"
+    for k, (a, b) in enumerate(zip(ours, ref)):
+        b = np.asarray(b)
+        assert a.shape == b.shape, f"output {k}: shape {a.shape} vs XLA {b.shape}"
+        assert a.dtype == b.dtype, f"output {k}: dtype {a.dtype} vs XLA {b.dtype}"
+        name = a.dtype.name
+        if name in TOLERANCES:
+            r, t = TOLERANCES[name]
+            r, t = rtol if rtol is not None else r, atol if atol is not None else t
+            wide = np.complex128 if a.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(a.astype(wide), b.astype(wide), rtol=r, atol=t, equal_nan=True,
+                                       err_msg=f"output {k}")
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=f"output {k}")

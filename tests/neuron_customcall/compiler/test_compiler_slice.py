@@ -1,0 +1,98 @@
+"""The compiler's API, determinism, manifest and errors, on small JAX graphs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hlo
+from emulator import ArtifactError, load_artifact
+from emulator.executor import EmulatorError
+from neuron_customcall.compiler import COMPILER_VERSION, CompileError, CompileFlags, compile_module
+from tests.neuron_customcall.compiler.ours import assert_close, jax_proto, run_jax
+
+
+def _mlp(w1, b1, w2, b2, x):
+    import jax
+
+    h = jax.nn.relu(x @ w1 + b1)
+    return jax.nn.log_softmax(h @ w2 + b2), h.sum()
+
+
+def _args(seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16,), (16, 4), (4,), (2, 8)]]
+
+
+def test_mlp_forward_matches_xla():
+    assert_close(*run_jax(_mlp, *_args()))
+
+
+def test_same_module_and_flags_give_identical_bytes():
+    module = hlo.load(jax_proto(_mlp, *_args()))
+    assert compile_module(module) == compile_module(hlo.load(jax_proto(_mlp, *_args())))
+    assert compile_module(module, CompileFlags(instruction_names=False)) != compile_module(module)
+
+
+def test_manifest_describes_inputs_outputs_and_provenance():
+    module = hlo.load(jax_proto(_mlp, *_args()))
+    exe = load_artifact(compile_module(module))
+    m = exe.manifest
+    assert [(e["dtype"], e["shape"]) for e in m["inputs"]] == [("f32", [8, 16]), ("f32", [16]), ("f32", [16, 4]),
+                                                               ("f32", [4]), ("f32", [2, 8])]
+    assert [(e["dtype"], e["shape"]) for e in m["outputs"]] == [("f32", [2, 4]), ("f32", [])]
+    assert m["hlo_fingerprint"] == hlo.fingerprint(module)
+    assert m["compiler_version"] == COMPILER_VERSION
+    assert m["flags"] == {"verify": True, "instruction_names": True}
+
+
+def test_run_validates_inputs():
+    exe = load_artifact(compile_module(hlo.load(jax_proto(_mlp, *_args()))))
+    args = _args()
+    with pytest.raises(EmulatorError, match="expected 5 inputs"):
+        exe.run(args[:4])
+    with pytest.raises(EmulatorError, match="dtype"):
+        exe.run(args[:4] + [args[4].astype(np.float64)])
+    with pytest.raises(EmulatorError, match="shape"):
+        exe.run(args[:4] + [args[4][:1]])
+
+
+def test_load_from_path(tmp_path):
+    p = tmp_path / "m.neff"
+    p.write_bytes(compile_module(hlo.load(jax_proto(_mlp, *_args()))))
+    out = load_artifact(p).run(_args())
+    assert out[0].shape == (2, 4)
+    with pytest.raises(ArtifactError, match="can not read"):
+        load_artifact(tmp_path / "missing.neff")
+
+
+def test_unsupported_opcode_names_instruction_and_location():
+    module = hlo.load(jax_proto(_mlp, *_args()))
+    inst = next(i for i in module.entry.instructions if i.opcode == "dot")
+    inst.opcode = "all-reduce"
+    with pytest.raises(CompileError) as err:
+        compile_module(module)
+    msg = str(err.value)
+    assert "all-reduce" in msg and inst.name in msg and module.entry.name in msg
+    assert inst.source_location and inst.source_location in msg
+    assert err.value.opcode == "all-reduce" and err.value.instruction == inst.name
+
+
+def test_bad_shapes_are_compile_errors():
+    module = hlo.load(jax_proto(_mlp, *_args()))
+    inst = next(i for i in module.entry.instructions if i.opcode == "add")
+    from hlo import Shape
+
+    inst.shape = Shape.array("F32", (3, 3))
+    with pytest.raises(CompileError, match="does not match"):
+        compile_module(module)
+
+
+def test_neuron_custom_call_compiles_to_a_kernel_payload_that_reports_unsupported():
+    from tests.hlo import framework_modules as fm
+
+    module = hlo.load(fm.serialized("jax/custom_call"))
+    data = compile_module(module)
+    exe = load_artifact(data)
+    assert len(exe.artifact.kernels) == 1
+    with pytest.raises(EmulatorError, match="kernel payloads are not supported yet"):
+        exe.run([np.ones((4, 4), np.float32)])
