@@ -133,7 +133,7 @@ def parse_literal(cur: Cursor, shape: ShapeProto) -> LiteralProto:
         if count < 0 or any(shape.is_dynamic_dimension):
             raise cur.fail("a constant cannot have a dynamic shape")
         if count > MAX_ELEMENTS:
-            raise cur.fail(f"constant of {count} elements exceeds the limit of {MAX_ELEMENTS}")
+            raise cur.fail(f"constant of more than {MAX_ELEMENTS} elements (the limit)")
         if _at_elided(cur):
             # XLA prints large constants as `{...}` by default; its parser accepts that and makes
             # up values.  We accept it too (zeros) and say so: the real values are not in the text.

@@ -380,6 +380,9 @@ class _ModuleReader:
                 target = comp.by_name.get(name)
                 if target is None:
                     raise cur.fail(f"operand '{name}' is not defined in computation '{comp.proto.name}'", tok)
+                if target.id >= inst.id:
+                    # as in XLA: operands come first, so the proto is in dependency order
+                    raise cur.fail(f"operand '{name}' is used before it is defined", tok)
                 inst.operand_ids.append(target.id)
             for names, tok in p.ctx.control_refs:
                 for name in names:
@@ -420,6 +423,9 @@ class _ModuleReader:
                             raise cur.fail(f"computation '{name}' is not defined", tok)
                         if target is comp:
                             raise cur.fail(f"computation '{name}' calls itself", tok)
+                        if target.proto.id > comp.proto.id:
+                            # as in XLA: callees come first, so calls cannot form cycles
+                            raise cur.fail(f"computation '{name}' is used before it is defined", tok)
                         ids.append(target.proto.id)
                     called = p.proto.called_computation_ids
                     if slot is None:

@@ -245,6 +245,7 @@ def test_names_with_or_without_percent_and_inline_operand_shapes():
 
 @pytest.mark.parametrize("body, message", [
     ("  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(q)", "operand 'q' is not defined"),
+    ("  p = f32[2] parameter(0)\n  n = f32[2] negate(q)\n  q = f32[2] negate(p)", "operand 'q' is used before it is defined"),
     ("  p = f32[2] parameter(0)\n  p = f32[2] parameter(1)", "instruction 'p' defined twice"),
     ("  p = f32[2] parameter(0)\n  ROOT n = f32[2] frobnicate(p)", "unknown opcode 'frobnicate'"),
     ("  p = f32[2] parameter(0)\n  ROOT r = f32[] reduce(p, p), dimensions={0}, to_apply=nope",
@@ -253,7 +254,7 @@ def test_names_with_or_without_percent_and_inline_operand_shapes():
     ("  p = f32[2] parameter(0)\n  ROOT c = pred[2] compare(p, p)", "needs attribute 'direction'"),
     ("  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p p)", "expected ',' or ')' after operand, found 'p'"),
     ("  p = f32[2] parameter(1)", "parameters are not numbered 0..0"),
-    ("  ROOT c = f32[1000000,1000000] constant({1})", "exceeds the limit"),
+    ("  ROOT c = f32[1000000,1000000] constant({1})", "elements (the limit)"),
     ("  ROOT c = f32[2] constant({1, 2, 3})", "expected '}' after 2 elements"),
     ("  ROOT c = s8[1] constant({300})", "out of range"),
     ("  ROOT p = f32[2]{0,0} parameter(0)", "not a permutation"),
@@ -278,5 +279,8 @@ def test_error_has_expected_and_found():
 def test_duplicate_computation_and_self_call_are_errors():
     with pytest.raises(HloParseError, match="defined twice"):
         parse_hlo_text("HloModule m\nc {\n ROOT a = f32[] parameter(0)\n}\nc {\n ROOT a = f32[] parameter(0)\n}")
+    with pytest.raises(HloParseError, match="'f' is used before it is defined"):
+        parse_hlo_text("HloModule m\nENTRY e {\n a = f32[] parameter(0)\n ROOT b = f32[] call(a), to_apply=f\n}\n"
+                       "f {\n ROOT x = f32[] parameter(0)\n}")
     with pytest.raises(HloParseError, match="calls itself"):
         parse_hlo_text("HloModule m\nENTRY c {\n a = f32[] parameter(0)\n ROOT b = f32[] call(a), to_apply=c\n}")
