@@ -1,0 +1,196 @@
+"""From an HLO module to a loaded emulator executable, through the compile cache and an in-process
+memo.
+
+Why a separate layer: every way in (jax.jit, torch_xla lazy tensors, torch.compile, the CLI) needs
+the same thing, "an executable for this graph, as fast as possible". Three levels answer it:
+
+1. the in-process memo, keyed by the raw bytes the framework handed over (a dictionary look-up;
+   repeated calls of one graph cost microseconds), then by the canonical fingerprint;
+2. the on-disk compile cache (neuron_customcall.cache), shared by processes;
+3. the compiler.
+
+A corrupt or unreadable cache entry is never fatal: it is reported, discarded and recompiled.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, NamedTuple, Union
+
+import hlo
+from neuron_customcall.cache import CompileCache, cache_key, default_cache_dir
+
+log = logging.getLogger(__name__)
+
+GraphSource = Union["hlo.HloModule", bytes, bytearray, memoryview, str, os.PathLike]
+CacheSetting = Union[bool, None, str, os.PathLike, CompileCache]
+
+MEMO_SIZE = 256  # executables kept per process; a training loop uses a handful
+
+
+class Compiled(NamedTuple):
+    """A compiled graph: the artifact (its cache path when it is on disk, else its bytes) and the
+    loaded executable."""
+
+    artifact: Union[bytes, Path]
+    executable: Any  # emulator executable: .manifest, .run(inputs)
+
+
+def flags_key(flags: Any) -> str:
+    """A canonical string for compile flags, so that equal flags give equal cache keys."""
+    if flags is None:
+        return ""
+    to_json = getattr(flags, "to_json", None)
+    if callable(to_json):
+        doc = to_json()
+    elif dataclasses.is_dataclass(flags):
+        doc = dataclasses.asdict(flags)
+    else:
+        return repr(flags)
+    return doc if isinstance(doc, str) else json.dumps(doc, sort_keys=True, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    return repr(value)
+
+
+def compiler_version() -> str:
+    """The compiler's version string: part of every cache key."""
+    from neuron_customcall import compiler
+
+    for name in ("COMPILER_VERSION", "__version__", "VERSION"):
+        value = getattr(compiler, name, None)
+        if value:
+            return str(value)
+    from neuron_customcall import __version__
+
+    return __version__
+
+
+def _compile(module: hlo.HloModule, flags: Any) -> bytes:
+    from neuron_customcall.compiler import compile_module
+
+    start = time.perf_counter()
+    artifact = compile_module(module, flags)
+    log.info("compiled %s in %.1f ms (%d bytes)", module.name, (time.perf_counter() - start) * 1e3, len(artifact))
+    return artifact
+
+
+def _load(artifact: bytes | Path) -> Any:
+    import emulator
+
+    return emulator.load_artifact(artifact)
+
+
+def resolve_cache(setting: CacheSetting) -> CompileCache | None:
+    """None: as the environment says; False: no cache; True: the default directory even if the
+    environment disables it; a path or a CompileCache: that one."""
+    if setting is None:
+        return CompileCache.from_env()
+    if setting is False:
+        return None
+    if setting is True:
+        return CompileCache(default_cache_dir())
+    if isinstance(setting, CompileCache):
+        return setting
+    return CompileCache(Path(setting))
+
+
+class _Memo:
+    """A bounded, thread-safe LRU map from keys to Compiled."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple, Compiled] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Compiled | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple, value: Compiled) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_memo = _Memo(MEMO_SIZE)
+
+
+def clear_memo() -> None:
+    """Forgets every executable loaded in this process (tests use it to reach the disk cache)."""
+    _memo.clear()
+
+
+def _raw_bytes(source: GraphSource) -> bytes | None:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    return None
+
+
+def compile_cached(source: GraphSource, flags: Any = None, *, cache: CacheSetting = None) -> Compiled:
+    """The executable for `source` (an HloModule, or HLO in any form: bytes, text, a path).
+
+    Looks in the in-process memo, then the compile cache, then compiles (and installs the result
+    in the cache). `cache` as in `resolve_cache`. Raises the compiler's CompileError.
+    """
+    if flags is None:  # the compiler's defaults: share cache entries with callers that spell them out
+        from neuron_customcall.compiler import CompileFlags
+
+        flags = CompileFlags()
+    fkey = flags_key(flags)
+    raw = _raw_bytes(source)
+    raw_key = ("raw", hashlib.sha256(raw).digest(), fkey) if raw is not None else None
+    if raw_key is not None and (hit := _memo.get(raw_key)) is not None:
+        return hit
+    module = source if isinstance(source, hlo.HloModule) else hlo.load(source)
+    version = compiler_version()
+    key = cache_key(module.fingerprint(), fkey, version)
+    graph_key = ("graph", key)
+    compiled = _memo.get(graph_key)
+    if compiled is None:
+        compiled = _compile_or_fetch(module, flags, key, resolve_cache(cache))
+        _memo.put(graph_key, compiled)
+    if raw_key is not None:
+        _memo.put(raw_key, compiled)
+    return compiled
+
+
+def _compile_or_fetch(module: hlo.HloModule, flags: Any, key: str, cache: CompileCache | None) -> Compiled:
+    if cache is not None:
+        entry = cache.get(key)
+        if entry is not None:
+            path, data = entry
+            try:
+                executable = _load(data)
+            except Exception as e:  # any defect of the entry: corrupt bytes, old format, ...
+                log.warning("compile cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
+                cache.discard(key)
+            else:
+                log.info("Using a cached neff at %s", path)
+                return Compiled(path, executable)
+    artifact = _compile(module, flags)
+    executable = _load(artifact)
+    path = cache.put(key, artifact) if cache is not None else None
+    return Compiled(path if path is not None else artifact, executable)

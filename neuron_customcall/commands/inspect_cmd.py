@@ -1,0 +1,95 @@
+"""`neuron-customcall inspect out.neff`: what an artifact holds, without running it.
+
+Prints the manifest (module, fingerprint, compiler version, flags, inputs, outputs), the section
+table with sizes, and a summary of the program (computations, instruction counts by op,
+constants, kernel payloads). `--json` prints the manifest alone as JSON, for scripts.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from neuron_customcall.cli import command
+
+log = logging.getLogger(__name__)
+
+
+def section_table(data: bytes) -> list[tuple[str, int, int]]:
+    """(name, offset from the file start, size) of each section, from the artifact header."""
+    from emulator.artifact import format as fmt
+
+    _, _, _, header_size, count, _, _, _ = fmt.HEADER.unpack_from(data)
+    rows = []
+    for k in range(count):
+        raw, off, size = fmt.SECTION.unpack_from(data, fmt.HEADER.size + k * fmt.SECTION.size)
+        rows.append((raw.rstrip(b"\x00").decode("ascii"), header_size + off, size))
+    return rows
+
+
+def _type_text(t: list) -> str:
+    if t[0] == "tuple":
+        return "(" + ", ".join(_type_text(s) for s in t[1]) + ")"
+    return f"{t[0]}[{','.join(map(str, t[1]))}]"
+
+
+def _io_text(entries: list[dict[str, Any]]) -> list[str]:
+    return [f"  {k:3d} {e['name']}: {e['dtype']}[{','.join(map(str, e['shape']))}]" for k, e in enumerate(entries)]
+
+
+def describe(data: bytes, top_ops: int = 12) -> str:
+    """The human-readable report for artifact bytes (raises ArtifactError on a bad artifact)."""
+    from emulator.artifact import read_artifact
+
+    art = read_artifact(data)
+    m = art.manifest
+    lines = [
+        f"format {art.version[0]}.{art.version[1]}, {len(data)} bytes",
+        f"module: {m['module_name']}",
+        f"hlo fingerprint: {m['hlo_fingerprint']}",
+        f"compiler version: {m['compiler_version']}",
+        f"flags: {json.dumps(m['flags'], sort_keys=True)}",
+        f"inputs ({len(m['inputs'])}):", *_io_text(m["inputs"]),
+        f"outputs ({len(m['outputs'])}):", *_io_text(m["outputs"]),
+    ]
+    if m.get("aliases"):
+        lines.append("aliases: " + ", ".join(f"output {a['output']} <- input {a['input']}" for a in m["aliases"]))
+    lines.append("sections:")
+    lines += [f"  {name:<14} offset {off:>10}  size {size:>10}" for name, off, size in section_table(data)]
+    prog = art.program
+    ops = collections.Counter(i.op for c in prog.computations for i in c.instructions)
+    entry = prog.computations[prog.entry]
+    lines += [
+        f"program: {len(prog.computations)} computations, {sum(ops.values())} instructions, "
+        f"entry {entry.name} ({len(entry.instructions)} instructions, {entry.num_slots} slots)",
+        "  ops: " + ", ".join(f"{op} {n}" for op, n in ops.most_common(top_ops))
+        + (f", ... {len(ops) - top_ops} more" if len(ops) > top_ops else ""),
+        f"  result: {_type_text(entry.result_type)}",
+        f"constants: {len(art.constants)} ({sum(c.nbytes for c in art.constants)} bytes)",
+        f"kernels: {len(art.kernels)}" + "".join(f"\n  {k.name} ({k.kind}, {len(k.data)} bytes)" for k in art.kernels),
+    ]
+    return "\n".join(lines)
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artifact", type=Path, help="a .neff written by `neuron-customcall compile`")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON and nothing else")
+
+
+@command("inspect", "print an artifact's manifest, sections and program summary", _args)
+def run(args: argparse.Namespace) -> int:
+    from emulator.artifact import ArtifactError, read_artifact
+
+    try:
+        data = args.artifact.read_bytes()
+        if args.json:
+            print(json.dumps(read_artifact(data).manifest, indent=2, sort_keys=True))
+        else:
+            print(f"{args.artifact}: " + describe(data))
+    except (OSError, ArtifactError) as e:
+        log.error("%s: %s", args.artifact, e)
+        return 1
+    return 0

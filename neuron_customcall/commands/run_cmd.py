@@ -1,0 +1,114 @@
+"""`neuron-customcall run out.neff --inputs in.npz --outputs out.npz`: run an artifact on the
+emulator with NumPy inputs.
+
+Inputs are matched to the manifest by name (npz keys = input names) or by position (arr_0, arr_1,
+... as `np.savez(path, *arrays)` writes them). Files are read with allow_pickle=False: an npz is
+data, never code.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuron_customcall.cli import command
+from neuron_customcall.commands.progress import step
+
+log = logging.getLogger(__name__)
+
+
+class InputError(ValueError):
+    """The npz does not provide what the artifact's manifest asks for."""
+
+
+def match_inputs(manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The manifest's inputs, in order, from an npz's arrays (by name, else by arr_<k>)."""
+    from emulator.program.dtypes import DTYPES
+
+    specs = manifest["inputs"]
+    names = [s["name"] for s in specs]
+    if all(n in arrays for n in names):
+        keys = names
+    elif all(f"arr_{k}" in arrays for k in range(len(specs))):
+        keys = [f"arr_{k}" for k in range(len(specs))]
+    else:
+        raise InputError(f"the artifact takes {len(specs)} inputs named {names} (or arr_0..arr_{len(specs) - 1}); "
+                         f"the file has {sorted(arrays)}")
+    extra = sorted(set(arrays) - set(keys))
+    if extra:
+        log.warning("ignoring arrays the artifact does not take: %s", extra)
+    result = []
+    for key, spec in zip(keys, specs):
+        a = np.asarray(arrays[key])
+        dt, shape = DTYPES[spec["dtype"]], tuple(spec["shape"])
+        if a.shape != shape:
+            raise InputError(f"input {spec['name']} ({key}): expected shape {list(shape)}, got {list(a.shape)}")
+        if a.dtype != dt:
+            if not np.can_cast(a.dtype, dt, casting="same_kind"):
+                raise InputError(f"input {spec['name']} ({key}): expected {spec['dtype']} ({dt}), got {a.dtype}")
+            log.warning("input %s (%s): converting %s to %s", spec["name"], key, a.dtype, dt)
+            a = a.astype(dt)
+        result.append(a)
+    return result
+
+
+# np.savez's own keyword parameters can not be array names.
+_SAVEZ_PARAMETERS = {"file", "allow_pickle"}
+
+
+def output_names(manifest: Mapping[str, Any]) -> list[str]:
+    """Keys for the output npz: the manifest's names when they are unique, else arr_<k>."""
+    names = [o["name"] for o in manifest["outputs"]]
+    if len(set(names)) == len(names) and all(names) and not set(names) & _SAVEZ_PARAMETERS:
+        return names
+    return [f"arr_{k}" for k in range(len(names))]
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artifact", type=Path, help="a .neff written by `neuron-customcall compile`")
+    p.add_argument("--inputs", type=Path, help="npz with one array per input (by name or arr_0, arr_1, ...)")
+    p.add_argument("--outputs", type=Path, help="npz to write the outputs to (keys: the manifest's output names)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the median time")
+
+
+@command("run", "run a .neff artifact on the emulated NeuronCore with inputs from an npz file", _args)
+def run(args: argparse.Namespace) -> int:
+    import emulator
+    from emulator.artifact import ArtifactError
+
+    try:
+        with step(f"loading {args.artifact}"):
+            exe = emulator.load_artifact(args.artifact)
+        arrays: dict[str, np.ndarray] = {}
+        if args.inputs is not None:
+            with np.load(args.inputs, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        inputs = match_inputs(exe.manifest, arrays)
+    except (InputError, ArtifactError, OSError, ValueError) as e:
+        log.error("%s", e)
+        return 1
+    times = []
+    try:
+        with step(f"running {args.artifact.name} x{max(args.repeat, 1)}"):
+            for _ in range(max(args.repeat, 1)):
+                start = time.perf_counter()
+                outputs = exe.run(inputs)
+                times.append(time.perf_counter() - start)
+    except emulator.EmulatorError as e:
+        log.error("%s: %s", args.artifact, e)
+        return 1
+    names = output_names(exe.manifest)
+    for name, out in zip(names, outputs):
+        print(f"{name}: {out.dtype}{list(out.shape)}")
+    if args.repeat > 1:
+        print(f"median run time: {statistics.median(times) * 1e3:.3f} ms over {len(times)} runs")
+    if args.outputs is not None:
+        np.savez(args.outputs, **dict(zip(names, outputs)))
+        print(f"wrote {args.outputs}")
+    return 0

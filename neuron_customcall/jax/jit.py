@@ -1,0 +1,162 @@
+"""`neuron_customcall.jax.jit`: jax.jit's calling convention, our compiler and emulator underneath.
+
+Why not a JAX backend plugin: a PJRT plugin is a C API; here JAX only has to *lower* the function
+(jax.jit(...).lower gives the HLO module and the pytree structure of inputs and outputs), and the
+executable comes from neuron_customcall.backend. Each distinct call signature (shapes, dtypes,
+weak types, pytree structure, static argument values) is traced once; later calls with that
+signature go straight from the flattened leaves to the executable.
+
+Input order: the lowered module's entry parameters are JAX's hoisted constants (`const_args`)
+followed by the flattened dynamic arguments, with unused arguments dropped (`kept_var_idx` counts
+over both). Donation (`donate_argnums`) is accepted and passed to JAX's lowering; the emulator
+always returns fresh arrays, so donated inputs stay readable.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from neuron_customcall import backend
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Trace:
+    """What one signature's lowering tells a call: how to build inputs, how to shape outputs."""
+
+    in_tree: Any          # PyTreeDef of (dynamic args, dynamic kwargs)
+    out_tree: Any         # PyTreeDef of the result
+    const_args: tuple[np.ndarray, ...]
+    kept: tuple[int, ...]  # indices into const_args + leaves, in parameter order
+    dtypes: tuple[np.dtype, ...]  # per entry parameter
+    executable: Any
+
+
+def _as_tuple(value: int | str | Iterable | None) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, (int, str)):
+        return (value,)
+    return tuple(value)
+
+
+def _resolve_static(fun: Callable, argnums: tuple[int, ...], argnames: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Static positions and names as jax.jit infers them from each other and the signature."""
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return argnums, argnames
+    params = list(sig.parameters.values())
+    names = set(argnames)
+    nums = set(argnums)
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            continue
+        if i in nums and p.kind == p.POSITIONAL_OR_KEYWORD:
+            names.add(p.name)
+        if p.name in names:
+            nums.add(i)
+    return tuple(sorted(nums)), tuple(sorted(names))
+
+
+def _leaf_signature(x: Any) -> Hashable:
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is not None and dtype is not None:
+        return (tuple(shape), str(dtype), bool(getattr(x, "weak_type", False)))
+    return (type(x).__name__,)  # Python scalars: weakly typed, their value is not part of the graph
+
+
+class NeuronJit:
+    """A function compiled for the emulator; call it like the function (see `jit`)."""
+
+    def __init__(self, fun: Callable, *, static_argnums: Any = None, static_argnames: Any = None,
+                 donate_argnums: Any = None, flags: Any = None, cache: backend.CacheSetting = None) -> None:
+        self._fun = fun
+        nums, names = _resolve_static(fun, _as_tuple(static_argnums), _as_tuple(static_argnames))
+        self._static_argnums = frozenset(nums)
+        self._static_argnames = frozenset(names)
+        self._jitted = jax.jit(fun, static_argnums=nums or None, static_argnames=names or None,
+                               donate_argnums=_as_tuple(donate_argnums) or None)
+        self._flags = flags
+        self._cache = cache
+        self._traces: dict[Hashable, _Trace] = {}
+        functools.update_wrapper(self, fun)
+
+    @property
+    def trace_count(self) -> int:
+        """How many signatures have been lowered and compiled (tests check that calls reuse them)."""
+        return len(self._traces)
+
+    def _split(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict, Hashable]:
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in self._static_argnums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_argnames}
+        static = (tuple((i, a) for i, a in enumerate(args) if i in self._static_argnums),
+                  tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_argnames)))
+        return dyn_args, dyn_kwargs, static
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """jax.jit's Lowered for these arguments (the HLO is `.compiler_ir('hlo')`)."""
+        return self._jitted.lower(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+        leaves, treedef = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        key = (treedef, tuple(_leaf_signature(x) for x in leaves), static)
+        trace = self._traces.get(key)
+        if trace is None:
+            trace = self._trace(args, kwargs, treedef)
+            self._traces[key] = trace
+        return self._run(trace, leaves)
+
+    def _trace(self, args: Sequence[Any], kwargs: dict[str, Any], treedef: Any) -> _Trace:
+        lowered = self._jitted.lower(*args, **kwargs)
+        if lowered.in_tree != treedef:
+            raise TypeError(f"unexpected input structure: JAX lowered {lowered.in_tree}, the call has {treedef}")
+        lowering = lowered._lowering
+        compile_args = lowering.compile_args
+        const_args = tuple(np.asarray(c) for c in getattr(lowering, "const_args", ()) or ())
+        n_all = len(const_args) + treedef.num_leaves
+        kept = tuple(sorted(compile_args.get("kept_var_idx", range(n_all))))
+        dtypes = tuple(np.dtype(a.dtype) for a in compile_args["global_in_avals"])
+        if len(dtypes) != len(kept):
+            raise RuntimeError(f"lowered module has {len(dtypes)} parameters but {len(kept)} kept inputs")
+        proto = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
+        compiled = backend.compile_cached(proto, self._flags, cache=self._cache)
+        log.debug("traced %s: %d parameters, %d outputs", getattr(self._fun, "__name__", self._fun),
+                  len(kept), lowered.out_tree.num_leaves)
+        return _Trace(lowered.in_tree, lowered.out_tree, const_args, kept, dtypes, compiled.executable)
+
+    @staticmethod
+    def _run(trace: _Trace, leaves: list[Any]) -> Any:
+        everything = (*trace.const_args, *leaves)
+        inputs = [np.asarray(everything[i], dtype=dt) for i, dt in zip(trace.kept, trace.dtypes)]
+        outputs = trace.executable.run(inputs)
+        if len(outputs) != trace.out_tree.num_leaves:
+            raise RuntimeError(f"executable returned {len(outputs)} outputs, expected {trace.out_tree.num_leaves}")
+        return jax.tree_util.tree_unflatten(trace.out_tree, [jax.device_put(o) for o in outputs])
+
+
+def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
+        static_argnames: str | Iterable[str] | None = None, donate_argnums: int | Sequence[int] | None = None,
+        flags: Any = None, cache: backend.CacheSetting = None) -> Any:
+    """Like `jax.jit`, but compiled by neuron-customcall and run on the emulated NeuronCore.
+
+    Pytrees in and out, static arguments (hashable, by position or name) and donation behave as in
+    jax.jit; results are JAX arrays. `flags` are CompileFlags for our compiler; `cache` selects the
+    compile cache (None: as the environment says, False: off, or a directory). Usable as a
+    decorator with or without arguments.
+    """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, flags=flags, cache=cache)
+    return NeuronJit(fun, static_argnums=static_argnums, static_argnames=static_argnames,
+                     donate_argnums=donate_argnums, flags=flags, cache=cache)

@@ -1,0 +1,153 @@
+"""Executing torch_xla's pending lazy tensors on the emulator: our `mark_step` and `.cpu()`.
+
+Why: torch_xla records operations on XLA tensors as a lazy graph and runs it at `xm.mark_step()`
+/ `torch_xla.sync()` / `.cpu()` on its own PJRT device. Here the same graph is taken out with
+`LoweringContext` (HLO bytes plus the current value of every graph parameter), compiled by our
+backend, run on the emulator, and the results are written back into the XLA tensors as device
+data, exactly where torch_xla's own sync would have put them, so that the next step's graph starts
+from them. A training loop therefore looks like::
+
+    loss = loss_fn(model(x), y); loss.backward(); optimizer.step()
+    neuron_customcall.torch_xla.mark_step(model, optimizer, loss)
+
+Which tensors: `mark_step(*sources)` takes tensors, modules (parameters, their gradients and
+buffers), optimizers (their parameters, gradients and state) and iterables of these. With no
+source it finds every live XLA tensor with a pending graph by walking the garbage collector's
+objects: convenient, but it costs time proportional to all Python objects (tens of milliseconds
+in a process that imported torch), so pass the training state explicitly in a loop.
+
+Functionalization: torch_xla wraps XLA tensors in FunctionalTensorWrapper, whose views are
+regenerated from a shared base. Each tensor is synced before lowering and its new value committed
+to the base after the write-back; otherwise a view taken in the next step (a weight's transpose
+in `linear`) would still see the previous step's pending graph.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch_xla
+
+from neuron_customcall import backend
+from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
+
+log = logging.getLogger(__name__)
+_X = torch_xla._XLAC
+
+
+def is_xla(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "xla"
+
+
+def _tensors_of(source: Any) -> Iterable[torch.Tensor]:
+    if isinstance(source, torch.Tensor):
+        yield source
+    elif isinstance(source, torch.nn.Module):
+        for p in source.parameters():
+            yield p
+            if p.grad is not None:
+                yield p.grad
+        yield from source.buffers()
+    elif isinstance(source, torch.optim.Optimizer):
+        for group in source.param_groups:
+            for p in group["params"]:
+                yield p
+                if p.grad is not None:
+                    yield p.grad
+        for state in source.state.values():
+            yield from (v for v in state.values() if isinstance(v, torch.Tensor))
+    elif isinstance(source, dict):
+        for v in source.values():
+            yield from _tensors_of(v)
+    elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):
+        for item in source:
+            yield from _tensors_of(item)
+
+
+def live_tensors() -> list[torch.Tensor]:
+    """Every XLA tensor reachable as a Python object (slow: walks all objects; see module doc)."""
+    found = []
+    for obj in gc.get_objects():
+        # issubclass on the type never triggers lazy modules' __class__ / __getattr__ hooks.
+        if issubclass(type(obj), torch.Tensor) and obj.device.type == "xla":
+            found.append(obj)
+    return found
+
+
+def pending(sources: Sequence[Any]) -> list[torch.Tensor]:
+    """The XLA tensors among `sources` whose values are a pending graph, each once."""
+    candidates = _tensors_of(sources) if sources else live_tensors()
+    seen: set[int] = set()
+    result = []
+    for t in candidates:
+        if not is_xla(t):
+            continue
+        tid = _X._xla_get_tensor_id(t)
+        if tid in seen:
+            continue
+        seen.add(tid)
+        if _X._check_tensor_need_materialization([t])[0]:
+            result.append(t)
+    return result
+
+
+def _sync_views(tensors: Sequence[torch.Tensor]) -> None:
+    for t in tensors:
+        if torch._is_functional_tensor(t):
+            torch._functionalize_sync(t)
+
+
+def execute(tensors: Sequence[torch.Tensor], *, flags: Any = None, cache: backend.CacheSetting = None) -> list[np.ndarray]:
+    """Runs the graph that computes `tensors` on the emulator and returns their values.
+
+    Does not touch the tensors; `write_back` does.
+    """
+    _sync_views(tensors)
+    ctx = _X.lowering.LoweringContext()
+    ctx.build(list(tensors))
+    params = ctx.parameter_id_tensor_mapping()
+    inputs = [to_numpy(params[i]) for i in range(len(params))]
+    compiled = backend.compile_cached(ctx.hlo(), flags, cache=cache)
+    outputs = compiled.executable.run(inputs)
+    if len(outputs) != len(tensors):
+        raise RuntimeError(f"graph of {len(tensors)} tensors returned {len(outputs)} outputs")
+    return outputs
+
+
+def write_back(tensors: Sequence[torch.Tensor], values: Sequence[np.ndarray]) -> None:
+    """Makes each XLA tensor device data holding its value, as torch_xla's own sync does."""
+    for t, value in zip(tensors, values):
+        data = from_numpy(np.asarray(value)).to(t.device)
+        _X._replace_xla_tensor(t, data)
+        if torch._is_functional_tensor(t):
+            torch._functionalize_commit_update(t)
+
+
+def mark_step(*sources: Any, flags: Any = None, cache: backend.CacheSetting = None) -> int:
+    """Executes the pending graphs of `sources` (tensors, modules, optimizers, iterables; none:
+    every live XLA tensor) on the emulator and writes the results back. Returns how many tensors
+    were materialised."""
+    tensors = pending(sources)
+    if not tensors:
+        return 0
+    write_back(tensors, execute(tensors, flags=flags, cache=cache))
+    log.debug("materialised %d tensors on the emulator", len(tensors))
+    return len(tensors)
+
+
+def to_cpu(t: torch.Tensor, *, flags: Any = None, cache: backend.CacheSetting = None) -> torch.Tensor:
+    """The value of `t` as a CPU tensor, computed on the emulator (the analogue of `t.cpu()`).
+
+    A pending `t` is materialised in place, so later graphs start from its value.
+    """
+    if not is_xla(t):
+        return t.detach().clone()
+    if not _X._check_tensor_need_materialization([t])[0]:
+        return t.detach().cpu()
+    (value,) = execute([t], flags=flags, cache=cache)
+    write_back([t], [value])
+    return from_numpy(np.array(value, copy=True))

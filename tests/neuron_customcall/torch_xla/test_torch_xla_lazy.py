@@ -1,0 +1,61 @@
+"""torch_xla lazy graphs executed on the emulator: a training loop materialised with our
+mark_step ends where torch_xla's own sync on its PJRT CPU device ends; to_cpu; mark_step()."""
+from __future__ import annotations
+
+import torch
+import torch_xla
+
+from neuron_customcall.torch_xla import mark_step, to_cpu
+from tests.neuron_customcall.torch_xla.mlp_training import batch, clone_to, make_mlp, train
+
+_X = torch_xla._XLAC
+
+
+def _params(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def _train_on_xla(sync, momentum: float = 0.0, steps: int = 10):
+    dev = torch_xla.device()
+    model = clone_to(make_mlp(), dev)
+    x, y = (t.to(dev) for t in batch())
+    losses = train(model, x, y, steps, sync, momentum=momentum)
+    return model, losses
+
+
+def test_sgd_training_matches_torch_xla_on_pjrt_cpu() -> None:
+    ref_model, ref_losses = _train_on_xla(lambda *state: torch_xla.sync())
+    model, losses = _train_on_xla(lambda model, opt, loss: mark_step(model, opt, loss))
+    for p, q in zip(_params(model), _params(ref_model)):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.stack([l.detach().cpu() for l in losses]),
+                               torch.stack([l.detach().cpu() for l in ref_losses]), rtol=1e-4, atol=1e-5)
+    assert float(losses[-1].detach().cpu()) < float(losses[0].detach().cpu())
+
+
+def test_results_are_device_data_so_the_next_graph_starts_from_them() -> None:
+    model, _ = _train_on_xla(lambda model, opt, loss: mark_step(model, opt, loss), momentum=0.9, steps=2)
+    for p in model.parameters():
+        assert not _X._check_tensor_need_materialization([p])[0]
+        assert "device_data" in _X._get_xla_tensors_text([p])
+
+
+def test_mark_step_without_sources_finds_live_tensors() -> None:
+    ref_model, _ = _train_on_xla(lambda *state: torch_xla.sync(), steps=3)
+    model, _ = _train_on_xla(lambda *state: mark_step(), steps=3)
+    for p, q in zip(_params(model), _params(ref_model)):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_to_cpu_and_nothing_pending() -> None:
+    dev = torch_xla.device()
+    a = torch.arange(6, dtype=torch.float32).reshape(2, 3).to(dev)
+    b = (a * 2 + 1).sum(0)
+    out = to_cpu(b)
+    assert out.device.type == "cpu"
+    torch.testing.assert_close(out, torch.tensor([8.0, 12.0, 16.0]))
+    assert not _X._check_tensor_need_materialization([b])[0]
+    assert mark_step(b) == 0
+    torch.testing.assert_close(to_cpu(b), out)  # already device data: a plain copy
+    c = b.to(torch.bfloat16) * 3
+    torch.testing.assert_close(to_cpu(c), (out * 3).to(torch.bfloat16))
