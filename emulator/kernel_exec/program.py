@@ -25,6 +25,9 @@ class Program:
     forward: dict[int, Instruction] = field(default_factory=dict)
     #: Outputs some unmasked store writes completely on every run.
     covered: frozenset[str] = frozenset()
+    #: Tiles written only by their defining whole, unmasked, non-accumulating write: each write
+    #: binds a new array, so the memory behind a value never changes.
+    frozen: frozenset[str] = frozenset()
     #: Memoised access plans (see Runner._plan).
     plans: dict = field(default_factory=dict)
 
@@ -42,6 +45,16 @@ def prepare(kernel: KernelIR) -> Program:
                 uses[s.tensor] = uses.get(s.tensor, 0) + 1
     _forwarding(kernel, kernel.body, uses, prog)
     prog.covered = frozenset(_covered_outputs(kernel))
+    writers: dict[str, list[Instruction]] = {}
+    for ins in instrs:
+        if ins.dst is not None:
+            writers.setdefault(ins.dst.tensor, []).append(ins)
+    prog.frozen = frozenset(
+        name for name, ws in writers.items()
+        if len(ws) == 1 and kernel.tensors[name].init == DEFINED
+        and kernel.tensors[name].role == "internal" and not ws[0].mask and ws[0].acc is None
+        and kernel.tensors[name].memory in ("sbuf", "psum")
+        and _is_whole(ws[0].dst, kernel.tensors[name].shape))
     return prog
 
 

@@ -137,9 +137,10 @@ class Runner:
             machine.uninitialised(shape, dtypes.to_numpy(decl.dtype)), self.ctx.batch_syms)
 
     def is_immutable(self, name: str) -> bool:
-        """True for tensors no instruction writes (read-only inputs): views of them never need
-        copying."""
-        return name not in self.written
+        """True when the memory behind the tensor's current value never changes: read-only inputs,
+        and tiles whose only writer replaces their storage (see Program.frozen). Views of them
+        never need copying."""
+        return name not in self.written or name in self.program.frozen
 
     def _storage(self, name: str) -> Storage:
         try:
@@ -235,9 +236,13 @@ class Runner:
             batch = ctx.batch_syms if st is None else st.batch
             keep = [i for i, s in enumerate(ctx.batch_syms) if s in batch]
             value = self._collapse(value, keep, nb, None)
-            if value.dtype != np_dtype or may_alias or not value.flags.writeable:
+            if value.dtype != np_dtype or may_alias:
                 value = value.astype(np_dtype)
-            self.storage[dst.tensor] = Storage(value, tuple(ctx.batch_syms[i] for i in keep))
+            # Views (zero-copy loads, broadcasts) are bound as they are; a later partial write
+            # copies them first (Storage.owned).
+            owned = value.flags.owndata and value.flags.writeable
+            self.storage[dst.tensor] = Storage(value, tuple(ctx.batch_syms[i] for i in keep),
+                                               owned)
             return
 
         plan = self._plan(st, dst)

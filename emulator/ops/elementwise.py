@@ -90,7 +90,8 @@ def _not(ctx: HandlerContext) -> Callable:
 
 def _popcnt(ctx: HandlerContext) -> Callable:
     dt = ctx.dtype
-    return lambda x: np.bitwise_count(x).astype(dt)
+    udt = np.dtype(f"u{dt.itemsize}") if dt.kind == "i" else dt
+    return lambda x: np.bitwise_count(np.asarray(x).view(udt)).astype(dt)
 
 
 def _is_finite(ctx: HandlerContext) -> Callable:

@@ -15,7 +15,7 @@ def schedule(comp: Any) -> list[Any]:
     for p in comp.parameters:
         done.add(id(p))
         order.append(p)
-    if comp.root is None:
+    if comp.root is None or id(comp.root) in done:
         return order
     stack: list[tuple[Any, int]] = [(comp.root, 0)]
     on_stack: set[int] = {id(comp.root)}

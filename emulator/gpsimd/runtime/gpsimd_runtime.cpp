@@ -1,5 +1,6 @@
-// The C API of a built GpSimd custom-op library, compiled into every lib<name>.so with the
-// library's own flags (so it sees -DSTACK_SIZE and the multicore switch).
+// The C API of a built GpSimd custom-op library, linked into every lib<name>.so. It needs none
+// of the library's switches (NEURON_LIBRARY records multicore and STACK_SIZE in the registry), so
+// its object is built once per compiler and flags and shared by all libraries.
 //
 // The emulator's runner calls it through ctypes: it reads the registration table, runs shape
 // functions with data-less tensors, and runs a compute function on 1 or 8 emulated cores, each a
@@ -14,10 +15,6 @@
 
 #include "torchneuron/register.h"
 
-#ifndef NCC_MULTICORE
-#define NCC_MULTICORE 0
-#endif
-
 namespace {
 
 using torchneuron::detail::OpEntry;
@@ -28,13 +25,7 @@ constexpr size_t kHostAllowance = 16 * 1024;        // host libc frames (printf 
 constexpr size_t kStackSlack = 256 * 1024;          // room past the limit so overflow is measured
 constexpr unsigned char kStackPaint = 0xA5;
 
-size_t declared_stack() {
-#ifdef STACK_SIZE
-  return static_cast<size_t>(STACK_SIZE);
-#else
-  return 0;
-#endif
-}
+size_t declared_stack() { return registry().stack_size; }
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -165,7 +156,7 @@ const char* ncc_gpsimd_library_info() {
   ensure_initialized();
   auto& r = registry();
   std::string s = "{\"library\": " + json_string(r.library ? r.library : "") +
-                  ", \"multicore\": " + (NCC_MULTICORE ? "true" : "false") +
+                  ", \"multicore\": " + (r.multicore ? "true" : "false") +
                   ", \"stack_size\": " + std::to_string(declared_stack()) +
                   ", \"error\": " + json_string(r.error) + ", \"ops\": [";
   for (size_t k = 0; k < r.ops.size(); ++k) {
@@ -251,7 +242,7 @@ int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_a
     run.state = std::make_unique<ncc_gpsimd::CoreState>();
     run.state->cpu_id = static_cast<uint32_t>(c);
     run.state->cpu_count = static_cast<uint32_t>(ncores);
-    run.state->multicore = ncores > 1 || NCC_MULTICORE;
+    run.state->multicore = ncores > 1 || r.multicore;
     run.state->op_name = run.op->name;
     run.state->dst = dst;
     stacks.push_back(std::make_unique<PaintedStack>(limit + kHostAllowance + kStackSlack));

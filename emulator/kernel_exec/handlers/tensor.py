@@ -11,25 +11,52 @@ from .. import alu
 
 def matmul(r, ins: Instruction) -> None:
     """The contraction axis is the partition axis of both operands. Batched over grid and
-    vectorised loops: one ``numpy.matmul`` for all of them. When the result is accumulated
+    vectorised loops, as few ``numpy.matmul`` calls as possible: batch axes along which one operand
+    is broadcast become rows or columns of one larger GEMM, and when the result is accumulated
     (``psum += matmul``) over a vectorised loop axis, that axis joins the contraction instead of
     materialising one product per iteration."""
     st = alu.widen(r.read(ins.srcs[0])).astype(np.float32, copy=False)
     mv = alu.widen(r.read(ins.srcs[1])).astype(np.float32, copy=False)
-    fold = r.accumulated_axes()
-    if not fold:
-        r.write(ins, np.matmul(np.swapaxes(st, -1, -2), mv))
-        return
     nb = len(r.ctx.batch_shape)
+    fold = r.accumulated_axes()
     keep = [i for i in range(nb) if i not in fold]
-    perm = keep + list(fold) + [nb, nb + 1]
-    k = int(np.prod([r.ctx.batch_shape[i] for i in fold])) * st.shape[-2]
-    st2 = _fold(_unbroadcast(st, keep), perm, len(keep), k)
-    mv2 = _fold(_unbroadcast(mv, keep), perm, len(keep), k)
-    res = np.matmul(np.swapaxes(st2, -1, -2), mv2)
-    res = res.reshape(tuple(1 if i in fold else r.ctx.batch_shape[i] for i in range(nb))
-                      + res.shape[-2:])
+    st, mv = _unbroadcast(st, keep), _unbroadcast(mv, keep)
+    if fold:
+        perm = keep + list(fold) + [nb, nb + 1]
+        k = int(np.prod([r.ctx.batch_shape[i] for i in fold])) * st.shape[-2]
+        st, mv = _fold(st, perm, len(keep), k), _fold(mv, perm, len(keep), k)
+    res = _gemm(st, mv, len(keep))
+    if not fold:
+        r.write(ins, res)
+        return
+    res = np.expand_dims(res, tuple(fold))
     r.write(ins, res, reduced=tuple(r.ctx.batch_syms[i] for i in fold))
+
+
+def _gemm(st: np.ndarray, mv: np.ndarray, nb: int) -> np.ndarray:
+    """``st.T @ mv`` over ``nb`` leading batch axes (extent 1 where an operand is broadcast).
+    Axes where only ``st`` varies are merged into M, those where only ``mv`` varies into N, so
+    an outer-product-shaped batch is one GEMM; the result is viewed back in batch order."""
+    m_ax = [i for i in range(nb) if st.shape[i] > 1 and mv.shape[i] == 1]
+    n_ax = [i for i in range(nb) if mv.shape[i] > 1 and st.shape[i] == 1]
+    if not m_ax and not n_ax:
+        return np.matmul(np.swapaxes(st, -1, -2), mv)
+    b_ax = [i for i in range(nb) if i not in m_ax and i not in n_ax]
+    kdim, mdim, ndim = st.shape[-2], st.shape[-1], mv.shape[-1]
+    # (the other operand's axes have extent 1 here and vanish in the reshape)
+    st3 = st.transpose(b_ax + n_ax + [nb] + m_ax + [nb + 1])
+    st3 = st3.reshape(tuple(st.shape[i] for i in b_ax) + (kdim, -1))
+    mv3 = mv.transpose(b_ax + m_ax + [nb] + n_ax + [nb + 1])
+    mv3 = mv3.reshape(tuple(mv.shape[i] for i in b_ax) + (kdim, -1))
+    res = np.matmul(np.swapaxes(st3, -1, -2), mv3)
+    bshape = res.shape[:len(b_ax)]
+    res = res.reshape(bshape + tuple(st.shape[i] for i in m_ax) + (mdim,)
+                      + tuple(mv.shape[i] for i in n_ax) + (ndim,))
+    pos = {i: j for j, i in enumerate(b_ax)}
+    pos.update({i: len(b_ax) + j for j, i in enumerate(m_ax)})
+    mpos = len(b_ax) + len(m_ax)
+    pos.update({i: mpos + 1 + j for j, i in enumerate(n_ax)})
+    return res.transpose([pos[i] for i in range(nb)] + [mpos, res.ndim - 1])
 
 
 def _unbroadcast(x: np.ndarray, axes: list[int]) -> np.ndarray:

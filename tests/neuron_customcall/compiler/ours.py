@@ -33,7 +33,7 @@ def compile_proto(proto: bytes, flags: CompileFlags | None = None) -> Any:
 def jax_proto(f: Callable[..., Any], *args: Any) -> bytes:
     import jax
 
-    return jax.jit(f).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    return jax.jit(f, keep_unused=True).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
 
 
 def _leaves(x: Any) -> list[np.ndarray]:
@@ -42,14 +42,48 @@ def _leaves(x: Any) -> list[np.ndarray]:
     return [np.asarray(v) for v in jax.tree_util.tree_leaves(x)]
 
 
-def run_jax(f: Callable[..., Any], *args: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(ours, XLA:CPU's) outputs of f(*args), as leaves in order."""
+def run_jax(f: Callable[..., Any], *args: Any, x64: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(ours, XLA:CPU's) outputs of f(*args), as leaves in order (x64: with jax_enable_x64)."""
     import jax
 
-    ref = _leaves(jax.jit(f)(*args))
-    exe = compile_proto(jax_proto(f, *args))
+    with jax.enable_x64(x64):
+        ref = _leaves(jax.jit(f, keep_unused=True)(*args))
+        exe = compile_proto(jax_proto(f, *args))
     flat = [np.asarray(a) for a in jax.tree_util.tree_leaves(args)]
     return exe.run(flat), ref
+
+
+def case(name: str, f: Callable[..., Any], *args: Any, x64: bool = False, rtol: float | None = None,
+         atol: float | None = None) -> Any:
+    """A pytest parameter for `check_case`: one function with its example arguments."""
+    import pytest
+
+    return pytest.param(f, args, x64, rtol, atol, id=name)
+
+
+CASE_ARGS = "f,args,x64,rtol,atol"
+
+
+def check_case(f: Callable[..., Any], args: Sequence[Any], x64: bool, rtol: float | None, atol: float | None) -> None:
+    ours, ref = run_jax(f, *args, x64=x64)
+    assert_close(ours, ref, rtol, atol)
+
+
+def rand(*shape: int, dtype: Any = np.float32, seed: int = 0, scale: float = 1.0, low: float | None = None,
+         high: float | None = None) -> np.ndarray:
+    """Reproducible test data: normal floats (or uniform in [low, high)), or integers in a range."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        lo = int(low) if low is not None else max(info.min, -100)
+        hi = int(high) if high is not None else min(info.max, 100)
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(dt)
+    if dt == np.bool_:
+        return rng.random(shape) < 0.5
+    if low is not None:
+        return rng.uniform(low, high, size=shape).astype(dt)
+    return (rng.standard_normal(shape) * scale).astype(dt)
 
 
 def run_torch_xla(build: Callable[[Any], Sequence[Any]]) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -130,6 +130,8 @@ struct OpEntry {
 struct Registry {
   const char* library = nullptr;
   void (*body)(Library&) = nullptr;
+  bool multicore = false;
+  size_t stack_size = 0;  // declared with -DSTACK_SIZE; 0 when undeclared
   int libraries = 0;
   bool initialized = false;
   std::vector<OpEntry> ops;
@@ -149,12 +151,29 @@ constexpr bool name_allowed(const char* s) {
   }
 }
 
+// A macro's value as text: "1" or "20000" when defined, its own name when not.
+#define NCC_STRINGIFY_(x) #x
+#define NCC_STRINGIFY(x) NCC_STRINGIFY_(x)
+
+inline size_t parse_size(const char* text) {
+  size_t v = 0;
+  for (const char* p = text; *p; ++p) {
+    if (*p < '0' || *p > '9') return 0;
+    v = v * 10 + static_cast<size_t>(*p - '0');
+  }
+  return v;
+}
+
+// Records the library at load time, with the build switches of the TU that holds NEURON_LIBRARY
+// (so the runtime's own object is the same for every library and can be built once).
 struct LibraryRegistrar {
-  LibraryRegistrar(const char* name, void (*body)(Library&)) {
+  LibraryRegistrar(const char* name, void (*body)(Library&), const char* multicore, const char* stack_size) {
     Registry& r = registry();
     if (r.libraries++ > 0) r.error = "more than one NEURON_LIBRARY in one custom-op library";
     r.library = name;
     r.body = body;
+    r.multicore = multicore[0] == '1' && multicore[1] == '\0';
+    r.stack_size = parse_size(stack_size);
   }
 };
 
@@ -192,5 +211,6 @@ class Library {
                 "NEURON_LIBRARY: the library name 'builtin' is reserved");                      \
   static void ncc_neuron_library_body_##name(::torchneuron::Library& m);                        \
   static const ::torchneuron::detail::LibraryRegistrar ncc_neuron_library_registrar_##name(     \
-      #name, &ncc_neuron_library_body_##name);                                                  \
+      #name, &ncc_neuron_library_body_##name, NCC_STRINGIFY(NCC_MULTICORE),                      \
+      NCC_STRINGIFY(STACK_SIZE));                                                               \
   static void ncc_neuron_library_body_##name(::torchneuron::Library& m)

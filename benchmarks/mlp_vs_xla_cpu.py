@@ -1,0 +1,166 @@
+"""The same HLO on our emulator and on XLA:CPU: an MLP 784-4096-2048-10 at batch 64, inference and
+one SGD training step (forward, backward, update; new parameters and the loss out).
+
+The HLO comes from `jax.jit(...).lower(...)`; XLA:CPU runs it through jaxlib
+(neuron_customcall.jax.xla_cpu), the emulator through our compiler. Both are timed end to end
+from NumPy inputs to NumPy outputs (XLA:CPU: device_put, execute, copy out), median of several
+runs after warm-up. Also timed: compiling the module (no cache), loading it from the compile cache
+(a fresh process's first call: fingerprint, read, load) and the in-process memo hit.
+
+Targets (issue 3): emulator <= 1.5x XLA:CPU on both graphs; compile <= 100 ms; cache hit <= 10 ms.
+Run: ``python benchmarks/mlp_vs_xla_cpu.py [--runs N] [--quick]``; prints a table and the ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import hlo  # noqa: E402
+from neuron_customcall import backend  # noqa: E402
+from neuron_customcall.compiler import compile_module  # noqa: E402
+from neuron_customcall.jax.xla_cpu import XlaCpuExecutable  # noqa: E402
+
+SIZES = (784, 4096, 2048, 10)
+BATCH = 64
+TARGET_RUN_RATIO = 1.5
+TARGET_COMPILE_MS = 100.0
+TARGET_CACHE_HIT_MS = 10.0
+
+
+def _params(sizes: tuple[int, ...], seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32), np.zeros(n, np.float32))
+            for m, n in zip(sizes[:-1], sizes[1:])]
+
+
+def _graphs(sizes: tuple[int, ...], batch: int) -> dict[str, tuple[bytes, list[np.ndarray]]]:
+    """name -> (serialized HLO module, its inputs in parameter order)."""
+    import jax
+    import jax.numpy as jnp
+
+    def forward(params, x):
+        h = x
+        for w, b in params[:-1]:
+            h = jax.nn.relu(h @ w + b)
+        w, b = params[-1]
+        return h @ w + b
+
+    def infer(params, x):
+        return jax.nn.softmax(forward(params, x))
+
+    def loss(params, x, y):
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(forward(params, x)) * y, axis=-1))
+
+    def train_step(params, x, y):
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), value
+
+    rng = np.random.default_rng(1)
+    params = _params(sizes)
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
+    flat = [a for layer in params for a in layer]
+    out = {}
+    for name, fn, args in (("inference", infer, (params, x)), ("training step", train_step, (params, x, y))):
+        lowered = jax.jit(fn).lower(*args)
+        out[name] = (lowered.compiler_ir("hlo").as_serialized_hlo_module_proto(), flat + [x] + ([y] if name != "inference" else []))
+    return out
+
+
+def _median_ms(fn: Callable[[], object], runs: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+@dataclass
+class Row:
+    graph: str
+    xla_ms: float
+    emu_ms: float
+    compile_ms: float
+    cache_hit_ms: float
+    memo_hit_us: float
+    max_abs_diff: float
+
+
+def measure(name: str, proto: bytes, inputs: list[np.ndarray], runs: int) -> Row:
+    import emulator
+
+    xla = XlaCpuExecutable(proto)
+    module = hlo.load(proto)
+    artifact = compile_module(module)
+    exe = emulator.load_artifact(artifact)
+    want, got = xla.run(inputs), exe.run(inputs)
+    diff = max(float(np.max(np.abs(w - g))) if w.size else 0.0 for w, g in zip(want, got))
+
+    xla_ms = _median_ms(lambda: xla.run(inputs), runs)
+    emu_ms = _median_ms(lambda: exe.run(inputs), runs)
+    compile_ms = _median_ms(lambda: compile_module(hlo.load(proto)), max(3, runs // 2), warmup=1)
+
+    with tempfile.TemporaryDirectory() as cache_dir:
+        backend.clear_memo()
+        backend.compile_cached(proto, cache=cache_dir)  # installs the entry
+
+        def disk_hit() -> None:
+            backend.clear_memo()  # what a new process sees: no executable in memory yet
+            backend.compile_cached(proto, cache=cache_dir)
+
+        cache_hit_ms = _median_ms(disk_hit, max(3, runs // 2), warmup=1)
+        memo_hit_us = _median_ms(lambda: backend.compile_cached(proto, cache=cache_dir), 50) * 1e3
+    return Row(name, xla_ms, emu_ms, compile_ms, cache_hit_ms, memo_hit_us, diff)
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def report(rows: list[Row]) -> str:
+    head = (f"{'graph':<14} {'XLA:CPU ms':>10} {'emulator ms':>11} {'ratio':>6} {'compile ms':>10} "
+            f"{'cache hit ms':>12} {'memo hit us':>11} {'max |diff|':>10}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r.graph:<14} {r.xla_ms:>10.2f} {r.emu_ms:>11.2f} {r.emu_ms / r.xla_ms:>6.2f} "
+                     f"{r.compile_ms:>10.2f} {r.cache_hit_ms:>12.2f} {r.memo_hit_us:>11.1f} {r.max_abs_diff:>10.2e}")
+    lines.append("")
+    for r in rows:
+        ratio = r.emu_ms / r.xla_ms
+        lines.append(f"{r.graph}: emulator/XLA:CPU {ratio:.2f}x (target <= {TARGET_RUN_RATIO}x: "
+                     f"{_verdict(ratio <= TARGET_RUN_RATIO)}), compile {r.compile_ms:.1f} ms "
+                     f"(<= {TARGET_COMPILE_MS:.0f}: {_verdict(r.compile_ms <= TARGET_COMPILE_MS)}), cache hit "
+                     f"{r.cache_hit_ms:.2f} ms (<= {TARGET_CACHE_HIT_MS:.0f}: "
+                     f"{_verdict(r.cache_hit_ms <= TARGET_CACHE_HIT_MS)})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per measurement (median reported)")
+    parser.add_argument("--quick", action="store_true", help="a 10x smaller MLP and 5 runs, to check the script")
+    args = parser.parse_args(argv)
+    sizes, runs = (SIZES, args.runs) if not args.quick else ((78, 409, 204, 10), 5)
+    graphs = _graphs(sizes, BATCH)
+    rows = [measure(name, proto, inputs, runs) for name, (proto, inputs) in graphs.items()]
+    print(f"MLP {'-'.join(map(str, sizes))}, batch {BATCH}, float32; median of {runs} runs after warm-up")
+    print(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
