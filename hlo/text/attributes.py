@@ -97,7 +97,8 @@ class Kind:
 
 
 class IntKind(Kind):
-    def __init__(self, omit: Optional[int] = 0, default: Optional[int] = None, lo: int = -(1 << 63), hi: int = (1 << 63) - 1) -> None:
+    def __init__(self, omit: Optional[Tuple[int, ...]] = (0,), default: Optional[int] = None, lo: int = -(1 << 63),
+                 hi: int = (1 << 63) - 1) -> None:
         self.omit, self.default_value, self.lo, self.hi = omit, default, lo, hi
 
     def read(self, ctx, spec):
@@ -106,7 +107,7 @@ class IntKind(Kind):
 
     def write(self, inst, spec, ctx):
         value = _get(inst, spec.field)
-        if value is None or (self.omit is not None and value == self.omit):
+        if value is None or (self.omit is not None and value in self.omit):
             return None
         return str(value)
 
@@ -239,7 +240,8 @@ class EnumKind(Kind):
     def default(self, inst, spec, operand_shapes):
         if self.default_value is not None:
             parent, name = _parent(inst, spec.field)
-            setattr(parent, name, self.default_value)
+            if not getattr(parent, name):
+                setattr(parent, name, self.default_value)
 
     def read(self, ctx, spec):
         cur = ctx.cur
@@ -330,7 +332,7 @@ class DotAlgorithmKind(EnumKind):
 
 class GroupCountKind(IntKind):
     def __init__(self) -> None:
-        super().__init__(omit=1, default=1, lo=1)
+        super().__init__(omit=(0, 1), default=1, lo=1)  # 0 (unset in a proto) means 1
 
 
 class ComputationKind(Kind):
@@ -726,6 +728,12 @@ def apply_defaults(inst: Inst, given: FrozenSet[str], operand_shapes: Sequence[x
             return name
         spec.kind.default(inst, spec, operand_shapes)
     return None
+
+
+def fill_defaults(inst: Inst, operand_shapes: Sequence[xla_data_pb2.ShapeProto]) -> None:
+    """Fill every default XLA fills on load that is still unset (idempotent; for canonical forms)."""
+    for spec in specs_for(inst.opcode).values():
+        spec.kind.default(inst, spec, operand_shapes)
 
 
 def write_attributes(inst: Inst, ctx: WriteContext) -> List[str]:

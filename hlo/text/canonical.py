@@ -24,7 +24,12 @@ equality of a text round trip (or of our reading vs XLA's) is defined on this fo
 6. A custom-call's `custom_call_api_version` API_VERSION_UNSPECIFIED counts as
    API_VERSION_ORIGINAL: XLA prints UNSPECIFIED but its parser refuses it, so the printer leaves
    it out and every reader (ours, XLA's) then fills ORIGINAL.
-7. Empty-but-present submessages are made present: XLA's ToProto always writes `metadata`,
+7. What XLA fills when it loads a proto is filled where missing (the defaults of the attribute
+   table, e.g. DEFAULT operand precisions, group counts of 1, a compare's comparison type, the
+   empty sparsity_config of a convolution; and for shapes the default layout, the tail padding
+   alignment of 1 and all-false is_dynamic_dimension): a framework's builder may leave them
+   unset, and text written from such a proto reads back with them set.
+8. Empty-but-present submessages are made present: XLA's ToProto always writes `metadata`,
    `frontend_attributes`, `statistics_viz` on instructions and `input_output_alias`,
    `buffer_donor`, `frontend_attributes` on the module; presence alone carries no meaning.
 
@@ -36,6 +41,8 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 from hlo.schema import hlo_pb2
+from hlo.text import attributes
+from hlo.text.shapes import normalize_shape
 
 __all__ = ["canonical_module", "TEXT_CANNOT_CARRY"]
 
@@ -61,13 +68,19 @@ def _clear(msg, field: str) -> None:
         msg.ClearField(field)
 
 
-def canonical_module(module: hlo_pb2.HloModuleProto) -> hlo_pb2.HloModuleProto:
-    """A renumbered, normalised copy of `module` (the input is not changed)."""
+def canonical_module(module: hlo_pb2.HloModuleProto, fill_defaults: bool = True) -> hlo_pb2.HloModuleProto:
+    """A renumbered, normalised copy of `module` (the input is not changed).
+
+    `fill_defaults=False` skips step 7, for comparisons that must see whether a reader filled
+    XLA's defaults itself (tests of our parser against XLA's).
+    """
     src = hlo_pb2.HloModuleProto()
     src.CopyFrom(module)
     for msg_name, field in TEXT_CANNOT_CARRY:
         if msg_name == "HloModuleProto":
             _clear(src, field)
+    if fill_defaults:
+        _fill_xla_defaults(src)
     comps = sorted(src.computations, key=lambda c: c.name)
     comp_ids: Dict[int, int] = {c.id: k for k, c in enumerate(comps)}
     inst_ids: Dict[Tuple[int, int], int] = {}
@@ -187,3 +200,31 @@ def _reintern_stack_frames(module: hlo_pb2.HloModuleProto) -> None:
     module.ClearField("stack_frame_index")
     if new.ByteSize():
         module.stack_frame_index.CopyFrom(new)
+
+
+def _fill_xla_defaults(module: hlo_pb2.HloModuleProto) -> None:
+    """Step 7 of the module docstring, in place."""
+    for comp in module.computations:
+        shapes = {i.id: i.shape for i in comp.instructions}
+        for inst in comp.instructions:
+            normalize_shape(inst.shape)
+            if inst.HasField("literal"):
+                _normalize_literal_shapes(inst.literal)
+            for shape in inst.operand_shapes_with_layout:
+                normalize_shape(shape)
+            if inst.HasField("outfeed_shape"):
+                normalize_shape(inst.outfeed_shape)
+        for inst in comp.instructions:
+            attributes.fill_defaults(inst, [shapes[o] for o in inst.operand_ids if o in shapes])
+        if comp.HasField("program_shape"):
+            for shape in list(comp.program_shape.parameters) + [comp.program_shape.result]:
+                normalize_shape(shape)
+    if module.HasField("host_program_shape"):
+        for shape in list(module.host_program_shape.parameters) + [module.host_program_shape.result]:
+            normalize_shape(shape)
+
+
+def _normalize_literal_shapes(literal) -> None:
+    normalize_shape(literal.shape)
+    for sub in literal.tuple_literals:
+        _normalize_literal_shapes(sub)

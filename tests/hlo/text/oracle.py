@@ -40,10 +40,14 @@ def xla_roundtrip(serialized: bytes) -> hlo_pb2.HloModuleProto:
     return proto
 
 
-def canonical_diff(ours: hlo_pb2.HloModuleProto, theirs: hlo_pb2.HloModuleProto, limit: int = 60) -> str:
-    """Unified diff of the canonical forms ('' when equal), for readable assertion messages."""
-    a = text_format.MessageToString(canonical_module(ours)).splitlines()
-    b = text_format.MessageToString(canonical_module(theirs)).splitlines()
+def canonical_diff(ours: hlo_pb2.HloModuleProto, theirs: hlo_pb2.HloModuleProto, limit: int = 60,
+                   strict: bool = True) -> str:
+    """Unified diff of the canonical forms ('' when equal), for readable assertion messages.
+
+    `strict`: do not fill XLA's load-time defaults, so a reader that forgets one is caught.
+    """
+    a = text_format.MessageToString(canonical_module(ours, fill_defaults=not strict)).splitlines()
+    b = text_format.MessageToString(canonical_module(theirs, fill_defaults=not strict)).splitlines()
     return "\n".join(list(difflib.unified_diff(a, b, "ours", "xla", lineterm="", n=3))[:limit])
 
 

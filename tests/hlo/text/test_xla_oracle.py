@@ -175,3 +175,26 @@ def test_torch_xla_tensors_hlo(name):
     text = torch_xla._XLAC._get_xla_tensors_hlo(_torch_graphs()[name])
     assert text.startswith("HloModule ")
     check_text(text)
+
+
+# ------------------------------------------------------------------------------ --xla_dump_to
+DUMP_SCRIPT = """
+import jax, jax.numpy as jnp
+from jax import lax
+jax.jit(lambda x: lax.fori_loop(0, 3, lambda i, c: jnp.sin(c) @ c, x))(jnp.ones((4, 4)))
+jax.jit(lambda x, i: jnp.sort(x.at[i].add(1.0))[::2])(jnp.arange(8.0), 3)
+"""
+
+
+def test_xla_dump_to_text_files(tmp_path):
+    """`.txt` dumps XLA writes with --xla_dump_to (before and after optimisations, scheduled)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text", JAX_PLATFORMS="cpu")
+    subprocess.run([sys.executable, "-c", DUMP_SCRIPT], env=env, check=True, timeout=240, capture_output=True)
+    dumps = sorted(p for p in tmp_path.glob("*.txt") if p.read_text().startswith("HloModule "))
+    assert len(dumps) >= 4
+    assert any("is_scheduled=true" in p.read_text() for p in dumps)
+    for path in dumps:
+        check_text(path.read_text())
