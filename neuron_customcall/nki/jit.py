@@ -162,6 +162,9 @@ class Kernel:
         self.mode = mode
         self._cache: dict[Any, TracedKernel] = {}
         self.signature = inspect.signature(func)
+        self.params = tuple(
+            n for n, p in self.signature.parameters.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         functools.update_wrapper(self, func)
 
     def __getitem__(self, grid) -> "Launch":
@@ -225,8 +228,12 @@ class Launch:
 def simulate(launch: Launch, args: Sequence[Any], kwargs: dict[str, Any]):
     """Trace (cached) and run on the emulator with NumPy arrays; returns NumPy arrays."""
     traced = launch.kernel.trace(args, kwargs, launch.grid)
-    bound = launch.kernel.signature.bind(*args, **kwargs)
-    arrays = {k: v for k, v in bound.arguments.items() if _is_tensor_arg(v)}
+    params = launch.kernel.params
+    if not kwargs and len(args) == len(params):
+        named = dict(zip(params, args))
+    else:
+        named = launch.kernel.signature.bind(*args, **kwargs).arguments
+    arrays = {k: v for k, v in named.items() if _is_tensor_arg(v)}
     inputs = [np.asarray(arrays[name]) for name in traced.ir.inputs]
     outs = run_kernel(traced.program, inputs)
     if traced.returns == "none":
