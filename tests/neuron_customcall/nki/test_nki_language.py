@@ -1,0 +1,143 @@
+"""More of nl / nisa: each construct traced and run against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_customcall import nki
+from neuron_customcall.nki import isa as nisa
+from neuron_customcall.nki import language as nl
+
+rng = np.random.default_rng(1)
+
+
+def rand(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def out_like(shape, dtype=nl.float32):
+    return nl.ndarray(shape, dtype=dtype, buffer=nl.shared_hbm)
+
+
+def test_grid_tiled_matmul_with_k_loop_and_ds():
+    @nki.jit
+    def mm(lhsT, rhs):
+        K, M = lhsT.shape
+        N = rhs.shape[1]
+        out = out_like((M, N))
+        m, n = nl.program_id(0), nl.program_id(1)
+        acc = nl.zeros((128, 256), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(K // 128):
+            a = nl.load(lhsT[nl.ds(k * 128, 128), nl.ds(m * 128, 128)])
+            b = nl.load(rhs[nl.ds(k * 128, 128), nl.ds(n * 256, 256)])
+            acc += nisa.nc_matmul(a, b)
+        nl.store(out[nl.ds(m * 128, 128), nl.ds(n * 256, 256)], value=acc)
+        return out
+
+    lhsT, rhs = rand(512, 256), rand(512, 512)
+    np.testing.assert_allclose(mm[2, 2](lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_load_transpose2d_identity_and_expand_dims():
+    @nki.jit
+    def k(x):
+        out = out_like((64, 128))
+        t = nl.load_transpose2d(x)
+        eye = nl.shared_identity_matrix(64)
+        via_mm = nl.matmul(eye, t)              # I @ x.T
+        col = nl.expand_dims(nl.sum(t, axis=1), 1)  # [64] -> [64, 1]
+        nl.store(out, value=nl.add(nl.copy(via_mm), col))
+        return out
+
+    x = rand(128, 64)
+    np.testing.assert_allclose(k(x), x.T + x.T.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-4)
+
+
+def test_isa_ops_iota_memset_affine_select_reduce_negate_activation_scale():
+    @nki.jit
+    def k(x):
+        out = out_like((128, 4))
+        t = nl.load(x)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(32)[None, :]
+        iota = nisa.iota(i_p * 32 + i_f, nl.float32)
+        ones = nisa.memset((128, 32), 1.0, nl.float32)
+        upper = nisa.affine_select(i_f - i_p >= 0, ones, 0.0)       # 1 where f >= p
+        neg_max = nisa.tensor_reduce(np.maximum, t, axis=1, negate=True, keepdims=True)
+        act = nisa.activation(nl.exp, t, bias=neg_max, scale=1.0)
+        scaled = nisa.activation(nl.copy, t, scale=2.0)
+        cols = [nl.sum(iota, axis=1, keepdims=True), nl.sum(upper, axis=1, keepdims=True),
+                nl.sum(act, axis=1, keepdims=True), nl.sum(scaled, axis=1, keepdims=True)]
+        for j, c in enumerate(cols):
+            nl.store(out[:, j:j + 1], value=c)
+        return out
+
+    x = rand(128, 32)
+    p, f = np.meshgrid(np.arange(128), np.arange(32), indexing="ij")
+    ref = np.stack([(p * 32 + f).sum(1), (f >= p).sum(1),
+                    np.exp(x - x.max(1, keepdims=True)).sum(1), (2 * x).sum(1)], axis=1)
+    np.testing.assert_allclose(k(x), ref, rtol=1e-5, atol=1e-4)
+
+
+def test_masked_compute_and_integer_ops():
+    @nki.jit
+    def k(a, b):
+        out = out_like(a.shape, nl.int32)
+        ta, tb = nl.load(a), nl.load(b)
+        i_f = nl.arange(a.shape[1])[None, :]
+        r = nl.ndarray(a.shape, nl.int32)
+        r[...] = 0
+        r[...] = nl.bitwise_xor(ta, tb)
+        shifted = nl.left_shift(ta, 1, mask=(i_f < 4))        # only the first 4 columns
+        r[:, 0:4] = shifted[:, 0:4]
+        nl.store(out, value=nl.maximum(r, nl.minimum(ta, tb)))
+        return out
+
+    a = rng.integers(0, 100, (8, 10)).astype(np.int32)
+    b = rng.integers(0, 100, (8, 10)).astype(np.int32)
+    ref = a ^ b
+    ref[:, :4] = a[:, :4] << 1
+    np.testing.assert_array_equal(k(a, b), np.maximum(ref, np.minimum(a, b)))
+
+
+def test_integer_index_drops_an_axis_and_reshape_splits_one():
+    @nki.jit
+    def k(x):
+        out = out_like((4, 8))
+        row = nl.load(x[1])                     # integer index: a 1-D [32] tile
+        assert row.shape == (32,)
+        t = nl.load(x.reshape((2, 4, 8))[1])    # split axis: [4, 8] = x[1].reshape(4, 8)
+        nl.store(out, value=t)
+        return out
+
+    x = rand(2, 32)
+    np.testing.assert_array_equal(k(x), x[1].reshape(4, 8))
+
+
+def test_private_hbm_scratch_and_zeros_like():
+    @nki.jit
+    def k(x):
+        out = out_like(x.shape)
+        scratch = nl.ndarray(x.shape, nl.float32, buffer=nl.hbm)
+        nl.store(scratch, value=nl.multiply(nl.load(x), 3.0))
+        z = nl.zeros_like(nl.load(x))
+        nl.store(out, value=nl.add(nl.load(scratch), z))
+        return out
+
+    x = rand(16, 16)
+    np.testing.assert_allclose(k[2](x), 3 * x)
+
+
+def test_prod_all_and_comparisons():
+    @nki.jit
+    def k(x):
+        out = out_like((x.shape[0], 2))
+        t = nl.load(x)
+        nl.store(out[:, 0:1], value=nl.prod(t, axis=1, keepdims=True))
+        nl.store(out[:, 1:2], value=nl.copy(nl.all(nl.greater(t, 0.0), axis=1, keepdims=True),
+                                             dtype=nl.float32))
+        return out
+
+    x = rng.uniform(0.5, 1.5, (16, 6)).astype(np.float32)
+    x[3, 2] = -1
+    np.testing.assert_allclose(k(x), np.stack([x.prod(1), (x > 0).all(1)], 1), rtol=1e-5)
