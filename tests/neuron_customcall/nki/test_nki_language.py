@@ -141,3 +141,59 @@ def test_prod_all_and_comparisons():
     x = rng.uniform(0.5, 1.5, (16, 6)).astype(np.float32)
     x[3, 2] = -1
     np.testing.assert_allclose(k(x), np.stack([x.prod(1), (x > 0).all(1)], 1), rtol=1e-5)
+
+
+def _np_erf(x):
+    from math import erf
+    return np.vectorize(erf)(x.astype(np.float64))
+
+
+UNARY_REFS = {
+    "abs": np.abs, "negative": np.negative, "sign": np.sign, "trunc": np.trunc,
+    "floor": np.floor, "ceil": np.ceil, "exp": np.exp, "cos": np.cos, "sin": np.sin,
+    "tan": np.tan, "tanh": np.tanh, "arctan": np.arctan, "square": np.square,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0),
+    "silu": lambda x: x / (1 + np.exp(-x)), "softplus": lambda x: np.log1p(np.exp(x)),
+    "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))), "erf": _np_erf,
+    "erf_dx": lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x),
+    "gelu": lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))),
+    "gelu_apprx_tanh": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+    "silu_dx": lambda x: (1 / (1 + np.exp(-x))) * (1 + x * (1 - 1 / (1 + np.exp(-x)))),
+    "gelu_dx": lambda x: 0.5 * (1 + _np_erf(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
+}
+POSITIVE_REFS = {"log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+                 "reciprocal": np.reciprocal}
+
+
+def test_every_unary_function_matches_numpy():
+    names = sorted(UNARY_REFS) + sorted(POSITIVE_REFS)
+
+    @nki.jit
+    def k(x, p):
+        out = out_like((len(names),) + x.shape)
+        tx, tp = nl.load(x), nl.load(p)
+        for i, name in enumerate(names):
+            src = tp if name in POSITIVE_REFS else tx
+            nl.store(out[i], value=getattr(nl, name)(src))
+        return out
+
+    x = rand(8, 16) * 2
+    p = rng.uniform(0.1, 3, (8, 16)).astype(np.float32)
+    got = k(x, p)
+    for i, name in enumerate(names):
+        ref = (POSITIVE_REFS.get(name) or UNARY_REFS[name])(p if name in POSITIVE_REFS else x)
+        np.testing.assert_allclose(got[i], ref, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+def test_par_dim_psum_buffers_and_atomic_rmw():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        ps = nl.ndarray((nl.par_dim(128), 64), nl.float32, buffer=nl.psum)
+        ps[...] = nl.multiply(nl.load(x), 2.0)
+        nl.atomic_rmw(out, value=ps, op=nl.add)
+        return out
+
+    x = rand(128, 64)
+    np.testing.assert_allclose(k(x), 3 * x, rtol=1e-6)
