@@ -105,6 +105,7 @@ def run_torch_xla(build: Callable[[Any], Sequence[Any]]) -> tuple[list[np.ndarra
 def _to_numpy(t: Any) -> np.ndarray:
     import torch
 
+    t = t.detach()
     if t.dtype == torch.bfloat16:
         import ml_dtypes
 
