@@ -224,6 +224,10 @@ class Runner:
         ctx = self.ctx
         np_dtype = dtypes.to_numpy(decl.dtype)
         st = self.storage.get(dst.tensor)
+        if st is None and (ins.mask or ins.acc is not None or not self._whole(dst, decl)):
+            # A partial first write: the rest of the tile is uninitialised memory.
+            self.allocate(dst.tensor)
+            st = self.storage[dst.tensor]
         nb = len(ctx.batch_syms)
         full = ctx.batch_shape + tuple(dst.shape)
         value = np.asarray(value)
@@ -328,11 +332,14 @@ class Runner:
         dst = ins.dst
         if ins.mask or ins.acc is not None or decl.memory == machine.SHARED_HBM:
             return False
-        if decl.role != "internal" or tuple(dst.shape) != tuple(decl.shape):
+        if decl.role != "internal" or any(s not in self.ctx.batch_syms for s in st.batch):
             return False
-        if any(s not in self.ctx.batch_syms for s in st.batch):
-            return False
-        return all(a.const == 0 and a.terms == ((f"t{d}", 1),) for d, a in enumerate(dst.index))
+        return self._whole(dst, decl)
+
+    @staticmethod
+    def _whole(dst: Access, decl) -> bool:
+        return tuple(dst.shape) == tuple(decl.shape) and all(
+            a.const == 0 and a.terms == ((f"t{d}", 1),) for d, a in enumerate(dst.index))
 
     def _collapse(self, value: np.ndarray, keep: list[int], nb: int, acc: str | None,
                   reduced: tuple[str, ...] = ()) -> np.ndarray:

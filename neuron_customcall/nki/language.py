@@ -341,36 +341,33 @@ def program_ndim() -> int:
 # --- loops -----------------------------------------------------------------------------------------
 
 class _Range:
-    def __init__(self, n: int, kind: str):
-        self.n = int(n)
+    """``range(start, stop, step)`` traced once as an IR loop (outside a kernel: a plain range)."""
+
+    def __init__(self, args: tuple, kind: str):
+        self.range = range(*(int(a) for a in args))
         self.kind = kind
 
     def __iter__(self):
         tr = current_or_none()
         if tr is None:
-            return iter(range(self.n))
-        return tr.loop(self.n, self.kind)
+            return iter(self.range)
+        r = self.range
+        return tr.loop(len(r), self.kind, r.start, r.step)
 
 
 def affine_range(*args) -> _Range:
     """Independent iterations (accumulation with ``+=`` allowed): traced once, run vectorised."""
-    return _Range(_range_extent(args), "affine")
+    return _Range(args, "affine")
 
 
 def sequential_range(*args) -> _Range:
     """Iterations with loop-carried dependencies: traced once, run one after another."""
-    return _Range(_range_extent(args), "sequential")
+    return _Range(args, "sequential")
 
 
 def static_range(*args) -> range:
     """Fully unrolled at trace time (a plain Python ``range``)."""
     return range(*args)
-
-
-def _range_extent(args) -> int:
-    if len(args) != 1:
-        raise TypeError("affine_range/sequential_range take one argument: the trip count")
-    return int(args[0])
 
 
 # --- creation --------------------------------------------------------------------------------------
@@ -422,9 +419,6 @@ def load(src: Tile, *, mask=None, dtype=None) -> Tile:
     """HBM -> SBUF. Masked-out elements are neither read nor written (they stay NaN)."""
     tr = current()
     out = _new(src.shape, nkd.name_of(dtype) if dtype is not None else src.dtype_name)
-    if mask is not None:
-        out.decl.init = "uninit"
-        tr.emit("alloc", out.access())
     tr.emit("load", out.access(), (src.access(),), {}, mask)
     return out
 

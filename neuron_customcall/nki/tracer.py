@@ -20,6 +20,7 @@ from emulator.kernel_ir import (DEFINED, INTERNAL, UNINIT, Access, Const, Instru
 from . import checks
 from .errors import KernelTraceError, NonAffineIndexError
 from .indexing import Idx, Pred, symbol
+from .views import identity_index
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _current: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("nki_trace", default=None)
@@ -89,6 +90,12 @@ class Trace:
             if dst is None:
                 raise self.error("invalid mask", f"{op} has no destination to mask")
             affs = mask.to_affines(len(dst.shape))
+            decl = self.tensors[dst.tensor]
+            if decl.init == DEFINED:
+                # A masked result is not written everywhere: the rest stays uninitialised (NaN).
+                decl.init = UNINIT
+                self._stack[-1].append(Instruction("alloc", Access(
+                    decl.name, decl.shape, identity_index(decl.shape)), loc=user_location()))
         ins = Instruction(op, dst, tuple(srcs), dict(attrs or {}), affs, acc, user_location())
         checks.check_instruction(self, ins)
         self._stack[-1].append(ins)
@@ -96,15 +103,16 @@ class Trace:
 
     # --- loops ---------------------------------------------------------------------------------
 
-    def loop(self, extent: int, kind: str) -> Iterator[Idx]:
-        """Open a loop, yield its (symbolic) variable once, close it when the body is done."""
+    def loop(self, extent: int, kind: str, start: int = 0, step: int = 1) -> Iterator[Idx]:
+        """Open a loop, yield its (symbolic) variable once, close it when the body is done. The
+        IR loop counts 0..extent-1; the kernel sees ``start + step * counter``."""
         self._loops += 1
         node = Loop(f"l{self._loops}", int(extent), kind, [], user_location())
         self._stack[-1].append(node)
         self._stack.append(node.body)
         depth = len(self._stack)
         try:
-            yield symbol(node.var)
+            yield symbol(node.var) * step + start
         finally:
             if len(self._stack) == depth:
                 self._stack.pop()

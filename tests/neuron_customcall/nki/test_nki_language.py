@@ -197,3 +197,29 @@ def test_par_dim_psum_buffers_and_atomic_rmw():
 
     x = rand(128, 64)
     np.testing.assert_allclose(k(x), 3 * x, rtol=1e-6)
+
+
+def test_masked_result_leaves_the_rest_uninitialised():
+    @nki.jit
+    def k(x):
+        out = out_like(x.shape)
+        i_f = nl.arange(x.shape[1])[None, :]
+        nl.store(out, value=nl.multiply(nl.load(x), 2.0, mask=(i_f < 3)))
+        return out
+
+    got = k(np.ones((4, 6), np.float32))
+    assert (got[:, :3] == 2).all() and np.isnan(got[:, 3:]).all()
+
+
+def test_ranges_with_start_and_step():
+    @nki.jit
+    def k(x):
+        out = out_like((128, x.shape[1]))
+        acc = nl.zeros((128, x.shape[1]), nl.float32, buffer=nl.psum)
+        for i in nl.affine_range(1, x.shape[0] // 128, 2):   # row tiles 1 and 3
+            acc += nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out, value=acc)
+        return out
+
+    x = rand(512, 8)
+    np.testing.assert_allclose(k(x), x[128:256] + x[384:512], rtol=1e-6)
