@@ -15,12 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+import numpy as np
 from google.protobuf.message import Message
 
+from hlo.errors import HloParseError
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text import values as V
 from hlo.text.cursor import Cursor
-from hlo.text.lexer import STRING, WORD, Token
+from hlo.text.lexer import STRING, WORD, Lexer, Token
+from hlo.text.literals import format_float
 from hlo.text.shapes import parse_shape, print_shape
 from hlo.text.types import FLOAT_TYPES, SIGNED_TYPES, COMPLEX_TYPES
 
@@ -147,11 +150,7 @@ class FloatKind(Kind):
         value = _get(inst, spec.field)
         if value is None:
             return None
-        for digits in range(1, 18):
-            s = "%.*g" % (digits, value)
-            if float(s) == value or value != value:
-                return s
-        return repr(value)
+        return format_float(value, np.float32)  # proto `float`: print as XLA prints a float
 
 
 class IntListKind(Kind):
@@ -225,7 +224,24 @@ class BytesKind(Kind):
 
     def write(self, inst, spec, ctx):
         value = _get(inst, spec.field)
-        return V.escape(value) if value else None
+        if not value:
+            return None
+        if self.raw_braces and _reads_back_raw(value):
+            return value.decode("utf-8")  # XLA prints `{...}` configs (JSON, MLIR dicts) unquoted
+        return V.escape(value)
+
+
+def _reads_back_raw(value: bytes) -> bool:
+    """Would `value`, printed unquoted, read back as exactly itself (balanced braces, clean strings)?"""
+    if not (value.startswith(b"{") and value.endswith(b"}")):
+        return False
+    try:
+        text = value.decode("utf-8")
+        lexer = Lexer(text)
+        raw, _ = lexer.raw_balanced()
+    except (UnicodeDecodeError, HloParseError):
+        return False
+    return raw == text and "\n" not in text and "\r" not in text
 
 
 class EnumKind(Kind):
@@ -595,9 +611,9 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
     AttrSpec("feature_group_count", "feature_group_count", GroupCountKind(), _CONV | _ops("custom-call")),
     AttrSpec("batch_group_count", "batch_group_count", GroupCountKind(), _CONV | _ops("custom-call")),
     AttrSpec("lhs_batch_dims", "dot_dimension_numbers.lhs_batch_dimensions", IntListKind(), _DOT | _ops("ragged-dot", "scaled-dot")),
-    AttrSpec("lhs_contracting_dims", "dot_dimension_numbers.lhs_contracting_dimensions", IntListKind(), _DOT | _ops("ragged-dot", "scaled-dot")),
+    AttrSpec("lhs_contracting_dims", "dot_dimension_numbers.lhs_contracting_dimensions", IntListKind(always=True), _DOT | _ops("ragged-dot", "scaled-dot")),
     AttrSpec("rhs_batch_dims", "dot_dimension_numbers.rhs_batch_dimensions", IntListKind(), _DOT | _ops("ragged-dot", "scaled-dot")),
-    AttrSpec("rhs_contracting_dims", "dot_dimension_numbers.rhs_contracting_dimensions", IntListKind(), _DOT | _ops("ragged-dot", "scaled-dot")),
+    AttrSpec("rhs_contracting_dims", "dot_dimension_numbers.rhs_contracting_dimensions", IntListKind(always=True), _DOT | _ops("ragged-dot", "scaled-dot")),
     AttrSpec("lhs_ragged_dims", "ragged_dot_dimension_numbers.lhs_ragged_dimensions", IntListKind(), _ops("ragged-dot")),
     AttrSpec("rhs_group_dims", "ragged_dot_dimension_numbers.rhs_group_dimensions", IntListKind(), _ops("ragged-dot")),
     AttrSpec("offset_dims", "gather_dimension_numbers.offset_dims", IntListKind(always=True), _GATHER),

@@ -25,7 +25,7 @@ from hlo.text.cursor import Cursor, parse_float_text, parse_int_text
 from hlo.text.lexer import WORD
 from hlo.text.types import NAME_BY_TYPE
 
-__all__ = ["parse_literal", "print_literal", "MAX_ELEMENTS", "literal_to_numpy"]
+__all__ = ["parse_literal", "print_literal", "MAX_ELEMENTS", "literal_to_numpy", "format_float"]
 
 log = logging.getLogger(__name__)
 
@@ -395,13 +395,27 @@ def _format_float(value: object, element_type: int, dtype: object) -> str:
         return "-inf" if f < 0 else "inf"
     if f == 0.0 and math.copysign(1.0, f) < 0:
         return "-0.0"  # XLA prints "-0", which every reader (XLA's too) takes as +0
-    target = np.array([f], dtype=dtype)
-    for digits in range(1, 18):
+    return format_float(f, dtype)
+
+
+def format_float(f: float, dtype: object) -> str:
+    """XLA's RoundTripFpToString: 6 significant digits when they read back to the same value of
+    `dtype`, else the type's max_digits10 (9 for f32, 17 for f64...)."""
+    target = np.array([f], dtype=dtype).tobytes()
+    for digits in (6, _max_digits10(dtype), 17):
         s = "%.*g" % (digits, f)
         with np.errstate(all="ignore"):
-            if np.array([float(s)], dtype=dtype).tobytes() == target.tobytes():
+            if np.array([float(s)], dtype=dtype).tobytes() == target:
                 return s
     return repr(f)
+
+
+def _max_digits10(dtype: object) -> int:
+    try:
+        mant = ml_dtypes.finfo(dtype).nmant
+    except (TypeError, ValueError):
+        return 17
+    return int(math.ceil((mant + 1) * math.log10(2) + 1))
 
 
 def _format_values(arr: np.ndarray, storage: _Storage, element_type: int) -> List[str]:
@@ -436,12 +450,15 @@ def print_literal(lit: LiteralProto) -> str:
         return words[0]
     pos = [0]
 
+    # XLA: `{1, 2}` for rank 1; `{ { 1, 2 }, { 3, 4 } }` (spaces inside every brace) above
+    open_, close = ("{", "}") if len(dims) == 1 else ("{ ", " }")
+
     def nest(level: int) -> str:
         if level == len(dims) - 1:
             items = words[pos[0] : pos[0] + dims[level]]
             pos[0] += dims[level]
-            return "{" + ", ".join(items) + "}"
+            return open_ + ", ".join(items) + close
         inner = [nest(level + 1) for _ in range(dims[level])]
-        return "{ " + ", ".join(inner) + " }" if inner else "{  }"
+        return open_ + ", ".join(inner) + close
 
     return nest(0)

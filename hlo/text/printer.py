@@ -65,7 +65,7 @@ def _header(module: hlo_pb2.HloModuleProto) -> str:
         parts.append("is_scheduled=true")
     if module.HasField("host_program_shape"):
         ps = module.host_program_shape
-        params = ", ".join(print_shape(s) for s in ps.parameters)
+        params = _indexed(print_shape(s) for s in ps.parameters)
         parts.append(f"entry_computation_layout={{({params})->{print_shape(ps.result)}}}")
     if module.input_output_alias.entries:
         items = []
@@ -81,6 +81,11 @@ def _header(module: hlo_pb2.HloModuleProto) -> str:
     if module.frontend_attributes.map:
         parts.append("frontend_attributes=" + V.write_frontend_attributes(module.frontend_attributes))
     return ", ".join(parts)
+
+
+def _indexed(items) -> str:
+    """`a, b, c, d, e, /*index=5*/f`: XLA marks every fifth entry of long lists."""
+    return ", ".join(f"/*index={i}*/{x}" if i and i % 5 == 0 else x for i, x in enumerate(items))
 
 
 def _stack_frames(module: hlo_pb2.HloModuleProto) -> List[str]:
@@ -161,7 +166,7 @@ def _instruction(inst: hlo_pb2.HloInstructionProto, by_id: Dict[int, hlo_pb2.Hlo
             op = by_id.get(oid)
             name = "%" + (op.name if op is not None else f"unknown.{oid}")
             parts.append(f"{print_shape(op.shape)} {name}" if operand_shapes and op is not None else name)
-        operands = ", ".join(parts)
+        operands = _indexed(parts)
     shapes: List[xla_data_pb2.ShapeProto] = [by_id[o].shape for o in inst.operand_ids if o in by_id]
     ctx = A.WriteContext(comp_names, inst_names, shapes)
     text = f"{'ROOT ' if is_root else ''}%{inst.name} = {print_shape(inst.shape)} {inst.opcode}({operands})"

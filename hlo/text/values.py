@@ -232,9 +232,10 @@ def read_slice(cur: Cursor, inst: hlo_pb2.HloInstructionProto) -> None:
 
 
 def write_slice(inst: hlo_pb2.HloInstructionProto) -> str:
+    strided = any(d.stride != 1 for d in inst.slice_dimensions)  # XLA then shows every stride
     parts = []
     for d in inst.slice_dimensions:
-        parts.append(f"[{d.start}:{d.limit}]" if d.stride == 1 else f"[{d.start}:{d.limit}:{d.stride}]")
+        parts.append(f"[{d.start}:{d.limit}:{d.stride}]" if strided else f"[{d.start}:{d.limit}]")
     return "{" + ", ".join(parts) + "}"
 
 

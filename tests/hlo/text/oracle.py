@@ -22,12 +22,13 @@ def xla_parse(text: str) -> hlo_pb2.HloModuleProto:
     return proto
 
 
-def xla_text(serialized: bytes, large_constants: bool = True) -> str:
-    """XLA's default printing (`HloModule::ToString`, with metadata and stack frames) of a proto."""
+def xla_text(serialized: bytes, large_constants: bool = True, operand_shapes: bool = False) -> str:
+    """XLA's printing (`HloModule::ToString`, with metadata and stack frames) of a proto."""
     from jaxlib import _hlo
 
     options = _hlo.HloPrintOptions()
     options.print_large_constants = large_constants
+    options.print_operand_shape = operand_shapes
     return _hlo.HloModule.from_serialized_hlo_module_proto(serialized).to_string(options)
 
 
