@@ -49,6 +49,8 @@ class Lowered:
     # protobuf JSON (torch_xla's LoweringContext.hlo_json()); note that Python's json_format refuses
     # the "-3.40282347e+38" XLA prints for the lowest float, so parse it with care.
     json: str | None = None
+    # HLO text as the framework prints it (JAX as_hlo_text(), torch_xla _get_xla_tensors_hlo()).
+    hlo_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def jax_module(name: str) -> Callable[[JaxBuilder], JaxBuilder]:
 
             fn, args = builder()
             ir = jax.jit(fn).lower(*args).compiler_ir("hlo")
-            return Lowered(proto=ir.as_serialized_hlo_module_proto())
+            return Lowered(proto=ir.as_serialized_hlo_module_proto(), hlo_text=ir.as_hlo_text(print_large_constants=True))
 
         _register(name, JAX, lower)
         return builder
@@ -212,7 +214,8 @@ def torch_xla_module(name: str) -> Callable[[TorchXlaBuilder], TorchXlaBuilder]:
             outputs = list(builder(torch_xla.device()))
             ctx = torch_xla._XLAC.lowering.LoweringContext()
             ctx.build(outputs)
-            return Lowered(proto=ctx.hlo(), text=ctx.hlo_text(), json=ctx.hlo_json())
+            return Lowered(proto=ctx.hlo(), text=ctx.hlo_text(), json=ctx.hlo_json(),
+                           hlo_text=torch_xla._XLAC._get_xla_tensors_hlo(outputs))
 
         _register(name, TORCH_XLA, lower)
         return builder
