@@ -14,7 +14,7 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_ir import (AFFINE_LOOP, Access, Const, Instruction, KernelIR, Loop, Operand,
-                                Statement, dtypes, walk_instructions)
+                                Statement, dtypes)
 
 from . import alu
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -25,9 +24,7 @@ from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc
 from . import dtypes as nkd
 from .errors import KernelTraceError, NKIError, NonAffineIndexError
 from .tile import Tile
-from .tracer import Trace, activate, deactivate
-
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+from .tracer import Trace, activate, deactivate, in_front_end
 
 
 @dataclass(frozen=True)
@@ -134,7 +131,7 @@ def _tb_loc(exc: BaseException) -> SourceLoc | None:
     """The innermost traceback frame outside this package: the user's line."""
     loc = None
     for fs in traceback.extract_tb(exc.__traceback__):
-        if os.path.dirname(os.path.abspath(fs.filename)) != _PKG_DIR:
+        if not in_front_end(fs.filename):
             loc = SourceLoc(fs.filename, fs.lineno or 0)
     return loc
 

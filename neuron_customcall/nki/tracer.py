@@ -26,12 +26,16 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _current: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("nki_trace", default=None)
 
 
+def in_front_end(filename: str) -> bool:
+    """True for files of this package (and its ``lang`` subpackage): not the user's code."""
+    return os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+
+
 def user_location() -> SourceLoc | None:
     """The innermost frame that is not in the NKI front end: the user's kernel line."""
     f = sys._getframe(1)
     while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if os.path.dirname(fn) != _PKG_DIR:
+        if not in_front_end(f.f_code.co_filename):
             return SourceLoc(f.f_code.co_filename, f.f_lineno)
         f = f.f_back
     return None
@@ -150,4 +154,5 @@ def const(value) -> Const:
 
 
 __all__ = ["Trace", "current", "current_or_none", "activate", "deactivate", "user_location",
+           "in_front_end",
            "const", "NonAffineIndexError"]

@@ -1,0 +1,200 @@
+"""Element-wise operations (VectorE ALU ops, ScalarE activations) and ``where``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emulator.kernel_ir import Const, affine_to_json
+
+from .. import dtypes as nkd
+from ..errors import NonAffineIndexError
+from ..indexing import Idx, Pred
+from ..tile import Tile
+from ..tracer import current
+from .operands import _broadcast_shapes, _is_scalar, _new, _operand, _scalar
+
+_COMPARISONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+                "logical_and", "logical_or", "logical_xor"}
+
+_IDX_OPS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
+            "multiply": lambda a, b: a * b, "less": lambda a, b: a < b,
+            "less_equal": lambda a, b: a <= b, "greater": lambda a, b: a > b,
+            "greater_equal": lambda a, b: a >= b, "equal": lambda a, b: a == b}
+
+
+def _binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | float":
+    tr = current()
+    if not isinstance(x, Tile) and not isinstance(y, Tile):
+        if isinstance(x, (Idx, int)) and isinstance(y, (Idx, int)) and op in _IDX_OPS \
+                and (isinstance(x, Idx) or isinstance(y, Idx)) and mask is None and dtype is None:
+            try:
+                return _IDX_OPS[op](x, y)
+            except NonAffineIndexError:
+                pass
+        if _is_scalar(x) and _is_scalar(y):
+            from emulator.kernel_exec import alu
+            return alu.binary(op, np.float32(x) if isinstance(x, float) else x,
+                              np.float32(y) if isinstance(y, float) else y).item()
+    x, y = _operand(x), _operand(y)
+    if op in _COMPARISONS:
+        out_dtype = "bool"
+    elif isinstance(x, Tile) and isinstance(y, Tile):
+        out_dtype = nkd.promote(x.dtype_name, y.dtype_name)
+    else:
+        t, s = (x, y) if isinstance(x, Tile) else (y, x)
+        out_dtype = nkd.promote_scalar(t.dtype_name, s)
+        if op == "divide" and not nkd.is_float(out_dtype):
+            out_dtype = "float32"
+    if op == "divide" and isinstance(x, Tile) and isinstance(y, Tile) \
+            and not nkd.is_float(out_dtype):
+        out_dtype = "float32"
+    if dtype is not None:
+        out_dtype = nkd.name_of(dtype)
+    if isinstance(x, Tile) and isinstance(y, Tile):
+        shape = _broadcast_shapes(tr, x.shape, y.shape)
+        out = _new(shape, out_dtype)
+        tr.emit("tensor_tensor", out.access(), (x.access(), y.access()), {"op": op}, mask)
+    else:
+        t, s, rev = (x, y, False) if isinstance(x, Tile) else (y, x, True)
+        out = _new(t.shape, out_dtype)
+        tr.emit("tensor_scalar", out.access(), (t.access(), Const(s)),
+                {"op0": op, "reverse0": rev}, mask)
+    return out
+
+
+_FLOAT_RESULT = {"exp", "log", "cos", "sin", "tan", "tanh", "arctan", "sqrt", "rsqrt", "sigmoid",
+                 "gelu", "gelu_dx", "gelu_apprx_tanh", "silu", "silu_dx", "erf", "erf_dx",
+                 "softplus", "mish", "reciprocal"}
+
+
+def _unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
+    tr = current()
+    x = _operand(x)
+    if not isinstance(x, Tile):
+        from emulator.kernel_exec import alu
+        return alu.activation(func, np.float32(x)).item()
+    if dtype is not None:
+        out_dtype = nkd.name_of(dtype)
+    elif func == "logical_not":
+        out_dtype = "bool"
+    elif func in _FLOAT_RESULT and not nkd.is_float(x.dtype_name):
+        out_dtype = "float32"
+    else:
+        out_dtype = x.dtype_name
+    out = _new(x.shape, out_dtype)
+    srcs = [x.access(), Const(0.0)]
+    attrs = {"func": func, "scale": 1.0}
+    if bias is not None:
+        b = _operand(bias)
+        srcs[1] = b.access() if isinstance(b, Tile) else Const(b)
+    s = _operand(scale)
+    if isinstance(s, Tile):
+        srcs.append(s.access())
+    else:
+        attrs["scale"] = float(s)
+    tr.emit("activation", out.access(), tuple(srcs), attrs, mask)
+    return out
+
+
+def _binary(name: str):
+    def fn(x, y, *, dtype=None, mask=None):
+        return _binary_op(name, x, y, dtype, mask)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise ``{name}(x, y)`` with NumPy broadcasting (VectorE)."
+    fn._nki_alu = name
+    return fn
+
+
+def _unary(name: str):
+    def fn(x, *, dtype=None, mask=None):
+        return _unary_op(name, x, dtype, mask)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise ``{name}(x)`` (ScalarE activation)."
+    fn._nki_act = name
+    return fn
+
+
+add = _binary("add")
+subtract = _binary("subtract")
+multiply = _binary("multiply")
+divide = _binary("divide")
+power = _binary("power")
+maximum = _binary("maximum")
+minimum = _binary("minimum")
+mod = _binary("mod")
+fmod = _binary("fmod")
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
+bitwise_and = _binary("bitwise_and")
+bitwise_or = _binary("bitwise_or")
+bitwise_xor = _binary("bitwise_xor")
+left_shift = _binary("left_shift")
+right_shift = _binary("right_shift")
+
+abs = _unary("abs")  # noqa: A001  (NKI's name)
+negative = _unary("negative")
+sign = _unary("sign")
+trunc = _unary("trunc")
+floor = _unary("floor")
+ceil = _unary("ceil")
+exp = _unary("exp")
+log = _unary("log")
+cos = _unary("cos")
+sin = _unary("sin")
+tan = _unary("tan")
+tanh = _unary("tanh")
+arctan = _unary("arctan")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+sigmoid = _unary("sigmoid")
+relu = _unary("relu")
+gelu = _unary("gelu")
+gelu_dx = _unary("gelu_dx")
+gelu_apprx_tanh = _unary("gelu_apprx_tanh")
+silu = _unary("silu")
+silu_dx = _unary("silu_dx")
+erf = _unary("erf")
+erf_dx = _unary("erf_dx")
+softplus = _unary("softplus")
+mish = _unary("mish")
+square = _unary("square")
+reciprocal = _unary("reciprocal")
+logical_not = _unary("logical_not")
+invert = _unary("invert")
+
+
+def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
+    """``x`` where ``condition`` else ``y``. An affine condition with a scalar ``y`` becomes one
+    ``affine_select`` (no index tiles materialised), e.g. a causal mask."""
+    tr = current()
+    if isinstance(condition, Pred) and isinstance(x, Tile) and _is_scalar(y):
+        out = _new(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
+        affs = condition.to_affines(len(x.shape))
+        tr.emit("affine_select", out.access(), (x.access(), Const(_scalar(y))),
+                {"pred": [affine_to_json(a) for a in affs]}, mask)
+        return out
+    c, a, b = _operand(condition), _operand(x), _operand(y)
+    tiles = [t for t in (c, a, b) if isinstance(t, Tile)]
+    shape: tuple[int, ...] = ()
+    for t in tiles:
+        shape = _broadcast_shapes(tr, shape, t.shape)
+    if isinstance(a, Tile) and isinstance(b, Tile):
+        out_dtype = nkd.promote(a.dtype_name, b.dtype_name)
+    else:
+        t = a if isinstance(a, Tile) else b
+        out_dtype = t.dtype_name if isinstance(t, Tile) else "float32"
+    if dtype is not None:
+        out_dtype = nkd.name_of(dtype)
+    ops_ = tuple(v.access() if isinstance(v, Tile) else Const(v) for v in (c, a, b))
+    out = _new(shape, out_dtype)
+    tr.emit("select", out.access(), ops_, {}, mask)
+    return out

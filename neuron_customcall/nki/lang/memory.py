@@ -1,0 +1,147 @@
+"""Creating tensors and moving data: ndarray/zeros/..., load/store/copy, views, assignment."""
+
+from __future__ import annotations
+
+from emulator import machine
+from emulator.kernel_ir import Const, affine_to_json
+
+from .. import dtypes as nkd
+from ..dtypes import float32
+from ..indexing import Idx, arange
+from ..tile import Tile
+from ..tracer import current
+from .elementwise import where
+from .operands import _broadcast_shapes, _buffer, _new, _op_name, _operand, _scalar, _shape, sbuf
+
+# --- creation --------------------------------------------------------------------------------------
+
+def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
+    """A new tensor; on chip (default SBUF) its contents start as NaN, as on the SDK simulator."""
+    tr = current()
+    memory = _buffer(buffer)
+    decl = tr.declare(_shape(shape), nkd.name_of(dtype), memory, name=name)
+    t = Tile(tr, decl)
+    if memory in machine.ON_CHIP:
+        tr.emit("alloc", t.access())
+    return t
+
+
+def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
+    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    current().emit("memset", t.access(), (Const(_scalar(fill_value)),))
+    return t
+
+
+def zeros(shape, dtype, *, buffer=None, name: str = "") -> Tile:
+    return full(shape, 0, dtype, buffer=buffer, name=name)
+
+
+def ones(shape, dtype, *, buffer=None, name: str = "") -> Tile:
+    return full(shape, 1, dtype, buffer=buffer, name=name)
+
+
+def zeros_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
+    return zeros(a.shape, dtype if dtype is not None else a.dtype_name,
+                 buffer=buffer if buffer is not None else sbuf, name=name)
+
+
+def empty_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
+    return ndarray(a.shape, dtype if dtype is not None else a.dtype_name,
+                   buffer=buffer if buffer is not None else sbuf, name=name)
+
+
+def shared_identity_matrix(n: int, dtype=float32) -> Tile:
+    """An n x n identity tile (iota of ``i - j`` compared with 0)."""
+    diff = arange(n)[:, None] - arange(n)[None, :]
+    return where(diff == 0, ones((n, n), dtype), 0)
+
+
+# --- memory ----------------------------------------------------------------------------------------
+
+def load(src: Tile, *, mask=None, dtype=None) -> Tile:
+    """HBM -> SBUF. Masked-out elements are neither read nor written (they stay NaN)."""
+    tr = current()
+    out = _new(src.shape, nkd.name_of(dtype) if dtype is not None else src.dtype_name)
+    tr.emit("load", out.access(), (src.access(),), {}, mask)
+    return out
+
+
+def store(dst: Tile, value, *, mask=None) -> None:
+    """SBUF/PSUM -> HBM."""
+    v = _operand(value)
+    src = v.access() if isinstance(v, Tile) else Const(v)
+    current().emit("store", dst.access(), (src,), {}, mask)
+
+
+def load_transpose2d(src: Tile, *, mask=None, dtype=None) -> Tile:
+    from .tensor_ops import transpose
+    return transpose(load(src, mask=mask, dtype=dtype))
+
+
+def copy(x, dtype=None, *, mask=None) -> Tile:
+    """On-chip copy, converting to ``dtype``."""
+    x = _operand(x)
+    tr = current()
+    out = _new(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
+    tr.emit("tensor_copy", out.access(), (x.access(),), {}, mask)
+    return out
+
+
+copy._nki_act = "copy"
+
+
+def broadcast_to(x, shape) -> Tile:
+    x = _operand(x)
+    shape = _shape(shape)
+    tr = current()
+    _broadcast_shapes(tr, x.shape, shape)
+    out = _new(shape, x.dtype_name)
+    tr.emit("tensor_copy", out.access(), (x.access(),))
+    return out
+
+
+def expand_dims(x: Tile, axis: int) -> Tile:
+    """A view with a new size-1 axis (no data movement)."""
+    from emulator.kernel_ir import Affine
+    rank = x.ndim + 1
+    axis = axis % rank
+    shape = x.shape[:axis] + (1,) + x.shape[axis:]
+    ren = {f"t{j}": f"t{j + 1 if j >= axis else j}" for j in range(x.ndim)}
+    index = tuple(Affine.make(a.const, {ren.get(s, s): c for s, c in a.terms}) for a in x.index)
+    return Tile(x.trace, x.decl, shape, index)
+
+
+def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
+    """``dst = op(dst, value)`` in HBM."""
+    v = _operand(value)
+    current().emit("store", dst.access(), (v.access() if isinstance(v, Tile) else Const(v),), {},
+                   mask, acc=_op_name(op))
+
+
+def _assign(view: Tile, value) -> None:
+    """``tile[...] = value``: the instruction depends on where the value and the view live."""
+    tr = current()
+    if isinstance(value, Idx):
+        tr.emit("iota", view.access(), (), {"expr": affine_to_json(value.to_affine(view.ndim))})
+        return
+    v = _operand(value)
+    if not isinstance(v, Tile):
+        op = "store" if not view.on_chip else "memset"
+        tr.emit(op, view.access(), (Const(v),))
+        return
+    if not view.on_chip:
+        tr.emit("store", view.access(), (v.access(),))
+    elif not v.on_chip:
+        tr.emit("load", view.access(), (v.access(),))
+    else:
+        tr.emit("tensor_copy", view.access(), (v.access(),))
+
+
+def _accumulate(dst: Tile, value, op: str) -> None:
+    """``dst op= value`` in place (PSUM accumulation in ``affine_range`` loops)."""
+    tr = current()
+    v = _operand(value)
+    if not dst.on_chip:
+        raise tr.error("in-place update of HBM", f"{dst.name} {op}= ...: use nl.store / atomic_rmw")
+    src = v.access() if isinstance(v, Tile) else Const(v)
+    tr.emit("tensor_copy", dst.access(), (src,), {}, None, acc=op)
