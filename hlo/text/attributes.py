@@ -582,8 +582,8 @@ _COLLECTIVES = _ops("all-reduce", "all-reduce-start", "all-gather", "all-gather-
                     "reduce-scatter", "collective-broadcast", "ragged-all-to-all")
 _CHANNEL_OPS = _COLLECTIVES | _ops("collective-permute", "collective-permute-start", "send", "send-done",
                                    "recv", "recv-done")
-_DIMENSION_OPS = _ops("broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map",
-                      "all-gather", "all-gather-start", "all-to-all", "reduce-scatter", "scan")
+_DIMENSION_OPS = _ops("broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map", "scan")
+_COLLECTIVE_DIMENSION_OPS = _ops("all-gather", "all-gather-start", "all-to-all", "reduce-scatter", "ragged-all-to-all")
 _TO_APPLY = _ops("reduce", "reduce-window", "map", "sort", "scatter", "call", "all-reduce",
                  "all-reduce-start", "reduce-scatter", "custom-call", "scan")
 _CALLS = _ops("fusion", "async-start", "async-update", "async-done")
@@ -656,6 +656,7 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
              InstKind(V.read_replica_groups, V.write_replica_groups, lambda i: True), _COLLECTIVES),
     AttrSpec("constrain_layout", "constrain_layout", BoolKind(), _COLLECTIVES),
     AttrSpec("use_global_device_ids", "use_global_device_ids", BoolKind(), _COLLECTIVES),
+    AttrSpec("dimensions", "dimensions", IntListKind(), _COLLECTIVE_DIMENSION_OPS),
     AttrSpec("source_target_pairs", "source_target_pairs",
              InstKind(lambda c, i: [i.source_target_pairs.add(source=p[0], target=p[1]) if len(p) == 2 else _bad_pair(c)
                                     for p in c.nested_int_lists("as source_target_pairs")],

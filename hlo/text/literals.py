@@ -402,7 +402,9 @@ def format_float(f: float, dtype: object) -> str:
     """XLA's RoundTripFpToString: 6 significant digits when they read back to the same value of
     `dtype`, else the type's max_digits10 (9 for f32, 17 for f64...)."""
     target = np.array([f], dtype=dtype).tobytes()
-    for digits in (6, _max_digits10(dtype), 17):
+    most = _max_digits10(dtype)
+    # XLA: types with at most 6 significant digits (f16, bf16, fp8...) print with all of them
+    for digits in ((most, 17) if most <= 6 else (6, most, 17)):
         s = "%.*g" % (digits, f)
         with np.errstate(all="ignore"):
             if np.array([float(s)], dtype=dtype).tobytes() == target:
@@ -419,8 +421,11 @@ def _max_digits10(dtype: object) -> int:
 
 
 def _format_values(arr: np.ndarray, storage: _Storage, element_type: int) -> List[str]:
-    if storage.kind == "pred":
-        return ["true" if v else "false" for v in arr.tolist()]
+    if storage.kind == "pred":  # XLA: `true` for a scalar, `1`/`0` inside arrays
+        if arr.ndim == 0:
+            return ["true" if arr.item() else "false"]
+        return ["1" if v else "0" for v in arr.tolist()]
+    arr = arr.reshape(-1)
     if storage.kind == "int":
         return [str(int(v)) for v in arr.astype(np.int64 if storage.dtype != np.uint64 else np.uint64).tolist()]
     if storage.kind == "complex":
@@ -437,14 +442,14 @@ def print_literal(lit: LiteralProto) -> str:
     """The text inside `constant(...)`: nested braces by rank, XLA's spelling of values."""
     shape = lit.shape
     if shape.element_type == PT.TUPLE:
-        return "(" + ", ".join(print_literal(sub) for sub in lit.tuple_literals) + ")"
+        return "( " + ", ".join(print_literal(sub) for sub in lit.tuple_literals) + " )"
     if shape.element_type in (PT.TOKEN, PT.OPAQUE_TYPE):
         return ""
     storage = _STORAGE.get(shape.element_type)
     if storage is None:
         raise ValueError(f"no text form for literal of element type {shape.element_type}")
     arr = literal_to_numpy(lit)
-    words = _format_values(arr.ravel(), storage, shape.element_type)
+    words = _format_values(arr if arr.ndim == 0 else arr.reshape(-1), storage, shape.element_type)
     dims = list(shape.dimensions)
     if not dims:
         return words[0]
@@ -457,7 +462,7 @@ def print_literal(lit: LiteralProto) -> str:
         if level == len(dims) - 1:
             items = words[pos[0] : pos[0] + dims[level]]
             pos[0] += dims[level]
-            return open_ + ", ".join(items) + close
+            return open_ + ", ".join(items) + close if items else "{}"
         inner = [nest(level + 1) for _ in range(dims[level])]
         return open_ + ", ".join(inner) + close
 

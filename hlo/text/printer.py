@@ -63,10 +63,6 @@ def _header(module: hlo_pb2.HloModuleProto) -> str:
     parts = [f"HloModule {module.name}"]
     if module.HasField("schedule") and module.schedule.sequences:
         parts.append("is_scheduled=true")
-    if module.HasField("host_program_shape"):
-        ps = module.host_program_shape
-        params = _indexed(print_shape(s) for s in ps.parameters)
-        parts.append(f"entry_computation_layout={{({params})->{print_shape(ps.result)}}}")
     if module.input_output_alias.entries:
         items = []
         for e in module.input_output_alias.entries:
@@ -78,6 +74,10 @@ def _header(module: hlo_pb2.HloModuleProto) -> str:
         items = [f"({e.parameter_number}, {V.write_shape_index(e.parameter_shape_index)})"
                  for e in module.buffer_donor.entries]
         parts.append("buffer_donor={ " + ", ".join(items) + " }")
+    if module.HasField("host_program_shape"):
+        ps = module.host_program_shape
+        params = _indexed(print_shape(s) for s in ps.parameters)
+        parts.append(f"entry_computation_layout={{({params})->{print_shape(ps.result)}}}")
     if module.frontend_attributes.map:
         parts.append("frontend_attributes=" + V.write_frontend_attributes(module.frontend_attributes))
     return ", ".join(parts)

@@ -67,6 +67,21 @@ def test_printing_is_xlas_byte_for_byte(name):
     assert ours == theirs.replace(" api_version=API_VERSION_UNSPECIFIED,", "")
 
 
+@pytest.mark.parametrize("name", sorted(SNIPPETS))
+def test_snippet_printing_is_xlas(name):
+    """XLA's printing of each snippet, read and printed by us, comes out identical (the header may
+    lose HloModuleConfig attributes such as replica_count, which no proto field holds)."""
+    from jaxlib import _hlo
+
+    options = _hlo.HloPrintOptions()
+    options.print_large_constants = True
+    options.print_operand_shape = True
+    theirs = _hlo.hlo_module_from_text(SNIPPETS[name]).to_string(options)
+    ours = print_hlo_text(parse_hlo_text(theirs))
+    assert ours.split("\n")[1:] == theirs.split("\n")[1:]
+    assert theirs.startswith(ours.split("\n")[0])
+
+
 # ---------------------------------------------------------------------------------------- JAX
 def _jax_functions() -> dict:
     import jax
