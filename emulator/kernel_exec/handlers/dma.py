@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from emulator.kernel_ir import Access, Instruction, affine_from_json
 
 from ..access import eval_affine
 
+if TYPE_CHECKING:  # the runner imports this table
+    from ..runner import Runner
 
-def alloc(r, ins: Instruction) -> None:
+
+def alloc(r: Runner, ins: Instruction) -> None:
     r.allocate(ins.dst.tensor)
 
 
-def copy(r, ins: Instruction) -> None:
+def copy(r: Runner, ins: Instruction) -> None:
     """load / store / tensor_copy: element-wise copy with dtype conversion and broadcasting. The
     result may alias the source's memory (zero-copy loads of read-only inputs); ``write`` copies
     when the source can still change."""
@@ -21,11 +26,11 @@ def copy(r, ins: Instruction) -> None:
     r.write(ins, value, may_alias=alias)
 
 
-def memset(r, ins: Instruction) -> None:
+def memset(r: Runner, ins: Instruction) -> None:
     r.write(ins, r.read(ins.srcs[0]))
 
 
-def iota(r, ins: Instruction) -> None:
+def iota(r: Runner, ins: Instruction) -> None:
     """Materialise the affine expression ``attrs['expr']`` over the tile (and program ids/loop
     variables) as values: index arithmetic used as data."""
     expr = affine_from_json(ins.attrs["expr"])

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from emulator.kernel_ir import Access, Const, Instruction
 
 from .. import alu
 
+if TYPE_CHECKING:  # the runner imports this table
+    from ..runner import Runner
 
-def activation(r, ins: Instruction) -> None:
+
+def activation(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     src = ins.srcs[0]
     x = alu.widen(r.read(src, tile, masked=True))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from emulator.kernel_ir import Instruction
 
 from .. import alu
 
+if TYPE_CHECKING:  # the runner imports this table
+    from ..runner import Runner
 
-def matmul(r, ins: Instruction) -> None:
+
+def matmul(r: Runner, ins: Instruction) -> None:
     """The contraction axis is the partition axis of both operands. Batched over grid and
     vectorised loops, as few ``numpy.matmul`` calls as possible: batch axes along which one operand
     is broadcast become rows or columns of one larger GEMM, and when the result is accumulated
@@ -73,7 +78,7 @@ def _fold(x: np.ndarray, perm: list[int], nkeep: int, k: int) -> np.ndarray:
     return y.reshape(y.shape[:nkeep] + (k, y.shape[-1]))
 
 
-def transpose(r, ins: Instruction) -> None:
+def transpose(r: Runner, ins: Instruction) -> None:
     x = r.read(ins.srcs[0])
     r.write(ins, np.swapaxes(x, -1, -2), may_alias=True)
 

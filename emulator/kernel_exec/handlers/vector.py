@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from emulator.kernel_ir import Instruction, affine_from_json
@@ -9,15 +11,18 @@ from emulator.kernel_ir import Instruction, affine_from_json
 from .. import alu
 from ..access import eval_mask
 
+if TYPE_CHECKING:  # the runner imports this table
+    from ..runner import Runner
 
-def tensor_tensor(r, ins: Instruction) -> None:
+
+def tensor_tensor(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     a = r.read(ins.srcs[0], tile, masked=True)
     b = r.read(ins.srcs[1], tile, masked=True)
     r.write(ins, alu.binary(ins.attrs["op"], a, b, out=r.out_view(np.float32)))
 
 
-def tensor_scalar(r, ins: Instruction) -> None:
+def tensor_scalar(r: Runner, ins: Instruction) -> None:
     """``op1(op0(data, operand0), operand1)``; ``reverseN`` swaps the operands of opN. Operands are
     constants or per-partition [P, 1] tiles."""
     tile = ins.dst.shape
@@ -32,13 +37,13 @@ def tensor_scalar(r, ins: Instruction) -> None:
     r.write(ins, x)
 
 
-def select(r, ins: Instruction) -> None:
+def select(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     cond, x, y = (r.read(s, tile, masked=True) for s in ins.srcs)
     r.write(ins, np.where(cond.astype(bool), alu.widen(x), alu.widen(y)))
 
 
-def affine_select(r, ins: Instruction) -> None:
+def affine_select(r: Runner, ins: Instruction) -> None:
     """``on_true`` where every affine predicate in ``attrs['pred']`` is >= 0, else the scalar
     ``on_false`` (a causal mask without materialising indices)."""
     tile = ins.dst.shape
@@ -47,7 +52,7 @@ def affine_select(r, ins: Instruction) -> None:
     r.write(ins, np.where(pred, x, np.asarray(ins.srcs[1].value, dtype=x.dtype)))
 
 
-def tensor_reduce(r, ins: Instruction) -> None:
+def tensor_reduce(r: Runner, ins: Instruction) -> None:
     src = ins.srcs[0]
     x = alu.widen(r.read(src))
     nb = len(r.ctx.batch_shape)
@@ -60,7 +65,7 @@ def tensor_reduce(r, ins: Instruction) -> None:
     r.write(ins, y.reshape(r.ctx.batch_shape + tuple(ins.dst.shape)))
 
 
-def bn_stats(r, ins: Instruction) -> None:
+def bn_stats(r: Runner, ins: Instruction) -> None:
     """Per partition, (count, mean, variance) of each half of the free axis: [P, F] -> [P, 6]."""
     x = alu.widen(r.read(ins.srcs[0])).astype(np.float32)
     f = x.shape[-1]
@@ -74,7 +79,7 @@ def bn_stats(r, ins: Instruction) -> None:
     r.write(ins, np.stack(parts, axis=-1))
 
 
-def bn_aggr(r, ins: Instruction) -> None:
+def bn_aggr(r: Runner, ins: Instruction) -> None:
     """Combine bn_stats groups ([P, 6k]) into (mean, variance) per partition: [P, 2]."""
     s = alu.widen(r.read(ins.srcs[0])).astype(np.float32)
     s = s.reshape(s.shape[:-1] + (-1, 3))
@@ -86,7 +91,7 @@ def bn_aggr(r, ins: Instruction) -> None:
     r.write(ins, np.stack([mean, var], axis=-1))
 
 
-def tensor_tensor_scan(r, ins: Instruction) -> None:
+def tensor_tensor_scan(r: Runner, ins: Instruction) -> None:
     """``out[:, i] = op1(op0(out[:, i-1], data0[:, i]), data1[:, i])`` with ``out[:, -1] =
     initial``: a loop along the free axis, vectorised over partitions, grid and batch."""
     tile = ins.dst.shape

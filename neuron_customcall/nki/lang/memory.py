@@ -121,6 +121,8 @@ def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
 def _assign(view: Tile, value) -> None:
     """``tile[...] = value``: the instruction depends on where the value and the view live."""
     tr = current()
+    if isinstance(value, Tile) and value.decl is view.decl and value.access() == view.access():
+        return  # ``t[...] += x``: Python re-assigns the view __iadd__ already updated in place
     if isinstance(value, Idx):
         tr.emit("iota", view.access(), (), {"expr": affine_to_json(value.to_affine(view.ndim))})
         return

@@ -223,3 +223,22 @@ def test_ranges_with_start_and_step():
 
     x = rand(512, 8)
     np.testing.assert_allclose(k(x), x[128:256] + x[384:512], rtol=1e-6)
+
+
+def test_indexed_in_place_accumulation_stays_vectorised(caplog):
+    import logging
+
+    @nki.jit
+    def k(x):
+        out = out_like((128, 8))
+        acc = nl.zeros((128, 8), nl.float32, buffer=nl.psum)
+        for i in nl.affine_range(x.shape[0] // 128):
+            acc[:, :] += nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out, value=acc)
+        return out
+
+    x = rand(512, 8)
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        got = k(x)
+    np.testing.assert_allclose(got, x.reshape(4, 128, 8).sum(0), rtol=1e-5, atol=1e-5)
+    assert "Python loop" not in caplog.text
