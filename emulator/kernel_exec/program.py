@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from emulator.kernel_ir import (AFFINE_LOOP, DEFINED, Access, Instruction, KernelIR, Loop,
                                 Statement, walk_instructions)
 
-from .vectorise import first_appearance, non_vectorisable_reason
+from .vectorise import first_appearance, grid_reason, non_vectorisable_reason
 
 
 @dataclass
 class Program:
     kernel: KernelIR
     written: frozenset[str]
+    #: None when the grid runs as batch axes, else why the programs run one after another.
+    grid_reason: str | None = None
     #: id(Loop) -> None (runs as a batch axis) or why it must run as a Python loop.
     reasons: dict[int, str | None] = field(default_factory=dict)
     #: id(producer) -> consumer: the producer's result tile is only read by the consumer that
@@ -36,6 +38,7 @@ def prepare(kernel: KernelIR) -> Program:
     instrs = list(walk_instructions(kernel.body))
     written = frozenset(i.dst.tensor for i in instrs if i.dst is not None)
     prog = Program(kernel, written)
+    prog.grid_reason = grid_reason(kernel) if any(g > 1 for g in kernel.grid) else None
     first = first_appearance(kernel)
     _loops(kernel, kernel.body, 0, first, prog)
     uses: dict[str, int] = {}

@@ -74,7 +74,17 @@ class Runner:
     # --- driving -------------------------------------------------------------------------------
 
     def run(self) -> list[np.ndarray]:
-        self._run_body(self.kernel.body)
+        reason = self.program.grid_reason
+        if reason is None:
+            self._run_body(self.kernel.body)
+        else:
+            log.debug("kernel %r: grid %s runs one program at a time: %s", self.kernel.name,
+                      list(self.kernel.grid), reason)
+            ctx = self.ctx
+            syms, ctx.batch_syms, ctx.batch_shape = ctx.batch_syms, (), ()
+            for ids in np.ndindex(*self.kernel.grid):
+                ctx.bound.update(zip(syms, ids))
+                self._run_body(self.kernel.body)
         return [self.storage[name].array for name in self.kernel.outputs]
 
     def _run_body(self, body: list[Statement]) -> None:

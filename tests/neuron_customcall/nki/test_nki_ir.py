@@ -89,3 +89,28 @@ def test_dependent_affine_loop_falls_back_and_logs_why(caplog):
     np.testing.assert_array_equal(got, x.reshape(4, 128, 8).max(axis=0))
     assert "runs as a Python loop" in caplog.text
     assert "iterations may depend on each other through tensor" in caplog.text
+
+
+def test_programs_that_read_each_others_writes_run_one_at_a_time(caplog):
+    @nki.jit
+    def chain(buf, x):
+        from neuron_customcall.nki import language as nl
+        p = nl.program_id(0)
+        i_f = nl.arange(x.shape[1])[None, :]
+        prev = nl.load(buf[p + nl.arange(1)[:, None], i_f])
+        nl.store(buf[p + 1 + nl.arange(1)[:, None], i_f],
+                 value=nl.add(prev, nl.load(x[p + nl.arange(1)[:, None], i_f])))
+
+    x = rand(4, 8)
+    buf = np.zeros((5, 8), np.float32)
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        chain[4](buf, x)
+    np.testing.assert_allclose(buf[1:], np.cumsum(x, axis=0), rtol=1e-6)
+    assert "runs one program at a time" in caplog.text and "'buf'" in caplog.text
+
+
+def test_independent_programs_run_as_batch_axes(caplog):
+    a, b = rand(256, 1024), rand(256, 1024)
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        tensor_add_kernel[2, 2](a, b)
+    assert "one program at a time" not in caplog.text
