@@ -37,6 +37,7 @@ class HandlerContext:
     type: ValueType
     in_types: list[ValueType]
     program: "LoadedProgram"
+    reuse: int = -1  # operand position the handler may overwrite with its result (see buffers.py)
 
     @property
     def dtype(self) -> np.dtype:
@@ -106,7 +107,7 @@ class LoadedProgram:
                     raise ArtifactError(f"computation {comp.name}: instruction {inst.name or inst.op} reads "
                                         f"slot {s} before it is written")
                 in_types.append(types[s])
-            ctx = HandlerContext(inst.op, inst.name, inst.attrs, inst.type, in_types, self)
+            ctx = HandlerContext(inst.op, inst.name, inst.attrs, inst.type, in_types, self, inst.reuse)
             try:
                 fn = self._table[inst.op](ctx)
             except ArtifactError:

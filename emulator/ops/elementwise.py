@@ -16,9 +16,19 @@ from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import F32, NARROW, compute_dtype
 
 
+def _in_place(ctx: HandlerContext, f: Callable) -> bool:
+    """Whether f (a ufunc) may write into operand `ctx.reuse`: same dtype and shape as the result,
+    and the compiler proved the buffer dead and owned (emulator/program: `reuse`)."""
+    k = ctx.reuse
+    return (k >= 0 and isinstance(f, np.ufunc) and ctx.shape != () and ctx.dtype not in NARROW
+            and ctx.in_dtype(k) == ctx.dtype and ctx.in_shape(k) == ctx.shape)
+
+
 def _float_unary(f: Callable[[np.ndarray], np.ndarray]) -> Factory:
     def make(ctx: HandlerContext) -> Callable:
         dt = ctx.dtype
+        if _in_place(ctx, f):
+            return lambda x: f(x, out=x)
         cdt = compute_dtype(ctx.in_dtype(0))
         if cdt != ctx.in_dtype(0):
             return lambda x: f(x.astype(cdt)).astype(dt)
@@ -129,6 +139,10 @@ def _arith(f: Callable) -> Factory:
     """Binary arithmetic; narrow floats go through f32 and round once, as XLA:CPU does."""
     def make(ctx: HandlerContext) -> Callable:
         dt = ctx.dtype
+        if _in_place(ctx, f) and ctx.in_dtype(1 - ctx.reuse) == dt:
+            if ctx.reuse == 0:
+                return lambda a, b: f(a, b, out=a)
+            return lambda a, b: f(a, b, out=b)
         if dt in NARROW:
             return lambda a, b: f(a.astype(F32), b.astype(F32)).astype(dt)
         return lambda a, b: np.asarray(f(a, b)).astype(dt, copy=False)

@@ -13,8 +13,11 @@ from emulator.ops.common import compute_dtype
 
 
 def _dot(ctx: HandlerContext) -> Callable:
+    """One (batched) matmul; a fused output transpose that swaps the two free groups of a
+    batchless dot is computed as y^T @ x^T, so the result comes out contiguous."""
     a = ctx.attrs
     lc, rc, lb, rb = a["lhs_contracting"], a["rhs_contracting"], a["lhs_batch"], a["rhs_batch"]
+    out_perm = tuple(a["out_perm"])
     ls, rs = ctx.in_shape(0), ctx.in_shape(1)
     lf = [d for d in range(len(ls)) if d not in lc and d not in lb]
     rf = [d for d in range(len(rs)) if d not in rc and d not in rb]
@@ -25,6 +28,7 @@ def _dot(ctx: HandlerContext) -> Callable:
     K = math.prod(ls[d] for d in lc)
     N = math.prod(rs[d] for d in rf)
     out, dt = ctx.shape, ctx.dtype
+    dot_shape = tuple([ls[d] for d in lb] + [ls[d] for d in lf] + [rs[d] for d in rf])
     cdt = np.result_type(compute_dtype(ctx.in_dtype(0)), compute_dtype(ctx.in_dtype(1)))
     if dt.kind == "f" and cdt.kind in "iub":
         cdt = compute_dtype(dt)
@@ -32,8 +36,16 @@ def _dot(ctx: HandlerContext) -> Callable:
         cdt = np.dtype(np.int32)
     lid = lperm == tuple(range(len(ls)))
     rid = rperm == tuple(range(len(rs)))
-
-    if not lb and not rb:
+    nl, nr = len(lf), len(rf)
+    swapped = tuple(range(nl, nl + nr)) + tuple(range(nl))
+    if not lb and out_perm == swapped:
+        def dot_t(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            x = (x if lid else np.transpose(x, lperm)).reshape(M, K).astype(cdt, copy=False)
+            y = (y if rid else np.transpose(y, rperm)).reshape(K, N).astype(cdt, copy=False)
+            r = np.matmul(y.T, x.T).reshape(out)
+            return r if r.dtype == dt else r.astype(dt)
+        return dot_t
+    if not lb and not out_perm:
         def dot2(x: np.ndarray, y: np.ndarray) -> np.ndarray:
             x = (x if lid else np.transpose(x, lperm)).reshape(M, K).astype(cdt, copy=False)
             y = (y if rid else np.transpose(y, rperm)).reshape(K, N).astype(cdt, copy=False)
@@ -44,7 +56,10 @@ def _dot(ctx: HandlerContext) -> Callable:
     def dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         x = np.transpose(x, lperm).reshape(B, M, K).astype(cdt, copy=False)
         y = np.transpose(y, rperm).reshape(B, K, N).astype(cdt, copy=False)
-        r = np.matmul(x, y).reshape(out)
+        r = np.matmul(x, y)
+        if out_perm:
+            r = np.ascontiguousarray(np.transpose(r.reshape(dot_shape), out_perm))
+        r = r.reshape(out)
         return r if r.dtype == dt else r.astype(dt)
     return dot
 

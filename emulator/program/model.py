@@ -34,6 +34,7 @@ class Instruction:
     attrs: dict[str, Any] = field(default_factory=dict)
     free: list[int] = field(default_factory=list)
     name: str = ""
+    reuse: int = -1  # operand position whose (dead, owned) buffer the result may overwrite
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"op": self.op, "out": self.out, "in": self.ins, "type": self.type}
@@ -41,6 +42,8 @@ class Instruction:
             d["attrs"] = self.attrs
         if self.free:
             d["free"] = self.free
+        if self.reuse >= 0:
+            d["reuse"] = self.reuse
         if self.name:
             d["name"] = self.name
         return d
@@ -141,8 +144,8 @@ def _parse_computation(d: Any, k: int, n_comps: int) -> Computation:
 
 
 def _parse_instruction(d: Any, n: int, n_comps: int, where: str) -> Instruction:
-    _need(isinstance(d, dict) and {"op", "out", "in", "type"} <= set(d) <= {"op", "out", "in", "type", "attrs", "free", "name"},
-          where, "bad keys")
+    _need(isinstance(d, dict) and {"op", "out", "in", "type"} <= set(d)
+          <= {"op", "out", "in", "type", "attrs", "free", "name", "reuse"}, where, "bad keys")
     op = d["op"]
     _need(type(op) is str and op in OPS, where, f"unknown op {op!r}")
     spec = OPS[op]
@@ -164,4 +167,8 @@ def _parse_instruction(d: Any, n: int, n_comps: int, where: str) -> Instruction:
     _need(type(free) is list, where, "bad free list")
     name = d.get("name", "")
     _need(type(name) is str, where, "bad name")
-    return Instruction(op, _slot(d["out"], n, where), ins, d["type"], attrs, [_slot(f, n, where) for f in free], name)
+    reuse = d.get("reuse", -1)
+    _need(type(reuse) is int and -1 <= reuse < len(ins) and (reuse < 0 or ins[reuse] in free), where,
+          f"reuse {reuse!r} must name an operand freed by this instruction")
+    return Instruction(op, _slot(d["out"], n, where), ins, d["type"], attrs, [_slot(f, n, where) for f in free], name,
+                       reuse)

@@ -80,3 +80,46 @@ def output_aliases(module: Any) -> list[dict[str, Any]]:
         kind = {0: "may-alias", 1: "may-alias", 2: "must-alias"}.get(int(e.kind), "may-alias")
         aliases.append({"output": out_leaves[okey], "input": in_leaves[ikey], "kind": kind})
     return sorted(aliases, key=lambda a: (a["output"], a["input"]))
+
+
+#: Emulator ops whose handlers always return a freshly allocated array that nothing else views.
+FRESH_OPS = frozenset({
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "atan2", "exp", "log", "negate",
+    "tanh", "sqrt", "abs", "expm1", "log1p", "sine", "cosine", "floor", "ceil", "dot", "select",
+})
+#: Element-wise ops whose handlers can write their result into an operand's buffer.
+IN_PLACE_OPS = frozenset({
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "atan2", "exp", "log", "negate",
+    "tanh", "sqrt", "abs", "expm1", "log1p", "sine", "cosine", "floor", "ceil",
+})
+
+
+def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list[list], result: Any) -> list[int]:
+    """Per instruction, the operand position whose buffer its result may overwrite, or -1.
+
+    Allowed when the operand is a non-scalar temporary of the same type as the result, produced by
+    an op that allocates fresh arrays (FRESH_OPS), used exactly once (by this instruction), and not
+    the computation's result. Then no other slot can hold it or a view of it, and reusing it saves
+    an allocation and a pass of page faults per element-wise op (large in training steps).
+    """
+    producer: dict[Any, int] = {key: i for i, (key, _) in enumerate(insts)}
+    uses: dict[Any, int] = {}
+    for _, operands in insts:
+        for o in operands:
+            uses[o] = uses.get(o, 0) + 1
+    # a copy (e.g. a transpose fused into its dot) of a fresh, once-used value is fresh too
+    fresh = []
+    for i, (_, operands) in enumerate(insts):
+        src = producer.get(operands[0]) if ops[i] == "copy" and operands else None
+        fresh.append(ops[i] in FRESH_OPS or (src is not None and fresh[src] and uses[operands[0]] == 1))
+    reuse = []
+    for i, (_, operands) in enumerate(insts):
+        choice = -1
+        if ops[i] in IN_PLACE_OPS and types[i][1]:
+            for k, o in enumerate(operands):
+                p = producer.get(o)
+                if p is not None and fresh[p] and uses[o] == 1 and o != result and types[p] == types[i]:
+                    choice = k
+                    break
+        reuse.append(choice)
+    return reuse

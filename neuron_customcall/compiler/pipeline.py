@@ -7,7 +7,7 @@ from typing import Any
 import hlo
 from emulator.program.model import Computation, Instruction, Program
 from neuron_customcall import __version__
-from neuron_customcall.compiler import buffers, emit, verify
+from neuron_customcall.compiler import buffers, emit, fusion, verify
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import TABLE, LowerCtx
@@ -34,6 +34,7 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
     order = schedule(comp)
     if flags.verify:
         verify.verify_computation(comp, order)
+    fusion.fuse_dot_transposes(comp, order, ctx)
     params = [i for i in order if i.opcode == "parameter"]
     pending: list[tuple[Any, list[Any]]] = []   # (value key, operand keys)
     emitted: list[tuple[str, dict, list, str, Any]] = []  # (op, attrs, type, name, inst)
@@ -65,13 +66,14 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
         except Exception as e:  # noqa: BLE001 - a malformed attribute must name the instruction
             raise CompileError(f"can not lower: {type(e).__name__}: {e}", inst) from None
         pending.append((id(inst), [id(o) for o in inst.operands]))
-        emitted.append((op, attrs, value_type(inst.shape, inst), inst.name, inst))
+        emitted.append((op, attrs, value_type(ctx.type_override.get(id(inst), inst.shape), inst), inst.name, inst))
     result = id(comp.root)
     a = buffers.assign(param_keys, pending, result)
+    reuse = buffers.choose_reuse(pending, [e[0] for e in emitted], [e[2] for e in emitted], result)
     insts = []
-    for (key, ops), (op, attrs, t, name, _), free in zip(pending, emitted, a.frees):
+    for (key, ops), (op, attrs, t, name, _), free, r in zip(pending, emitted, a.frees, reuse):
         insts.append(Instruction(op=op, out=a.slots[key], ins=[a.slots[o] for o in ops], type=t, attrs=attrs,
-                                 free=free, name=name if flags.instruction_names else ""))
+                                 free=free, name=name if flags.instruction_names else "", reuse=r))
     return Computation(name=comp.name, num_slots=a.num_slots, params=[a.slots[k] for k in param_keys],
                        param_types=param_types, instructions=insts, result=a.slots[result],
                        result_type=value_type(comp.root.shape, comp.root))

@@ -24,6 +24,11 @@ class LowerCtx:
         self.lifted: set[int] = set()       # program indices used element-wise on arrays
         self.constants: list[np.ndarray] = []
         self.kernels: list[KernelPayload] = []
+        # layout fusion (compiler/fusion.py): dot -> permutation of its result; absorbed transposes;
+        # instructions whose emitted type differs from their HLO shape
+        self.fused_transposes: dict[int, list[int]] = {}
+        self.absorbed: set[int] = set()
+        self.type_override: dict[int, Any] = {}
 
     def computation(self, comp: Any, lifted: bool = False) -> int:
         """The program index of `comp` (queued for lowering on first reference)."""

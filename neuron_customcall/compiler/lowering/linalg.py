@@ -10,11 +10,10 @@ from neuron_customcall.compiler.lowering.reduce import window_attrs
 
 def _dot(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     d = inst.attributes.dot_dimension_numbers
-    if inst.attributes.HasField("sparsity_config") if hasattr(inst.attributes, "HasField") else False:
-        raise CompileError("sparse dot is not supported", inst)
     return "dot", {"lhs_contracting": list(d.lhs_contracting_dimensions),
                    "rhs_contracting": list(d.rhs_contracting_dimensions),
-                   "lhs_batch": list(d.lhs_batch_dimensions), "rhs_batch": list(d.rhs_batch_dimensions)}
+                   "lhs_batch": list(d.lhs_batch_dimensions), "rhs_batch": list(d.rhs_batch_dimensions),
+                   "out_perm": ctx.fused_transposes.get(id(inst), [])}
 
 
 def _convolution(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:

@@ -44,7 +44,7 @@ def _reshape(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 
 def _transpose(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     perm = list(inst.attributes.dimensions)
-    if perm == list(range(len(perm))):
+    if perm == list(range(len(perm))) or id(inst) in ctx.absorbed:
         return "copy", {}
     return "transpose", {"perm": perm}
 

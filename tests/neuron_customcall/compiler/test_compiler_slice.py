@@ -96,3 +96,31 @@ def test_neuron_custom_call_compiles_to_a_kernel_payload_that_reports_unsupporte
     assert len(exe.artifact.kernels) == 1
     with pytest.raises(EmulatorError, match="kernel payloads are not supported yet"):
         exe.run([np.ones((4, 4), np.float32)])
+
+
+def _sgd(w, x, y):
+    import jax
+
+    g = jax.grad(lambda w: ((x @ w - y) ** 2).sum())(w)
+    return w - 0.1 * g
+
+
+def test_weight_gradient_transpose_is_fused_and_update_runs_in_place():
+    args = _args()
+    w, x, y = args[0], args[4], np.ones((2, 16), np.float32)
+    exe = load_artifact(compile_module(hlo.load(jax_proto(_sgd, w, x, y))))
+    insts = [i for c in exe.artifact.program.computations for i in c.instructions]
+    assert any(i.op == "dot" and i.attrs["out_perm"] for i in insts)
+    assert any(i.op == "subtract" and i.reuse >= 0 for i in insts)
+    assert_close(*run_jax(_sgd, w, x, y))
+
+
+def test_an_operand_used_twice_is_not_overwritten():
+    def f(a, b):
+        t = a + b
+        return t * t + t
+
+    exe = load_artifact(compile_module(hlo.load(jax_proto(f, *_args()[:2]))))
+    ms = [i for i in exe.artifact.program.computations[0].instructions if i.op == "multiply"]
+    assert ms and all(i.reuse < 0 for i in ms)
+    assert_close(*run_jax(f, *_args()[:2]))
