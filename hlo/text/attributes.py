@@ -468,10 +468,11 @@ class DomainKind(Kind):
             cur.expect("=", "after domain field")
             if key.text == "kind":
                 cur.expect_text("as domain kind")
+            # XLA's proto holds the text's `entry` in domain_exit_sharding and vice versa
             elif key.text == "entry":
-                V.read_sharding(cur, ctx.inst.domain_entry_sharding)
-            elif key.text == "exit":
                 V.read_sharding(cur, ctx.inst.domain_exit_sharding)
+            elif key.text == "exit":
+                V.read_sharding(cur, ctx.inst.domain_entry_sharding)
             else:
                 raise cur.fail(f"unknown domain field '{key.text}'", key)
             cur.accept(",")
@@ -479,8 +480,8 @@ class DomainKind(Kind):
     def write(self, inst, spec, ctx):
         if not (inst.HasField("domain_entry_sharding") or inst.HasField("domain_exit_sharding")):
             return None
-        return ('{kind="sharding", entry=' + V.write_sharding(inst.domain_entry_sharding)
-                + ", exit=" + V.write_sharding(inst.domain_exit_sharding) + "}")
+        return ('{kind="sharding", entry=' + V.write_sharding(inst.domain_exit_sharding)
+                + ", exit=" + V.write_sharding(inst.domain_entry_sharding) + "}")
 
 
 class SkippedKind(Kind):
@@ -544,7 +545,8 @@ class ResultAccuracyKind(Kind):
         ra = inst.result_accuracy
         if ra.HasField("tolerance"):
             t = ra.tolerance
-            return f"{{tolerance={{atol={t.atol!r},rtol={t.rtol!r},ulps={t.ulps}}}}}"
+            atol, rtol = format_float(t.atol, np.float64), format_float(t.rtol, np.float64)
+            return f"{{tolerance={{atol={atol},rtol={rtol},ulps={t.ulps}}}}}"
         if ra.mode:
             return "{mode=" + xla_data_pb2.ResultAccuracy.Mode.Name(ra.mode).lower() + "}"
         return None
@@ -582,11 +584,12 @@ _COLLECTIVES = _ops("all-reduce", "all-reduce-start", "all-gather", "all-gather-
                     "reduce-scatter", "collective-broadcast", "ragged-all-to-all")
 _CHANNEL_OPS = _COLLECTIVES | _ops("collective-permute", "collective-permute-start", "send", "send-done",
                                    "recv", "recv-done")
-_DIMENSION_OPS = _ops("broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map", "scan")
+_DIMENSION_OPS = _ops("broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map", "scan",
+                      "get-dimension-size", "set-dimension-size")
 _COLLECTIVE_DIMENSION_OPS = _ops("all-gather", "all-gather-start", "all-to-all", "reduce-scatter", "ragged-all-to-all")
 _TO_APPLY = _ops("reduce", "reduce-window", "map", "sort", "scatter", "call", "all-reduce",
                  "all-reduce-start", "reduce-scatter", "custom-call", "scan")
-_CALLS = _ops("fusion", "async-start", "async-update", "async-done")
+_CALLS = _ops("fusion", "async-start")
 _FUSION_KINDS = {k: k for k in ("kLoop", "kInput", "kOutput", "kCustom")}
 _API = {n: v for n, v in hlo_pb2.CustomCallApiVersion.items()}
 _SCHEDULE = {n: v for n, v in hlo_pb2.CustomCallSchedule.items()}
@@ -693,6 +696,7 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
                   "tanh", "tan", "sine", "cosine", "erf")),
     # called computations
     AttrSpec("calls", "called_computation_ids", ComputationKind(0), _CALLS, required=True),
+    AttrSpec("calls", "called_computation_ids", ComputationKind(0), _ops("async-update", "async-done")),
     AttrSpec("to_apply", "called_computation_ids", ComputationKind(0), _TO_APPLY),
     AttrSpec("condition", "called_computation_ids", ComputationKind(1), _ops("while"), required=True),
     AttrSpec("body", "called_computation_ids", ComputationKind(0), _ops("while"), required=True),

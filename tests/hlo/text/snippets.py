@@ -271,4 +271,70 @@ ENTRY main {
   cat = bf16[6,4] concatenate(rev, rev), dimensions={0}
   ROOT t = (s16[2,2], bf16[6,4]) tuple(bc, cat)
 }""",
+    "async_wrapped": """HloModule asyncm
+%wrapped (wp: f32[4]) -> f32[4] {
+  %wp = f32[4]{0} parameter(0)
+  ROOT %wn = f32[4]{0} negate(%wp)
+}, execution_thread="aux"
+ENTRY %e (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %st = ((f32[4]{0}), f32[4]{0}, s32[]) async-start(%x), async_execution_thread="aux", calls=%wrapped
+  %up = ((f32[4]{0}), f32[4]{0}, s32[]) async-update(%st)
+  ROOT %dn = f32[4]{0} async-done(%up)
+}""",
+    "send_recv_copy_start_accuracy": """HloModule sr
+ENTRY %e (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0), parameter_replication={true}
+  %tok = token[] after-all()
+  %send = (f32[4]{0}, u32[], token[]) send(%x, %tok), channel_id=5, is_host_transfer=true, frontend_attributes={_xla_host_transfer_rendezvous="r"}
+  %sd = token[] send-done(%send), channel_id=5, is_host_transfer=true
+  %recv = (f32[4]{0}, u32[], token[]) recv(%tok), channel_id=6, is_host_transfer=true
+  %rd = (f32[4]{0}, token[]) recv-done(%recv), channel_id=6, is_host_transfer=true
+  %cs = (f32[4]{0}, f32[4]{0}, u32[]) copy-start(%x), cross_program_prefetch_index=0
+  %cd = f32[4]{0} copy-done(%cs)
+  %st = u64[2]{0} rng-get-and-update-state(), delta=8
+  %ex = f32[4]{0} exponential(%cd), result_accuracy={mode=highest}
+  %tn = f32[4]{0} tanh(%ex), result_accuracy={tolerance={atol=0.5,rtol=0,ulps=2}}
+  %tp = (f32[4]{0}, token[]) tuple(%tn, %sd)
+  %ob = (f32[4]{0}, token[]) opt-barrier(%tp)
+  ROOT %o = f32[4]{0} get-tuple-element(%ob), index=0
+}""",
+    "collective_start_done": """HloModule ars, replica_count=2
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = f32[] add(%a, %b)
 }
+ENTRY %e {
+  %x = f32[4]{0} parameter(0)
+  %s = f32[4]{0} all-reduce-start(%x), replica_groups={{0,1}}, to_apply=%sum
+  %d = f32[4]{0} all-reduce-done(%s)
+  %cps = (f32[4]{0}, f32[4]{0}, u32[], u32[]) collective-permute-start(%d), source_target_pairs={{0,1},{1,0}}
+  %cpd = f32[4]{0} collective-permute-done(%cps)
+  %ags = (f32[4]{0}, f32[8]{0}) all-gather-start(%cpd), replica_groups={{0,1}}, dimensions={0}
+  %agd = f32[8]{0} all-gather-done(%ags)
+  %pid = u32[] partition-id()
+  %cb = f32[4]{0} collective-broadcast(%x), replica_groups={{0,1}}
+  ROOT %t = (f32[8]{0}, u32[], f32[4]{0}) tuple(%agd, %pid, %cb)
+}""",
+    "dynamic_sizes_map_domain": """HloModule misc2, entry_computation_layout={(f32[<=8]{0}, s32[])->f32[<=8]{0}}
+%mx (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = f32[] maximum(%a, %b)
+}
+ENTRY %e (x: f32[<=8], n: s32[]) -> f32[<=8] {
+  %x = f32[<=8]{0} parameter(0)
+  %n = s32[] parameter(1)
+  %gds = s32[] get-dimension-size(%x), dimensions={0}
+  %sds = f32[<=8]{0} set-dimension-size(%x, %n), dimensions={0}
+  %m = f32[<=8]{0} map(%sds, %sds), dimensions={0}, to_apply=%mx
+  %dom = f32[<=8]{0} domain(%m), domain={kind="sharding", entry={maximal device=0}, exit={replicated}}
+  %cc = f32[<=8]{0} custom-call(%dom), custom_call_target="x", sharding={manual}, metadata={op_type="t" op_name="n" deduplicated_name="d" scheduling_name="s"}
+  ROOT %ad = f32[<=8]{0} add-dependency(%cc, %n)
+}""",
+}
+
+#: Snippets whose XLA printing uses syntax we do not read: XLA prints a single-instruction async
+#: computation as `negate-start(...)` sugar (and drops the wrapped computation from the text).
+XLA_PRINTS_ASYNC_SUGAR = frozenset({"async_wrapped"})
