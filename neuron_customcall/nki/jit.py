@@ -20,6 +20,7 @@ from emulator import machine
 from emulator.kernel_exec import run_kernel
 from emulator.kernel_exec.program import Program, prepare
 from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc
+from emulator.kernel_ir.dtypes import UnknownDtypeError
 
 from . import dtypes as nkd
 from .errors import KernelTraceError, NKIError, NonAffineIndexError
@@ -180,8 +181,12 @@ class Kernel:
               grid: tuple[int, ...] = (1,)) -> TracedKernel:
         """Traced IR for these arguments (arrays or TensorSpecs, and statics), cached."""
         kwargs = dict(kwargs or {})
-        key = (tuple(_key(a) for a in args), tuple(sorted((k, _key(v)) for k, v in kwargs.items())),
-               tuple(grid))
+        try:
+            key = (tuple(_key(a) for a in args),
+                   tuple(sorted((k, _key(v)) for k, v in kwargs.items())), tuple(grid))
+        except UnknownDtypeError as e:
+            raise NKIError(f"kernel {self.func.__name__!r}: an argument has an unsupported dtype: "
+                           f"{e}") from None
         try:
             hit = self._cache.get(key)
         except TypeError:

@@ -34,6 +34,9 @@ def _slice_entry(sl: slice, n: int) -> tuple[Affine, int, int]:
         raise NonAffineIndexError("slices need a positive step")
     start, stop = sl.start, sl.stop
     if (start is None or _is_int(start)) and (stop is None or _is_int(stop)):
+        for bound in (start, stop):
+            if bound is not None and not -n <= int(bound) <= n:
+                raise IndexError(f"slice bound {int(bound)} is outside an axis of extent {n}")
         lo, hi, _ = slice(None if start is None else int(start),
                           None if stop is None else int(stop), step).indices(n)
         return Affine(lo, ()), len(range(lo, hi, step)), step

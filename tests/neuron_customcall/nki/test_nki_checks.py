@@ -209,3 +209,24 @@ def test_uninitialised_sbuf_reads_give_nan():
 
     got = half_written(np.ones((128, 8), np.float32))
     assert (got[:, :4] == 1).all() and np.isnan(got[:, 4:]).all()
+
+
+def test_static_slice_beyond_the_tile_is_a_trace_error():
+    @nki.jit
+    def overslice(a):
+        t = nl.load(a[0:256, :])  # HERE
+        return a
+
+    raises_at(overslice, [x(128, 8)], "# HERE", "invalid index",
+              "slice bound 256 is outside an axis of extent 128", cls=KernelTraceError)
+
+
+def test_unsupported_argument_dtype_and_language_outside_a_kernel():
+    @nki.jit
+    def k(a):
+        return a
+
+    with pytest.raises(nki.NKIError, match="kernel 'k': an argument has an unsupported dtype"):
+        k(np.zeros((2, 2)))  # float64
+    with pytest.raises(KernelTraceError, match="no kernel is being traced"):
+        nl.program_id(0)
