@@ -20,6 +20,7 @@ INSTRUCTIONS = frozenset({
     "select",             # where(cond, on_true, on_false)
     "affine_select",      # where(affine predicate, on_true, scalar)
     "tensor_reduce",      # reduce free axes
+    "partition_reduce",   # GpSimd: reduce across partitions, [P, F] -> [1, F]
     "matmul",             # TensorE: stationary.T @ moving, fp32 into PSUM
     "transpose",          # swap partition and free axis of a 2-D tile
     "bn_stats",           # per-partition mean/variance statistics

@@ -63,6 +63,20 @@ def tensor_reduce(op, data, axis, *, negate: bool = False, keepdims: bool = Fals
     return _reduce(_op_name(op), data, axis, dtype, mask, keepdims, negate)
 
 
+def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, dtype=None, mask=None) -> Tile:
+    """``op1(op0(data, operand0), operand1)``: a scalar (or [P, 1]) step then a tile step."""
+    first = tensor_scalar(data, op0, operand0)
+    return _binary_op(_op_name(op1), first, operand1, dtype, mask)
+
+
+def tensor_partition_reduce(op, data, *, dtype=None, mask=None) -> Tile:
+    """Reduce across partitions: [P, F] -> [1, F]."""
+    data = _operand(data)
+    out = _new((1,) + data.shape[1:], _dt(dtype, data.dtype_name))
+    current().emit("partition_reduce", out.access(), (data.access(),), {"op": _op_name(op)}, mask)
+    return out
+
+
 def tensor_copy(src, *, dtype=None, mask=None, engine=None) -> Tile:
     return nl.copy(src, dtype=dtype, mask=mask)
 

@@ -1,4 +1,5 @@
-"""VectorE instructions: element-wise ALU ops, selects, reductions, batch-norm statistics, scans."""
+"""VectorE instructions: element-wise ALU ops, selects, reductions, batch-norm statistics, scans
+(and the cross-partition reduction, which GpSimd runs on the hardware)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,14 @@ def tensor_reduce(r: Runner, ins: Instruction) -> None:
     r.write(ins, y.reshape(r.ctx.batch_shape + tuple(ins.dst.shape)))
 
 
+def partition_reduce(r: Runner, ins: Instruction) -> None:
+    """Reduce across the partition axis ([P, F] -> [1, F]); GpSimd's job on the hardware."""
+    x = alu.widen(r.read(ins.srcs[0]))
+    nb = len(r.ctx.batch_shape)
+    with np.errstate(all="ignore"):
+        r.write(ins, alu.reduce(ins.attrs["op"], x, axis=nb, keepdims=True))
+
+
 def bn_stats(r: Runner, ins: Instruction) -> None:
     """Per partition, (count, mean, variance) of each half of the free axis: [P, F] -> [P, 6]."""
     x = alu.widen(r.read(ins.srcs[0])).astype(np.float32)
@@ -113,6 +122,7 @@ HANDLERS = {
     "select": select,
     "affine_select": affine_select,
     "tensor_reduce": tensor_reduce,
+    "partition_reduce": partition_reduce,
     "bn_stats": bn_stats,
     "bn_aggr": bn_aggr,
     "tensor_tensor_scan": tensor_tensor_scan,

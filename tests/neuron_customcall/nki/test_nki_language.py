@@ -242,3 +242,16 @@ def test_indexed_in_place_accumulation_stays_vectorised(caplog):
         got = k(x)
     np.testing.assert_allclose(got, x.reshape(4, 128, 8).sum(0), rtol=1e-5, atol=1e-5)
     assert "Python loop" not in caplog.text
+
+
+def test_scalar_tensor_tensor_and_partition_reduce():
+    @nki.jit
+    def k(x, y):
+        out = out_like((1, x.shape[1]))
+        s = nisa.scalar_tensor_tensor(data=nl.load(x), op0=np.multiply, operand0=2.0,
+                                      op1=np.add, operand1=nl.load(y))
+        nl.store(out, value=nisa.tensor_partition_reduce(np.maximum, s))
+        return out
+
+    x, y = rand(128, 16), rand(128, 16)
+    np.testing.assert_allclose(k(x, y), (2 * x + y).max(axis=0, keepdims=True), rtol=1e-6)
