@@ -139,12 +139,15 @@ class Runner:
 
     # --- storage -------------------------------------------------------------------------------
 
-    def allocate(self, name: str) -> None:
-        """Start an on-chip lifetime: one copy per current batch index (program, iteration)."""
+    def allocate(self, name: str, fill: float | int | bool | None = None) -> None:
+        """Start an on-chip lifetime: one copy per current batch index (program, iteration),
+        uninitialised (NaN) or filled with ``fill``."""
         decl = self.kernel.tensors[name]
         shape = self.ctx.batch_shape + tuple(decl.shape)
-        self.storage[name] = Storage(
-            machine.uninitialised(shape, dtypes.to_numpy(decl.dtype)), self.ctx.batch_syms)
+        np_dtype = dtypes.to_numpy(decl.dtype)
+        arr = (machine.uninitialised(shape, np_dtype) if fill is None
+               else np.full(shape, fill, dtype=np_dtype))
+        self.storage[name] = Storage(arr, self.ctx.batch_syms)
 
     def is_immutable(self, name: str) -> bool:
         """True when the memory behind the tensor's current value never changes: read-only inputs,

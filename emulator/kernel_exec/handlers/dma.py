@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # the runner imports this table
 
 
 def alloc(r: Runner, ins: Instruction) -> None:
-    r.allocate(ins.dst.tensor)
+    """Start a tensor's lifetime: NaN (uninitialised) or ``attrs['fill']`` (``nl.zeros``...)."""
+    r.allocate(ins.dst.tensor, ins.attrs.get("fill"))
 
 
 def copy(r: Runner, ins: Instruction) -> None:

@@ -27,8 +27,17 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
 
 
 def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
-    t = ndarray(shape, dtype, buffer=buffer, name=name)
-    current().emit("memset", t.access(), (Const(_scalar(fill_value)),))
+    """A new tensor filled with ``fill_value``: on chip one ``alloc`` with a fill, in HBM an
+    allocation and a store of the constant."""
+    tr = current()
+    memory = _buffer(buffer)
+    if memory not in machine.ON_CHIP:
+        t = ndarray(shape, dtype, buffer=buffer, name=name)
+        tr.emit("store", t.access(), (Const(_scalar(fill_value)),))
+        return t
+    decl = tr.declare(_shape(shape), nkd.name_of(dtype), memory, name=name)
+    t = Tile(tr, decl)
+    tr.emit("alloc", t.access(), (), {"fill": _scalar(fill_value)})
     return t
 
 
