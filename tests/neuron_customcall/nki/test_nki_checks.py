@@ -230,3 +230,13 @@ def test_unsupported_argument_dtype_and_language_outside_a_kernel():
         k(np.zeros((2, 2)))  # float64
     with pytest.raises(KernelTraceError, match="no kernel is being traced"):
         nl.program_id(0)
+
+
+def test_vector_engine_transpose_limit():
+    @nki.jit
+    def vt(a):
+        t = nisa.nc_transpose(nl.load(a), engine="vector")  # HERE
+        return a
+
+    raises_at(vt, [x(64, 16)], "# HERE", "transpose size", "VectorE transpose of [64, 16]",
+              "32x32")

@@ -255,3 +255,21 @@ def test_scalar_tensor_tensor_and_partition_reduce():
 
     x, y = rand(128, 16), rand(128, 16)
     np.testing.assert_allclose(k(x, y), (2 * x + y).max(axis=0, keepdims=True), rtol=1e-6)
+
+
+def test_nc_transpose_on_both_engines_and_jit_with_options():
+    @nki.jit(mode="auto")
+    def k(x, y):
+        out_x = out_like((x.shape[1], x.shape[0]))
+        out_y = out_like((y.shape[1], y.shape[0]))
+        tx = nisa.nc_transpose(nl.load(x))                   # 128x64: TensorE, into PSUM
+        ty = nisa.nc_transpose(nl.load(y), engine="vector")  # 16x32: VectorE, into SBUF
+        assert tx.buffer == nl.psum and ty.buffer == nl.sbuf
+        nl.store(out_x, value=tx)
+        nl.store(out_y, value=ty)
+        return out_x, out_y
+
+    x, y = rand(128, 64), rand(16, 32)
+    gx, gy = k(x, y)
+    np.testing.assert_array_equal(gx, x.T)
+    np.testing.assert_array_equal(gy, y.T)
