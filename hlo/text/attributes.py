@@ -120,6 +120,17 @@ class IntKind(Kind):
             setattr(parent, name, self.default_value)
 
 
+class OptionalIntKind(IntKind):
+    """An int in a proto oneof: written only when set (0 is a real value)."""
+
+    def __init__(self) -> None:
+        super().__init__(omit=None)
+
+    def write(self, inst, spec, ctx):
+        parent, name = _parent(inst, spec.field)
+        return str(getattr(parent, name)) if parent.HasField(name) else None
+
+
 class FirstOfListKind(Kind):
     """A scalar attribute stored as the only element of a repeated field (iota_dimension)."""
 
@@ -671,7 +682,7 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
     AttrSpec("outfeed_shape", "outfeed_shape", MessageKind(lambda c, s: s.CopyFrom(parse_shape(c)), print_shape),
              _ops("outfeed")),
     AttrSpec("outfeed_config", "outfeed_config", BytesKind(), _ops("outfeed")),
-    AttrSpec("cross_program_prefetch_index", "cross_program_prefetch_index", IntKind(omit=None), _ops("copy-start")),
+    AttrSpec("cross_program_prefetch_index", "cross_program_prefetch_index", OptionalIntKind(), _ops("copy-start")),
     AttrSpec("parameter_replication", "parameter_replication.replicated_at_leaf_buffers", BoolListKind(), _ops("parameter")),
     AttrSpec("custom_call_target", "custom_call_target", TextKind(always=True), _ops("custom-call"), required=True),
     AttrSpec("operand_layout_constraints", "operand_shapes_with_layout", OperandLayoutsKind(), _ops("custom-call")),

@@ -328,11 +328,16 @@ def _read_sharding_body(cur: Cursor, s: OpSharding) -> None:
                 s.last_tile_dims.append(_SHARDING_TYPES[t.text])
                 cur.accept(",")
         elif word == "metadata":
+            # one: `metadata={op_name="a"}`; several: `metadata={{op_name="a"}, {op_type="b"}}`
             cur.expect("=", "after metadata")
+            mark = cur.lexer.save()
             cur.expect("{", "to open sharding metadata")
-            while not cur.accept("}"):
+            several = cur.at_punct("{")
+            cur.lexer.restore(mark)
+            if several:
+                cur.delimited(lambda: read_metadata(cur, s.metadata.add()), "sharding metadata")
+            else:
                 read_metadata(cur, s.metadata.add())
-                cur.accept(",")
         elif word in ("shard_as", "shard_like"):
             s.is_shard_group = True
             s.shard_group_type = OpSharding.AS if word == "shard_as" else OpSharding.LIKE
@@ -367,7 +372,9 @@ def write_sharding(s: OpSharding) -> str:
         parts.append(_SHARDING_NAMES.get(s.type, "replicated"))
     if s.is_shard_group:
         parts.append(("shard_as " if s.shard_group_type == OpSharding.AS else "shard_like ") + str(s.shard_group_id))
-    if s.metadata:
+    if len(s.metadata) == 1:
+        parts.append("metadata=" + write_metadata(s.metadata[0]))
+    elif s.metadata:
         parts.append("metadata={" + ", ".join(write_metadata(m) for m in s.metadata) + "}")
     return "{" + " ".join(parts) + "}"
 

@@ -333,6 +333,15 @@ ENTRY %e (x: f32[<=8], n: s32[]) -> f32[<=8] {
   %cc = f32[<=8]{0} custom-call(%dom), custom_call_target="x", sharding={manual}, metadata={op_type="t" op_name="n" deduplicated_name="d" scheduling_name="s"}
   ROOT %ad = f32[<=8]{0} add-dependency(%cc, %n)
 }""",
+    "sharding_forms": """HloModule shardings
+ENTRY e {
+  a = f32[4,4] parameter(0), sharding={replicated metadata={op_name="a"}}
+  b = f32[4,4] copy(a), sharding={replicated metadata={{op_name="a"}, {op_type="b"}}}
+  c = f32[4,4] copy(b), sharding={devices=[2,1]0,1 shard_as 2}
+  d = f32[4,4] copy(c), sharding={unknown shard_like 1}
+  e = f32[4,4] copy(d), sharding={devices=[2,2]<=[4] last_tile_dims={manual, replicated}}
+  ROOT t = (f32[4,4], f32[4,4]) tuple(d, e), sharding={{replicated}, {manual}}
+}""",
 }
 
 #: Snippets whose XLA printing uses syntax we do not read: XLA prints a single-instruction async

@@ -98,3 +98,12 @@ def test_proto_built_by_hand_prints():
     text = print_hlo_text(m2)
     assert "ENTRY %e {" in text
     assert canonical_module(parse_hlo_text(text)).computations == canonical_module(m).computations
+
+
+def test_optional_attribute_printed_only_when_set():
+    m = parse_hlo_text("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                       "  s = (f32[4], f32[4], u32[]) copy-start(x)\n  ROOT d = f32[4] copy-done(s)\n}")
+    assert "cross_program_prefetch_index" not in print_hlo_text(m)
+    copy_start = m.computations[0].instructions[1]
+    copy_start.cross_program_prefetch_index = 0
+    assert "copy-start(f32[4]{0} %x), cross_program_prefetch_index=0" in print_hlo_text(m)
