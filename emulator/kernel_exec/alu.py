@@ -165,6 +165,11 @@ _BOOL_OPS = frozenset({"equal", "not_equal", "greater", "greater_equal", "less",
                        "logical_and", "logical_or", "logical_xor"})
 
 
-def activation(func: str, x: np.ndarray) -> np.ndarray:
+def activation(func: str, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``func(x)``; ``out`` (float32) receives the result when ``func`` is a NumPy ufunc."""
+    fn = ACTIVATIONS[func]
+    x = widen(x)
     with np.errstate(all="ignore"):
-        return ACTIVATIONS[func](widen(x))
+        if out is not None and isinstance(fn, np.ufunc) and x.dtype == np.float32:
+            return fn(x, out=out)
+        return fn(x)

@@ -30,6 +30,8 @@ class Program:
     #: Tiles written only by their defining whole, unmasked, non-accumulating write: each write
     #: binds a new array, so the memory behind a value never changes.
     frozen: frozenset[str] = frozenset()
+    #: id(instruction) -> tiles it reads for the last time (see _dead_after).
+    dead_after: dict[int, frozenset[str]] = field(default_factory=dict)
     #: Memoised access plans (see Runner._plan).
     plans: dict = field(default_factory=dict)
 
@@ -58,7 +60,33 @@ def prepare(kernel: KernelIR) -> Program:
         and kernel.tensors[name].role == "internal" and not ws[0].mask and ws[0].acc is None
         and kernel.tensors[name].memory in ("sbuf", "psum")
         and _is_whole(ws[0].dst, kernel.tensors[name].shape))
+    prog.dead_after = _dead_after(kernel.body, prog.frozen)
     return prog
+
+
+def _dead_after(body: list[Statement], frozen: frozenset[str]) -> dict[int, frozenset[str]]:
+    """id(instruction) -> frozen tiles it reads for the last time, defined in the same loop body
+    (so no later iteration reads them either): their arrays are free for its result."""
+    defined_in: dict[str, int] = {}
+    last: dict[str, tuple[int, int]] = {}
+
+    def visit(stmts: list[Statement]) -> None:
+        for st in stmts:
+            if isinstance(st, Loop):
+                visit(st.body)
+                continue
+            for src in st.srcs:
+                if isinstance(src, Access):
+                    last[src.tensor] = (id(st), id(stmts))
+            if st.dst is not None and st.dst.tensor in frozen:
+                defined_in[st.dst.tensor] = id(stmts)
+
+    visit(body)
+    dead: dict[int, set[str]] = {}
+    for name, (ins_id, body_id) in last.items():
+        if name in frozen and defined_in.get(name) == body_id:
+            dead.setdefault(ins_id, set()).add(name)
+    return {k: frozenset(v) for k, v in dead.items()}
 
 
 def _loops(kernel: KernelIR, body: list[Statement], pos: int, first: dict[str, int],

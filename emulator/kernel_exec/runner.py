@@ -324,6 +324,23 @@ class Runner:
         self._out = plan.view(st.array)
         return self._out
 
+    def scratch(self, op: Operand, tile: tuple[int, ...]) -> np.ndarray | None:
+        """The array of a float32 tile this instruction reads for the last time, when it has
+        exactly the result's shape: the handler may compute into it (``out=``) instead of
+        allocating. Used only when ``out_view`` has nothing better."""
+        ins = self.instruction
+        if not isinstance(op, Access) or op.tensor not in self.program.dead_after.get(id(ins), ()):
+            return None
+        st = self.storage.get(op.tensor)
+        decl = self.kernel.tensors[op.tensor]
+        if st is None or not st.owned or tuple(op.shape) != tuple(tile) \
+                or not self._whole(op, decl) or st.batch != self.ctx.batch_syms:
+            return None
+        arr = st.array
+        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
+            return None
+        return arr
+
     def accumulated_axes(self) -> tuple[int, ...]:
         """Batch axes the current instruction's result will be summed over: those its forwarded
         consumer accumulates (``acc == "add"``) into a destination that does not depend on them.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from emulator.kernel_ir import Access, Const, Instruction
 
 from .. import alu
@@ -24,7 +26,12 @@ def activation(r: Runner, ins: Instruction) -> None:
     bias = ins.srcs[1] if len(ins.srcs) > 1 else Const(0.0)
     if not (isinstance(bias, Const) and bias.value == 0):
         x = alu.binary("add", x, r.read(bias, tile, masked=True))
-    y = alu.activation(ins.attrs["func"], x)
+    out = None
+    if ins.attrs["func"] != "copy":
+        out = r.out_view(np.float32)
+        if out is None and x is not None and len(ins.srcs) <= 2:
+            out = r.scratch(src, tile)
+    y = alu.activation(ins.attrs["func"], x, out)
     # "copy" of an unscaled operand is the operand itself: let write() copy if it can change.
     alias = y is x and isinstance(src, Access) and not r.is_immutable(src.tensor)
     r.write(ins, y, may_alias=alias)

@@ -20,7 +20,12 @@ def tensor_tensor(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     a = r.read(ins.srcs[0], tile, masked=True)
     b = r.read(ins.srcs[1], tile, masked=True)
-    r.write(ins, alu.binary(ins.attrs["op"], a, b, out=r.out_view(np.float32)))
+    out = r.out_view(np.float32)
+    if out is None:
+        out = r.scratch(ins.srcs[0], tile)
+    if out is None:
+        out = r.scratch(ins.srcs[1], tile)
+    r.write(ins, alu.binary(ins.attrs["op"], a, b, out=out))
 
 
 def tensor_scalar(r: Runner, ins: Instruction) -> None:
@@ -33,7 +38,11 @@ def tensor_scalar(r: Runner, ins: Instruction) -> None:
     steps = [s for s in steps if s[0] is not None]
     for n, (op, rev, src_i) in enumerate(steps):
         operand = r.read(ins.srcs[src_i], tile, masked=True)
-        out = r.out_view(np.float32) if n == len(steps) - 1 else None
+        out = None
+        if n == len(steps) - 1:
+            out = r.out_view(np.float32)
+            if out is None:
+                out = r.scratch(ins.srcs[0], tile)
         x = alu.binary(op, operand, x, out) if rev else alu.binary(op, x, operand, out)
     r.write(ins, x)
 
