@@ -68,10 +68,9 @@ def _resolve_static(fun: Callable, argnums: tuple[int, ...], argnames: tuple[str
 
 
 def _leaf_signature(x: Any) -> Hashable:
-    shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
-    if shape is not None and dtype is not None:
-        return (tuple(shape), str(dtype), bool(getattr(x, "weak_type", False)))
+    if dtype is not None:  # dtype objects hash fast; str(dtype) costs more than the rest of a call
+        return (x.shape, dtype, getattr(x, "weak_type", False))
     return (type(x).__name__,)  # Python scalars: weakly typed, their value is not part of the graph
 
 
@@ -97,9 +96,10 @@ class NeuronJit:
         return len(self._traces)
 
     def _split(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict, Hashable]:
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in self._static_argnums)
+        nums = {n + len(args) if n < 0 else n for n in self._static_argnums}  # negative: from the end
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_argnames}
-        static = (tuple((i, a) for i, a in enumerate(args) if i in self._static_argnums),
+        static = (tuple((i, a) for i, a in enumerate(args) if i in nums),
                   tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_argnames)))
         return dyn_args, dyn_kwargs, static
 
@@ -142,7 +142,7 @@ class NeuronJit:
         outputs = trace.executable.run(inputs)
         if len(outputs) != trace.out_tree.num_leaves:
             raise RuntimeError(f"executable returned {len(outputs)} outputs, expected {trace.out_tree.num_leaves}")
-        return jax.tree_util.tree_unflatten(trace.out_tree, [jax.device_put(o) for o in outputs])
+        return jax.tree_util.tree_unflatten(trace.out_tree, jax.device_put(outputs))
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,

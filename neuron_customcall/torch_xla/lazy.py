@@ -78,12 +78,21 @@ def live_tensors() -> list[torch.Tensor]:
     return found
 
 
+def _with_bases(tensors: Iterable[torch.Tensor]) -> Iterable[torch.Tensor]:
+    """Each view's base before the view: a view is written back by regenerating it from its
+    materialised base (see `write_back`), never by pushing its value into a stale base."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t._is_view() and t._base is not None:
+            yield t._base
+        yield t
+
+
 def pending(sources: Sequence[Any]) -> list[torch.Tensor]:
     """The XLA tensors among `sources` whose values are a pending graph, each once."""
     candidates = _tensors_of(sources) if sources else live_tensors()
     seen: set[int] = set()
     result = []
-    for t in candidates:
+    for t in _with_bases(candidates):
         if not is_xla(t):
             continue
         tid = _X._xla_get_tensor_id(t)
@@ -107,6 +116,9 @@ def execute(tensors: Sequence[torch.Tensor], *, flags: Any = None, cache: backen
     Does not touch the tensors; `write_back` does.
     """
     _sync_views(tensors)
+    # torch_xla's own executions are asynchronous: a tensor it materialised may still hold a
+    # placeholder without a buffer, and reading parameter values from one crashes the process.
+    _X._xla_wait_device_ops(devices=[])
     ctx = _X.lowering.LoweringContext()
     ctx.build(list(tensors))
     params = ctx.parameter_id_tensor_mapping()
@@ -119,12 +131,34 @@ def execute(tensors: Sequence[torch.Tensor], *, flags: Any = None, cache: backen
 
 
 def write_back(tensors: Sequence[torch.Tensor], values: Sequence[np.ndarray]) -> None:
-    """Makes each XLA tensor device data holding its value, as torch_xla's own sync does."""
-    for t, value in zip(tensors, values):
-        data = from_numpy(np.asarray(value)).to(t.device)
-        _X._replace_xla_tensor(t, data)
-        if torch._is_functional_tensor(t):
-            torch._functionalize_commit_update(t)
+    """Makes each XLA tensor device data holding its value, as torch_xla's own sync does.
+
+    Bases first, committed to their functional storage, so that views and later views see the
+    new value; then views, synced to the new base and given their value without a commit (a
+    commit would record an update of the base through the view: a new pending graph). A view
+    whose base is not among `tensors` is committed, leaving the base pending.
+    """
+    # One batched host-to-device transfer: per-tensor `.to(device)` costs several times more.
+    data = _X._xla_tensors_from_aten([from_numpy(np.asarray(v)) for v in values], [str(t.device) for t in tensors])
+    written: set[int] = set()
+    views = []
+    for t, d in zip(tensors, data):
+        if t._is_view():
+            views.append((t, d))
+            continue
+        _replace(t, d, commit=True)
+        written.add(id(t))
+    for t, d in views:
+        base_written = t._base is not None and id(t._base) in written
+        if base_written and torch._is_functional_tensor(t):
+            torch._functionalize_sync(t)
+        _replace(t, d, commit=not base_written)
+
+
+def _replace(t: torch.Tensor, data: torch.Tensor, *, commit: bool) -> None:
+    _X._replace_xla_tensor(t, data)
+    if commit and torch._is_functional_tensor(t):
+        torch._functionalize_commit_update(t)
 
 
 def mark_step(*sources: Any, flags: Any = None, cache: backend.CacheSetting = None) -> int:

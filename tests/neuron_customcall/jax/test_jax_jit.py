@@ -39,6 +39,14 @@ def test_pytrees_static_arguments_and_kwargs() -> None:
     assert ours.trace_count == 2
 
 
+def test_negative_static_argnums() -> None:
+    def f(x, n):
+        return x ** n
+
+    x = np.arange(4, dtype=np.float32)
+    _assert_trees_close(nj.jit(f, static_argnums=-1)(x, 3), jax.jit(f, static_argnums=-1)(x, 3))
+
+
 def test_one_trace_per_signature() -> None:
     ours = nj.jit(lambda x, y: x * y + 1)
     a = np.ones((2, 3), np.float32)

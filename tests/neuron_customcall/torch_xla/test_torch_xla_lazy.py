@@ -59,3 +59,28 @@ def test_to_cpu_and_nothing_pending() -> None:
     torch.testing.assert_close(to_cpu(b), out)  # already device data: a plain copy
     c = b.to(torch.bfloat16) * 3
     torch.testing.assert_close(to_cpu(c), (out * 3).to(torch.bfloat16))
+
+
+def test_mixing_with_torch_xla_sync_waits_for_its_asynchronous_results() -> None:
+    # torch_xla.sync() returns before its buffers exist; reading them unwaited crashed the process.
+    dev = torch_xla.device()
+    w = torch.zeros(4, device=dev)
+    torch_xla.sync()
+    w[1:3] += 5
+    assert mark_step(w) == 1
+    torch.testing.assert_close(w.cpu(), torch.tensor([0.0, 5.0, 5.0, 0.0]))
+
+
+def test_views_and_their_base_are_written_back_consistently() -> None:
+    dev = torch_xla.device()
+    a = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(dev) * 2
+    row = a[1]
+    row.mul_(10)  # an in-place update of the base through a view
+    assert mark_step(row) == 2  # the base comes along with its view
+    for t in (a, row):
+        assert not _X._check_tensor_need_materialization([t])[0]
+    expected = torch.arange(12, dtype=torch.float32).reshape(3, 4) * 2
+    expected[1] *= 10
+    torch.testing.assert_close(a.cpu(), expected)
+    torch.testing.assert_close(row.cpu(), expected[1])
+    torch.testing.assert_close(to_cpu(a.t()[1]), expected[:, 1])  # a new view of the new base
