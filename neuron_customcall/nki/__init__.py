@@ -7,12 +7,12 @@ kernel executor (emulator/kernel_exec). ``language`` (nl) and ``isa`` (nisa) are
 
 from . import isa, language
 from .errors import HardwareRuleError, KernelTraceError, NKIError, NonAffineIndexError
-from .jit import (Kernel, Launch, TensorSpec, TracedKernel, jit, register_framework,
-                  simulate_kernel, trace_kernel)
+from .jit import (Kernel, Launch, TensorSpec, TracedKernel, baremetal, benchmark, jit, profile,
+                  register_framework, simulate_kernel, trace_kernel)
 from .language import tile_size
 
 __all__ = [
     "isa", "language", "tile_size", "jit", "simulate_kernel", "trace_kernel", "register_framework",
-    "Kernel", "Launch", "TensorSpec", "TracedKernel",
+    "Kernel", "Launch", "TensorSpec", "TracedKernel", "benchmark", "baremetal", "profile",
     "NKIError", "KernelTraceError", "HardwareRuleError", "NonAffineIndexError",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 from emulator import machine
 from emulator.kernel_exec import run_kernel
 from emulator.kernel_exec.program import Program, prepare
-from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc
+from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc, walk_instructions
 from emulator.kernel_ir.dtypes import UnknownDtypeError
 
 from . import dtypes as nkd
@@ -97,19 +97,15 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
         if t.on_chip or t.shape != t.decl.shape:
             raise KernelTraceError(name, _def_loc(func), "invalid kernel result",
                                    f"a kernel returns whole HBM tensors, got {t!r}")
-        t.decl.role = OUTPUT if t.decl.role != INPUT else INPUT
+        if t.decl.role != INPUT:
+            t.decl.role = OUTPUT
     out_names = [t.decl.name for t in tiles]
     if returns == "none":
-        written = {i.dst.tensor for i in _instructions(trace) if i.dst is not None}
+        written = {i.dst.tensor for i in walk_instructions(trace.body) if i.dst is not None}
         out_names = [n for n in trace.inputs if n in written]
     ir = trace.finish(out_names)
     specs = tuple(TensorSpec(ir.tensors[n].shape, ir.tensors[n].dtype) for n in out_names)
     return TracedKernel(ir, specs, returns)
-
-
-def _instructions(trace: Trace):
-    from emulator.kernel_ir import walk_instructions
-    return walk_instructions(trace.body)
 
 
 def _results(trace: Trace, result: Any) -> tuple[str, list[Tile]]:
@@ -261,3 +257,26 @@ def simulate_kernel(kernel, *args, **kwargs):
         Launch(kernel, (1,)) if isinstance(kernel, Kernel) else Launch(Kernel(kernel), (1,)))
     args = tuple(np.asarray(a) if _is_tensor_arg(a) else a for a in args)
     return simulate(launch, args, kwargs)
+
+
+def _hardware_only(api: str) -> Callable:
+    """``nki.benchmark``, ``nki.baremetal`` and ``nki.profile`` run on Trainium hardware only; here
+    they decorate as on the SDK and explain on the call."""
+
+    def decorator(func: Callable | None = None, **_options):
+        def wrap(f: Callable) -> Callable:
+            @functools.wraps(f)
+            def refuse(*args, **kwargs):
+                raise NKIError(f"nki.{api} needs Trainium hardware; run kernel {f.__name__!r} on "
+                               "the emulator with nki.simulate_kernel or by calling it with "
+                               "NumPy arrays")
+            return refuse
+        return wrap if func is None else wrap(func)
+
+    decorator.__name__ = api
+    return decorator
+
+
+benchmark = _hardware_only("benchmark")
+baremetal = _hardware_only("baremetal")
+profile = _hardware_only("profile")

@@ -240,3 +240,14 @@ def test_vector_engine_transpose_limit():
 
     raises_at(vt, [x(64, 16)], "# HERE", "transpose size", "VectorE transpose of [64, 16]",
               "32x32")
+
+
+def test_hardware_only_apis_explain_themselves():
+    @nki.benchmark(warmup=1, iters=2)
+    def k(a):
+        return a
+
+    with pytest.raises(nki.NKIError, match="nki.benchmark needs Trainium hardware.*'k'"):
+        k(x(1, 1))
+    with pytest.raises(nki.NKIError, match="nki.baremetal needs Trainium hardware"):
+        nki.baremetal(lambda a: a)(x(1, 1))
