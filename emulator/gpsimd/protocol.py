@@ -12,8 +12,12 @@ import mmap
 import os
 import select
 import tempfile
+import threading
 import time
+import weakref
 from pathlib import Path
+
+import numpy as np
 
 _LENGTH_BYTES = 4
 ALIGN = 64
@@ -63,33 +67,92 @@ def _shm_directory() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
+class SharedFile:
+    """One shared-memory file, mapped by the host (the worker maps it by path)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(align(size), 1 << 20)
+        fd, name = tempfile.mkstemp(prefix="ncc-gpsimd-", dir=_shm_directory())
+        try:
+            os.ftruncate(fd, self.size)
+            self.map = mmap.mmap(fd, self.size)
+        finally:
+            os.close(fd)
+        self.path = Path(name)
+
+    def close(self) -> bool:
+        """Unmaps and removes the file; False (and nothing done) while views of it are alive."""
+        try:
+            self.map.close()
+        except BufferError:
+            return False
+        self.path.unlink(missing_ok=True)
+        return True
+
+
 class Arena:
-    """A shared-memory file mapped by the host; grown by replacing it with a larger one."""
+    """The inputs' shared file, reused across calls and replaced by a larger one when needed."""
 
     def __init__(self) -> None:
-        self.path: Path | None = None
-        self.size = 0
-        self._map: mmap.mmap | None = None
+        self.file: SharedFile | None = None
+
+    @property
+    def path(self) -> Path | None:
+        return self.file.path if self.file else None
+
+    @property
+    def size(self) -> int:
+        return self.file.size if self.file else 0
 
     def ensure(self, size: int) -> memoryview:
         if size > self.size:
             self.close()
-            self.size = max(align(size), 1 << 20)
-            fd, name = tempfile.mkstemp(prefix="ncc-gpsimd-", dir=_shm_directory())
-            try:
-                os.ftruncate(fd, self.size)
-                self._map = mmap.mmap(fd, self.size)
-            finally:
-                os.close(fd)
-            self.path = Path(name)
-        assert self._map is not None
-        return memoryview(self._map)
+            self.file = SharedFile(size)
+        assert self.file is not None
+        return memoryview(self.file.map)
 
     def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        if self.path is not None:
-            self.path.unlink(missing_ok=True)
-            self.path = None
-        self.size = 0
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class SlabPool:
+    """Shared files for outputs. An output is handed to the caller as an array viewing its slab,
+    without a copy; the slab returns to the pool when that array is garbage, so a steady stream
+    of calls reuses memory that is already mapped (no page faults, no copies)."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self._free: list[SharedFile] = []
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def acquire(self, nbytes: int) -> SharedFile:
+        with self._lock:
+            fits = [f for f in self._free if f.size >= nbytes]
+            if fits:
+                best = min(fits, key=lambda f: f.size)
+                self._free.remove(best)
+                return best
+        return SharedFile(nbytes)
+
+    def release(self, slab: SharedFile) -> None:
+        with self._lock:
+            self._free.append(slab)
+            while len(self._free) > self._keep:
+                # Evict the smallest; a slab still viewed somewhere is closed later.
+                victim = min(self._free, key=lambda f: f.size)
+                self._free.remove(victim)
+                if not victim.close():
+                    self._free.insert(0, victim)
+                    break
+
+    def view(self, slab: SharedFile, nbytes: int) -> np.ndarray:
+        """A uint8 array over the slab's first `nbytes`; the slab is released with the array."""
+        array = np.frombuffer(slab.map, dtype=np.uint8, count=nbytes)
+        weakref.finalize(array, self.release, slab)
+        return array
+
+    def close(self) -> None:
+        with self._lock:
+            self._free = [f for f in self._free if not f.close()]

@@ -36,10 +36,18 @@ _LIBRARY_CACHE = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
 
 @dataclass(frozen=True)
 class TensorValue:
-    """An input tensor: its spec and a C-contiguous buffer holding exactly its bytes."""
+    """An input tensor: its spec and either a C-contiguous buffer holding exactly its bytes or a
+    callable that writes them into the writable memoryview it is given (so a framework can use
+    its own, possibly parallel, copy straight into shared memory)."""
 
     spec: TensorSpec
     data: object
+
+    def write_to(self, view: memoryview) -> None:
+        if callable(self.data):
+            self.data(view)
+        else:
+            view[:] = memoryview(self.data).cast("B")
 
 
 Argument = Union[TensorValue, float, int, bool]
@@ -47,7 +55,8 @@ Argument = Union[TensorValue, float, int, bool]
 
 @dataclass
 class RunResult:
-    """One execution: the output bytes (uint8, reshape by the output spec), counters, printf."""
+    """One execution: the output bytes (a uint8 array viewing shared memory, reused once it is
+    garbage; view it by the output spec), the counters and the printf output."""
 
     output: np.ndarray
     spec: TensorSpec
@@ -153,20 +162,22 @@ class _WorkerProcess:
         self.stderr.close()
 
 
-def _layout(values: Sequence[Argument], kinds: Sequence[str], out: TensorSpec) -> tuple[list[dict], dict, int]:
-    """Assigns arena offsets: inputs first, then the output; returns the request fields."""
+def _tensor_spec(spec: TensorSpec, offset: int) -> dict:
+    return {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[spec.dtype].code, "shape": list(spec.shape), "offset": offset}
+
+
+def _layout(values: Sequence[Argument], kinds: Sequence[str]) -> tuple[list[dict], int]:
+    """Assigns the input tensors their offsets in the arena; returns the specs and the size."""
     offset, specs = 0, []
     for kind, value in zip(kinds, values):
         if kind == "tensor":
             if not isinstance(value, TensorValue):
                 raise GpSimdError("a tensor argument needs a TensorValue")
-            d = abi.DTYPES[value.spec.dtype]
-            specs.append({"kind": abi.KIND_TENSOR, "dtype": d.code, "shape": list(value.spec.shape), "offset": offset})
+            specs.append(_tensor_spec(value.spec, offset))
             offset = protocol.align(offset + value.spec.nbytes)
         else:
             specs.append(_scalar_spec(kind, value))
-    out_spec = {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[out.dtype].code, "shape": list(out.shape), "offset": offset}
-    return specs, out_spec, protocol.align(offset + max(out.nbytes, 1))
+    return specs, max(offset, 1)
 
 
 def _scalar_spec(kind: str, value: object) -> dict:
@@ -200,6 +211,7 @@ class GpSimdRunner:
         self.timeout = timeout
         self._worker: _WorkerProcess | None = None
         self._lock = threading.Lock()
+        self._slabs = protocol.SlabPool()
 
     def _ensure_worker(self) -> _WorkerProcess:
         if self._worker is None or not self._worker.alive() or self._worker.req_w < 0:
@@ -218,26 +230,32 @@ class GpSimdRunner:
         if len(values) != len(op.args):
             raise GpSimdError(f"op '{op.name}' takes {len(op.args)} arguments, got {len(values)}")
         ncores = abi.CORE_COUNT if op.multicore else 1
-        specs, out_spec, size = _layout(values, op.args, out)
-        with self._lock:
-            worker = self._ensure_worker()
-            with worker.arena.ensure(size) as view:
-                for kind, value, spec in zip(op.args, values, specs):
-                    if kind == "tensor":
-                        n = value.spec.nbytes
-                        view[spec["offset"] : spec["offset"] + n] = memoryview(value.data).cast("B")
-            request = {
-                "cmd": "run", "index": op.index, "symbol": op.symbol, "ncores": ncores,
-                "arena": str(worker.arena.path), "arena_size": worker.arena.size,
-                "args": specs, "out": out_spec,
-            }
-            start = time.perf_counter()
-            reply = worker.request(request, timeout or self.timeout, op.name)
-            seconds = time.perf_counter() - start
-            output = np.empty(out.nbytes, dtype=np.uint8)
-            if reply["ok"]:
+        specs, size = _layout(values, op.args)
+        slab = self._slabs.acquire(max(out.nbytes, 1))
+        out_spec = {**_tensor_spec(out, 0), "file": str(slab.path), "file_size": slab.size}
+        try:
+            with self._lock:
+                worker = self._ensure_worker()
                 with worker.arena.ensure(size) as view:
-                    output[:] = view[out_spec["offset"] : out_spec["offset"] + out.nbytes]
+                    for kind, value, spec in zip(op.args, values, specs):
+                        if kind == "tensor":
+                            start = spec["offset"]
+                            with view[start : start + value.spec.nbytes] as slot:
+                                value.write_to(slot)
+                            spec.update(file=str(worker.arena.path), file_size=worker.arena.size)
+                request = {"cmd": "run", "index": op.index, "symbol": op.symbol, "ncores": ncores,
+                           "args": specs, "out": out_spec}
+                start_time = time.perf_counter()
+                reply = worker.request(request, timeout or self.timeout, op.name)
+                seconds = time.perf_counter() - start_time
+        except BaseException:
+            self._slabs.release(slab)
+            raise
+        if reply["ok"]:
+            output = self._slabs.view(slab, out.nbytes)
+        else:
+            self._slabs.release(slab)
+            output = np.empty(0, dtype=np.uint8)
         counters = reply["counters"]
         if print_output and reply["text"]:
             print_device_output(op, reply["text"], counters["printf_lost_bytes"])
@@ -250,6 +268,7 @@ class GpSimdRunner:
             if self._worker is not None:
                 self._worker.close()
                 self._worker = None
+        self._slabs.close()
 
 
 _RUNNERS: dict[Path, GpSimdRunner] = {}

@@ -10,34 +10,42 @@ import ctypes
 import mmap
 import os
 import sys
+from collections import OrderedDict
 from typing import Callable
 
 from emulator.gpsimd import abi, protocol
 
 
-class _Mapping:
-    """The arena file currently mapped, and its base address."""
+class _Mappings:
+    """The shared files this worker has mapped (the inputs' arena and output slabs), by path;
+    the least recently used are unmapped beyond a small number."""
 
-    def __init__(self) -> None:
-        self.path = ""
-        self._map: mmap.mmap | None = None
-        self._anchor: ctypes.c_char | None = None
-        self.base = 0
+    def __init__(self, keep: int = 8) -> None:
+        self._maps: OrderedDict[str, tuple[mmap.mmap, ctypes.c_char, int]] = OrderedDict()
+        self._keep = keep
 
-    def use(self, path: str, size: int) -> int:
-        if path != self.path or self._map is None or len(self._map) < size:
-            self._anchor = None
-            if self._map is not None:
-                self._map.close()
-            fd = os.open(path, os.O_RDWR)
-            try:
-                self._map = mmap.mmap(fd, size)
-            finally:
-                os.close(fd)
-            self._anchor = ctypes.c_char.from_buffer(self._map)
-            self.base = ctypes.addressof(self._anchor)
-            self.path = path
-        return self.base
+    def base(self, path: str, size: int) -> int:
+        entry = self._maps.get(path)
+        if entry is not None and len(entry[0]) >= size:
+            self._maps.move_to_end(path)
+            return entry[2]
+        if entry is not None:
+            self._drop(path)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mapped = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        anchor = ctypes.c_char.from_buffer(mapped)
+        self._maps[path] = (mapped, anchor, ctypes.addressof(anchor))
+        while len(self._maps) > self._keep:
+            self._drop(next(iter(self._maps)))
+        return self._maps[path][2]
+
+    def _drop(self, path: str) -> None:
+        mapped, anchor, _ = self._maps.pop(path)
+        del anchor
+        mapped.close()
 
 
 class Worker:
@@ -46,7 +54,7 @@ class Worker:
     def __init__(self, library_path: str) -> None:
         self.lib = ctypes.CDLL(library_path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
         abi.bind(self.lib)
-        self.mapping = _Mapping()
+        self.mappings = _Mappings()
         self.functions: dict[str, int] = {}
         self.handlers: dict[str, Callable[[dict], dict]] = {"run": self.run, "ping": self.ping}
 
@@ -59,13 +67,12 @@ class Worker:
         return self.functions[symbol]
 
     def run(self, request: dict) -> dict:
-        base = self.mapping.use(request["arena"], request["arena_size"])
         specs = request["args"]
         array = (abi.NccArg * max(len(specs), 1))()
         for arg, spec in zip(array, specs):
-            _fill(arg, spec, base)
+            _fill(arg, spec, self.mappings)
         dst = abi.NccArg()
-        _fill(dst, request["out"], base)
+        _fill(dst, request["out"], self.mappings)
         counters = abi.NccCounters()
         text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
         text_len = ctypes.c_size_t(0)
@@ -86,14 +93,14 @@ class Worker:
         return reply
 
 
-def _fill(arg: abi.NccArg, spec: dict, base: int) -> None:
+def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings) -> None:
     arg.kind = spec["kind"]
     if spec["kind"] == abi.KIND_TENSOR:
         arg.dtype = spec["dtype"]
         arg.ndim = len(spec["shape"])
         for k, s in enumerate(spec["shape"]):
             arg.sizes[k] = s
-        arg.data = base + spec["offset"]
+        arg.data = mappings.base(spec["file"], spec["file_size"]) + spec["offset"]
     else:
         arg.f = spec.get("f", 0.0)
         arg.i = spec.get("i", 0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from neuron_customcall.cpp import cache, compiler
+from neuron_customcall.cpp import cache, compiler, prelude
 from neuron_customcall.cpp.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -103,37 +103,59 @@ def make_request(
     )
 
 
+def shared_cache_root() -> Path:
+    """Where objects shared by all libraries live (the runtime object, precompiled preludes)."""
+    override = os.environ.get("NEURON_CUSTOMCALL_CPP_CACHE")
+    return Path(override) if override else Path(tempfile.gettempdir()) / "neuron_customcall" / "cpp-shared"
+
+
+def _compile_cached(objects: cache.ObjectCache, toolchain: compiler.Toolchain, src: Path, key: str) -> bool:
+    """Compiles `src` into the cache unless a valid object is there; True when it compiled.
+    Objects are written under temporary names and renamed: concurrent builds may share a cache."""
+    if objects.lookup(key) is not None:
+        return False
+    obj, _, depfile = objects.paths(key)
+    suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp_obj, tmp_dep = obj.with_name(obj.name + suffix), depfile.with_name(depfile.name + suffix)
+    toolchain.compile(src, tmp_obj, tmp_dep)
+    os.replace(tmp_dep, depfile)
+    os.replace(tmp_obj, obj)
+    objects.record(key)
+    return True
+
+
 def build(request: BuildRequest) -> Path:
-    """Compiles (through the cache) and links the library; returns its path."""
+    """Compiles (through the caches) and links the library; returns its path.
+
+    The runtime object and the precompiled prelude come from the shared cache (built on first
+    use, in parallel with each other); the user's sources then compile in parallel."""
     request.build_directory.mkdir(parents=True, exist_ok=True)
-    objects = cache.ObjectCache(request.build_directory / ".ncc-objects")
-    toolchain = compiler.Toolchain(request.flags, request.verbose)
     identity = compiler.compiler_identity()
-    sources = (*request.compute_srcs, *request.shape_srcs, compiler.RUNTIME_SOURCE)
-    keys = [objects.key(src, request.flags, identity) for src in sources]
-    missing = [(src, key) for src, key in zip(sources, keys) if objects.lookup(key) is None]
-
-    def compile_one(item: tuple[Path, str]) -> None:
-        # Written under temporary names and renamed: concurrent builds may share the cache.
-        src, key = item
-        obj, _, depfile = objects.paths(key)
-        suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp_obj, tmp_dep = obj.with_name(obj.name + suffix), depfile.with_name(depfile.name + suffix)
-        toolchain.compile(src, tmp_obj, tmp_dep)
-        os.replace(tmp_dep, depfile)
-        os.replace(tmp_obj, obj)
-        objects.record(key)
-
-    if missing:
-        with ThreadPoolExecutor(max_workers=max(1, min(len(missing), os.cpu_count() or 1))) as pool:
-            list(pool.map(compile_one, missing))
-    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys]).encode())
+    shared_root = shared_cache_root()
+    shared = cache.ObjectCache(shared_root / "objects")
+    runtime_flags = (*compiler.BASE_FLAGS, *request.extra_cflags)
+    runtime_tools = compiler.Toolchain(runtime_flags, request.verbose)
+    runtime_key = shared.key(compiler.RUNTIME_SOURCE, runtime_flags, identity)
+    workers = max(1, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        runtime_job = pool.submit(_compile_cached, shared, runtime_tools, compiler.RUNTIME_SOURCE, runtime_key)
+        pch_dir = prelude.ensure(compiler.Toolchain(request.flags, request.verbose), identity, shared_root)
+        flags = (*request.flags, *prelude.flags(pch_dir))
+        toolchain = compiler.Toolchain(flags, request.verbose)
+        objects = cache.ObjectCache(request.build_directory / ".ncc-objects")
+        sources = (*request.compute_srcs, *request.shape_srcs)
+        keys = [objects.key(src, flags, identity) for src in sources]
+        compiled = list(pool.map(lambda item: _compile_cached(objects, toolchain, *item), zip(sources, keys)))
+        compiled.append(runtime_job.result())
+    object_paths = [objects.paths(k)[0] for k in keys] + [shared.paths(runtime_key)[0]]
+    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys, runtime_key]).encode())
     stamp = request.build_directory / f".lib{request.name}.so.key"
-    if request.output.exists() and stamp.exists() and stamp.read_text() == link_key and not missing:
+    # An object recompiled under the same key (a header changed) must be relinked too.
+    if not any(compiled) and request.output.exists() and stamp.exists() and stamp.read_text() == link_key:
         log.info("lib%s.so is up to date in %s", request.name, request.build_directory)
         return request.output
-    toolchain.link([objects.paths(k)[0] for k in keys], request.output)
+    toolchain.link(object_paths, request.output)
     stamp.write_text(link_key)
     log.info("built lib%s.so in %s (%d of %d sources compiled)", request.name,
-             request.build_directory, len(missing), len(sources))
+             request.build_directory, sum(compiled[:-1]), len(sources))
     return request.output

@@ -56,8 +56,16 @@ def _specs(op: OpDescriptor, args: tuple) -> list[Any]:
 
 
 def _value(t: torch.Tensor, spec: TensorSpec) -> TensorValue:
-    flat = t.detach().contiguous().reshape(-1)
-    return TensorValue(spec, flat.view(torch.uint8).numpy() if flat.numel() else b"")
+    """An input that torch copies (in parallel) straight into the runner's shared memory."""
+    source = t.detach().reshape(-1)
+
+    def write(slot: memoryview) -> None:
+        if len(slot):
+            target = torch.frombuffer(slot, dtype=source.dtype)
+            target.copy_(source)
+            del target
+
+    return TensorValue(spec, write)
 
 
 def _cpu_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
@@ -68,9 +76,10 @@ def _cpu_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
         out = loaded.host.shape(op, specs)
         values = [_value(a, s) if kind == "tensor" else a for kind, a, s in zip(op.args, args, specs)]
         result = loaded.runner.run(op, values, out)
-        flat = torch.from_numpy(result.output)
-        return flat.view(DTYPE_NAMES[out.dtype]).reshape(out.shape) if out.nbytes else \
-            torch.empty(out.shape, dtype=DTYPE_NAMES[out.dtype])
+        if not out.nbytes:
+            return torch.empty(out.shape, dtype=DTYPE_NAMES[out.dtype])
+        # Zero-copy: the tensor views the output's shared memory and keeps it alive.
+        return torch.from_numpy(result.output).view(DTYPE_NAMES[out.dtype]).reshape(out.shape)
 
     kernel.__name__ = f"{library}_{name}_gpsimd"
     return kernel

@@ -113,3 +113,13 @@ def test_compute_signature_must_match_the_shape_function() -> None:
                     ("tensor", "double", "int64", "scalar"))
     with pytest.raises(LibraryError, match="takes \\(tensor\\) but its shape function takes \\(tensor, double\\)"):
         signature.check("op 'f'", "f(torch::Tensor)", ("tensor", "double"))
+
+
+def test_outputs_view_shared_memory_that_is_reused_only_when_released() -> None:
+    first = run("access_ops", "copy_tcm", tensor(X))
+    kept = first.output.view(np.float32)
+    second = run("access_ops", "copy_tcm", tensor(-X))
+    assert np.array_equal(kept, X) and np.array_equal(second.output.view(np.float32), -X)
+    del first, kept, second
+    third = run("access_ops", "copy_tcm", tensor(2 * X))
+    assert np.array_equal(third.output.view(np.float32), 2 * X)

@@ -167,3 +167,13 @@ def test_unsupported_dtype_is_a_clear_error() -> None:
     load("relu")
     with pytest.raises(TypeError, match="float64 is not supported on GpSimd"):
         torch.ops.relu_ops.relu_forward(torch.randn(2, 2, dtype=torch.float64))
+
+
+def test_results_stay_valid_across_later_calls() -> None:
+    load("relu")
+    xs = [torch.randn(64, 64) for _ in range(8)]
+    ys = [torch.ops.relu_ops.relu_tcm(x) for x in xs]
+    for x, y in zip(xs, ys):
+        assert torch.equal(y, torch.relu(x))
+    ys[0].add_(1)  # results are ordinary writable tensors
+    assert torch.equal(ys[0], torch.relu(xs[0]) + 1)

@@ -27,7 +27,6 @@ torch::Tensor relu_forward_mc(const torch::Tensor& t_in) {
         out_tcm.tcm_to_tensor<float>(buf, start, n);
     }
     torch::neuron::tcm_free(buf);
-    printf("core %u of %u: elements [%zu, %zu)\n", cpu_id, cpu_count, begin, end);
     return t_out;
 }
 

@@ -1,0 +1,48 @@
+"""The precompiled prelude: the device runtime's headers compiled once per compiler and flags
+into a shared cache, then force-included (-include) into every custom-op source.
+
+A GCC precompiled header is only valid for the flags it was built with, so its key holds the
+compiler, the flags and the content of every runtime header; GCC ignores an unusable one and
+parses the headers instead (-Winvalid-pch says so when verbose).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from emulator.gpsimd.sources import PRELUDE_HEADER, header_files
+from neuron_customcall.cpp import cache
+from neuron_customcall.cpp.compiler import Toolchain
+
+PRELUDE_NAME = PRELUDE_HEADER.name
+
+
+def key(flags: tuple[str, ...], identity: str) -> str:
+    parts = [identity, *flags] + [cache.digest(p.read_bytes()) for p in header_files()]
+    return cache.digest("\0".join(parts).encode())
+
+
+def ensure(toolchain: Toolchain, identity: str, root: Path) -> Path:
+    """The directory holding the prelude and its .gch for these flags, built if missing."""
+    directory = root / "pch" / key(toolchain.flags, identity)[:32]
+    gch = directory / f"{PRELUDE_NAME}.gch"
+    if gch.exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
+    header = directory / PRELUDE_NAME
+    if not header.exists():
+        shutil.copyfile(PRELUDE_HEADER, header.with_name(header.name + suffix))
+        os.replace(header.with_name(header.name + suffix), header)
+    tmp = gch.with_name(gch.name + suffix)
+    toolchain.precompile(header, tmp)
+    os.replace(tmp, gch)
+    return directory
+
+
+def flags(directory: Path) -> tuple[str, ...]:
+    """Flags that make a source use the prelude in `directory`."""
+    return ("-Winvalid-pch", "-I", str(directory), "-include", PRELUDE_NAME)
