@@ -14,6 +14,7 @@ INSTRUCTIONS = frozenset({
     "tensor_copy",        # on-chip copy with dtype conversion / broadcast
     "memset",             # fill with a constant
     "iota",               # materialise an affine index expression
+    "random",             # uniform [0, 1) values (nl.rand, dropout)
     "activation",         # ScalarE: func(data * scale + bias)
     "tensor_tensor",      # VectorE: op(data0, data1)
     "tensor_scalar",      # VectorE: op1(op0(data, operand0), operand1)

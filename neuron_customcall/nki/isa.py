@@ -149,3 +149,8 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, *, dtype=None, mask=None
 def reciprocal(data, *, dtype=None, mask=None) -> Tile:
     return nl.reciprocal(data, dtype=dtype, mask=mask)
 
+
+
+def dropout(data, prob, *, dtype=None, mask=None) -> Tile:
+    """Zero each element with probability ``prob``."""
+    return nl.dropout(data, prob, dtype=dtype, mask=mask)

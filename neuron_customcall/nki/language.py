@@ -29,7 +29,7 @@ from .lang.spmd import (  # noqa: F401, A004
 from .lang.memory import (  # noqa: F401, A004
     ndarray, full, zeros, ones, zeros_like, empty_like,
     shared_identity_matrix, load, store, load_transpose2d, copy, broadcast_to,
-    expand_dims, atomic_rmw)
+    expand_dims, atomic_rmw, rand, dropout)
 from .lang.reductions import (  # noqa: F401, A004
     sum, max, min, prod, all, mean,
     var, softmax, rms_norm)
@@ -53,6 +53,6 @@ __all__ = [
     "num_programs", "program_ndim", "affine_range", "sequential_range", "static_range", "ndarray",
     "full", "zeros", "ones", "zeros_like", "empty_like", "shared_identity_matrix",
     "load", "store", "load_transpose2d", "copy", "broadcast_to", "expand_dims",
-    "atomic_rmw", "sum", "max", "min", "prod", "all",
+    "atomic_rmw", "rand", "dropout", "sum", "max", "min", "prod", "all",
     "mean", "var", "softmax", "rms_norm", "transpose", "matmul",
 ]

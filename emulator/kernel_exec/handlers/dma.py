@@ -1,8 +1,10 @@
-"""Data movement and initialisation: alloc, load, store, tensor_copy, memset, iota."""
+"""Data movement and initialisation: alloc, load, store, tensor_copy, memset, iota, random."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from emulator.kernel_ir import Access, Instruction, affine_from_json
 
@@ -38,6 +40,14 @@ def iota(r: Runner, ins: Instruction) -> None:
     r.write(ins, eval_affine(expr, r.ctx, ins.dst.shape))
 
 
+def random(r: Runner, ins: Instruction) -> None:
+    """Uniform [0, 1) values, different for every program and iteration, reproducible from run to
+    run: the generator is seeded by the instruction's seed and the Python-looped loop values."""
+    seed = [int(ins.attrs.get("seed", 0))] + [v for _, v in sorted(r.ctx.bound.items())]
+    shape = r.ctx.batch_shape + tuple(ins.dst.shape)
+    r.write(ins, np.random.default_rng(seed).random(shape, dtype=np.float32))
+
+
 HANDLERS = {
     "alloc": alloc,
     "load": copy,
@@ -45,4 +55,5 @@ HANDLERS = {
     "tensor_copy": copy,
     "memset": memset,
     "iota": iota,
+    "random": random,
 }

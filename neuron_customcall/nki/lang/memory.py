@@ -59,6 +59,24 @@ def empty_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
                    buffer=buffer if buffer is not None else sbuf, name=name)
 
 
+def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
+    """Uniform [0, 1) values (reproducible on the emulator: seeded per instruction)."""
+    tr = current()
+    decl = tr.declare(_shape(shape), nkd.name_of(dtype), _buffer(buffer), name=name,
+                      init="defined")
+    t = Tile(tr, decl)
+    tr._counter += 1
+    tr.emit("random", t.access(), (), {"seed": tr._counter})
+    return t
+
+
+def dropout(x, rate, *, dtype=None, mask=None) -> Tile:
+    """Zero each element with probability ``rate`` (no rescaling, as NKI's dropout)."""
+    x = _operand(x)
+    keep = rand(x.shape) >= float(rate)
+    return where(keep, x, 0.0, dtype=dtype, mask=mask)
+
+
 def shared_identity_matrix(n: int, dtype=float32) -> Tile:
     """An n x n identity tile (iota of ``i - j`` compared with 0)."""
     diff = arange(n)[:, None] - arange(n)[None, :]

@@ -273,3 +273,18 @@ def test_nc_transpose_on_both_engines_and_jit_with_options():
     gx, gy = k(x, y)
     np.testing.assert_array_equal(gx, x.T)
     np.testing.assert_array_equal(gy, y.T)
+
+
+def test_rand_and_dropout():
+    @nki.jit
+    def k(x):
+        out = out_like((2,) + x.shape)
+        nl.store(out[0], value=nl.rand(x.shape))
+        nl.store(out[1], value=nl.dropout(nl.load(x), 0.25))
+        return out
+
+    x = np.ones((128, 256), np.float32)
+    a, b = k[2](x)
+    assert ((a >= 0) & (a < 1)).all() and 0.45 < a.mean() < 0.55
+    assert set(np.unique(b)) <= {0.0, 1.0} and 0.7 < b.mean() < 0.8
+    np.testing.assert_array_equal(k[2](x)[1], b)  # reproducible
