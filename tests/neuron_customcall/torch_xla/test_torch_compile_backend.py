@@ -56,3 +56,15 @@ def test_fx_graph_with_none_scalar_and_passthrough_outputs() -> None:
     torch.testing.assert_close(passthrough, b)
     graph(a, b, 5)
     assert graph.trace_count == 2
+
+
+def test_changing_batch_sizes_recompile_or_retrace_correctly() -> None:
+    torch._dynamo.reset()
+    model = make_mlp()
+    compiled = torch.compile(model, backend="neuron")
+    for n in (16, 8, 5, 16):  # the second size makes dynamo mark the batch dimension dynamic
+        x = torch.randn(n, 32)
+        out = compiled(x)
+        out.sum().backward()
+        torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
+        assert all(p.grad is not None for p in model.parameters())
