@@ -8,9 +8,9 @@ from emulator.kernel_ir import Const, affine_to_json
 from . import checks
 from . import dtypes as nkd
 from . import language as nl
-from .lang.elementwise import _binary_op, _unary_op
-from .lang.operands import _act_name, _new, _op_name, _operand, _scalar, _shape
-from .lang.reductions import _reduce
+from .lang.elementwise import binary_op, unary_op
+from .lang.operands import activation_name, new_tile, alu_op_name, operand, scalar_value, as_shape
+from .lang.reductions import reduce
 from .indexing import Idx, Pred
 from .tile import Tile
 from .tracer import current
@@ -21,7 +21,7 @@ def _dt(dtype, default: str) -> str:
 
 
 def _src(x):
-    v = _operand(x)
+    v = operand(x)
     return v.access() if isinstance(v, Tile) else Const(v)
 
 
@@ -29,7 +29,7 @@ def nc_matmul(stationary: Tile, moving: Tile, *, is_transpose: bool = False, mas
     """TensorE: ``stationary.T @ moving``; both in SBUF, contraction on the partition axis; result
     fp32 in PSUM."""
     checks.check_matmul_operands(current(), stationary.access(), moving.access())
-    out = _new((stationary.shape[1], moving.shape[1]), "float32", machine.PSUM)
+    out = new_tile((stationary.shape[1], moving.shape[1]), "float32", machine.PSUM)
     current().emit("matmul", out.access(), (stationary.access(), moving.access()), {}, mask)
     return out
 
@@ -37,43 +37,43 @@ def nc_matmul(stationary: Tile, moving: Tile, *, is_transpose: bool = False, mas
 def activation(op, data, *, bias=None, scale=1.0, dtype=None, mask=None) -> Tile:
     """ScalarE: ``op(data * scale + bias)`` in fp32; bias a [P, 1] tile or scalar, scale a scalar
     or a [P, 1] tile."""
-    return _unary_op(_act_name(op), data, dtype, mask, scale=scale, bias=bias)
+    return unary_op(activation_name(op), data, dtype, mask, scale=scale, bias=bias)
 
 
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None) -> Tile:
-    return _binary_op(_op_name(op), data1, data2, dtype, mask)
+    return binary_op(alu_op_name(op), data1, data2, dtype, mask)
 
 
 def tensor_scalar(data, op0, operand0, reverse0: bool = False, op1=None, operand1=None,
                   reverse1: bool = False, *, dtype=None, mask=None) -> Tile:
     """VectorE: ``op1(op0(data, operand0), operand1)``; operands are scalars or [P, 1] tiles."""
-    data = _operand(data)
+    data = operand(data)
     srcs = [data.access(), _src(operand0)]
-    attrs = {"op0": _op_name(op0), "reverse0": bool(reverse0)}
+    attrs = {"op0": alu_op_name(op0), "reverse0": bool(reverse0)}
     if op1 is not None:
         srcs.append(_src(operand1))
-        attrs.update(op1=_op_name(op1), reverse1=bool(reverse1))
-    out = _new(data.shape, _dt(dtype, data.dtype_name))
+        attrs.update(op1=alu_op_name(op1), reverse1=bool(reverse1))
+    out = new_tile(data.shape, _dt(dtype, data.dtype_name))
     current().emit("tensor_scalar", out.access(), tuple(srcs), attrs, mask)
     return out
 
 
 def tensor_reduce(op, data, axis, *, negate: bool = False, keepdims: bool = False, dtype=None,
                   mask=None) -> Tile:
-    return _reduce(_op_name(op), data, axis, dtype, mask, keepdims, negate)
+    return reduce(alu_op_name(op), data, axis, dtype, mask, keepdims, negate)
 
 
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, dtype=None, mask=None) -> Tile:
     """``op1(op0(data, operand0), operand1)``: a scalar (or [P, 1]) step then a tile step."""
     first = tensor_scalar(data, op0, operand0)
-    return _binary_op(_op_name(op1), first, operand1, dtype, mask)
+    return binary_op(alu_op_name(op1), first, operand1, dtype, mask)
 
 
 def tensor_partition_reduce(op, data, *, dtype=None, mask=None) -> Tile:
     """Reduce across partitions: [P, F] -> [1, F]."""
-    data = _operand(data)
-    out = _new((1,) + data.shape[1:], _dt(dtype, data.dtype_name))
-    current().emit("partition_reduce", out.access(), (data.access(),), {"op": _op_name(op)}, mask)
+    data = operand(data)
+    out = new_tile((1,) + data.shape[1:], _dt(dtype, data.dtype_name))
+    current().emit("partition_reduce", out.access(), (data.access(),), {"op": alu_op_name(op)}, mask)
     return out
 
 
@@ -85,21 +85,21 @@ def iota(expr, dtype=nkd.int32, *, mask=None) -> Tile:
     """Materialise an index expression (``arange``/``mgrid``/``program_id`` arithmetic)."""
     if not isinstance(expr, Idx):
         raise current().error("invalid iota", "iota takes an index expression")
-    out = _new(expr.shape or (1,), nkd.name_of(dtype))
+    out = new_tile(expr.shape or (1,), nkd.name_of(dtype))
     current().emit("iota", out.access(), (),
                    {"expr": affine_to_json(expr.to_affine(len(out.shape)))}, mask)
     return out
 
 
 def memset(shape, value, dtype, *, mask=None) -> Tile:
-    out = _new(_shape(shape), nkd.name_of(dtype))
-    current().emit("memset", out.access(), (Const(_scalar(value)),), {}, mask)
+    out = new_tile(as_shape(shape), nkd.name_of(dtype))
+    current().emit("memset", out.access(), (Const(scalar_value(value)),), {}, mask)
     return out
 
 
 def nc_transpose(data, *, dtype=None, mask=None, engine=None) -> Tile:
     """Transpose a 2-D tile: TensorE (up to 128x128, result in PSUM) or VectorE (up to 32x32)."""
-    data = _operand(data)
+    data = operand(data)
     if data.ndim != 2:
         raise current().error("transpose shape", f"nc_transpose needs a 2-D tile, got "
                               f"{list(data.shape)}")
@@ -110,7 +110,7 @@ def nc_transpose(data, *, dtype=None, mask=None, engine=None) -> Tile:
                               f"VectorE transpose of {list(data.shape)} exceeds 32x32",
                               HardwareRuleError)
     memory = machine.SBUF if vector else machine.PSUM
-    out = _new((data.shape[1], data.shape[0]), _dt(dtype, data.dtype_name), memory)
+    out = new_tile((data.shape[1], data.shape[0]), _dt(dtype, data.dtype_name), memory)
     current().emit("transpose", out.access(), (data.access(),), {"engine": "vector" if vector
                                                                   else "tensor"}, mask)
     return out
@@ -123,26 +123,26 @@ def affine_select(pred: Pred, on_true_tile, on_false_value, *, dtype=None, mask=
 
 def bn_stats(data, *, dtype=None, mask=None) -> Tile:
     """Per-partition statistics of a [P, F] tile for ``bn_aggr``: [P, 6] fp32."""
-    data = _operand(data)
-    out = _new((data.shape[0], 6), _dt(dtype, "float32"))
+    data = operand(data)
+    out = new_tile((data.shape[0], 6), _dt(dtype, "float32"))
     current().emit("bn_stats", out.access(), (data.access(),), {}, mask)
     return out
 
 
 def bn_aggr(data, *, dtype=None, mask=None) -> Tile:
     """Mean and variance per partition ([P, 2]) from one or more concatenated bn_stats."""
-    data = _operand(data)
-    out = _new((data.shape[0], 2), _dt(dtype, "float32"))
+    data = operand(data)
+    out = new_tile((data.shape[0], 2), _dt(dtype, "float32"))
     current().emit("bn_aggr", out.access(), (data.access(),), {}, mask)
     return out
 
 
 def tensor_tensor_scan(data0, data1, initial, op0, op1, *, dtype=None, mask=None) -> Tile:
     """``out[:, i] = op1(op0(out[:, i-1], data0[:, i]), data1[:, i])``, ``out[:, -1] = initial``."""
-    d0, d1 = _operand(data0), _operand(data1)
-    out = _new(d0.shape, _dt(dtype, nkd.promote(d0.dtype_name, d1.dtype_name)))
+    d0, d1 = operand(data0), operand(data1)
+    out = new_tile(d0.shape, _dt(dtype, nkd.promote(d0.dtype_name, d1.dtype_name)))
     current().emit("tensor_tensor_scan", out.access(), (d0.access(), d1.access(), _src(initial)),
-                   {"op0": _op_name(op0), "op1": _op_name(op1)}, mask)
+                   {"op0": alu_op_name(op0), "op1": alu_op_name(op1)}, mask)
     return out
 
 

@@ -75,8 +75,8 @@ class Tile:
         return Tile(self.trace, self.decl, shape, compose(self.index, exprs))
 
     def __setitem__(self, key, value) -> None:
-        from .lang.memory import _assign
-        _assign(self[key], value)
+        from .lang.memory import assign
+        assign(self[key], value)
 
     def reshape(self, shape) -> "Tile":
         """A new view with ``shape`` over the same elements of a whole tensor, where dimensions are
@@ -152,8 +152,8 @@ class Tile:
 
     def _inplace(op: str):  # noqa: N805
         def method(self, other):
-            from .lang.memory import _accumulate
-            _accumulate(self, other, op)
+            from .lang.memory import accumulate
+            accumulate(self, other, op)
             return self
         method.__name__ = f"__i{op}__"
         return method

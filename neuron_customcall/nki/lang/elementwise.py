@@ -11,7 +11,7 @@ from ..errors import NonAffineIndexError
 from ..indexing import Idx, Pred
 from ..tile import Tile
 from ..tracer import current
-from .operands import _broadcast_shapes, _is_scalar, _new, _operand, _scalar
+from .operands import broadcast_shapes, is_scalar, new_tile, operand, scalar_value
 
 _COMPARISONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
                 "logical_and", "logical_or", "logical_xor"}
@@ -22,7 +22,7 @@ _IDX_OPS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
             "greater_equal": lambda a, b: a >= b, "equal": lambda a, b: a == b}
 
 
-def _binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | float":
+def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | float":
     tr = current()
     if not isinstance(x, Tile) and not isinstance(y, Tile):
         if isinstance(x, (Idx, int)) and isinstance(y, (Idx, int)) and op in _IDX_OPS \
@@ -31,11 +31,11 @@ def _binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | flo
                 return _IDX_OPS[op](x, y)
             except NonAffineIndexError:
                 pass
-        if _is_scalar(x) and _is_scalar(y):
+        if is_scalar(x) and is_scalar(y):
             from emulator.kernel_exec import alu
             return alu.binary(op, np.float32(x) if isinstance(x, float) else x,
                               np.float32(y) if isinstance(y, float) else y).item()
-    x, y = _operand(x), _operand(y)
+    x, y = operand(x), operand(y)
     if op in _COMPARISONS:
         out_dtype = "bool"
     elif isinstance(x, Tile) and isinstance(y, Tile):
@@ -51,12 +51,12 @@ def _binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | flo
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
     if isinstance(x, Tile) and isinstance(y, Tile):
-        shape = _broadcast_shapes(tr, x.shape, y.shape)
-        out = _new(shape, out_dtype)
+        shape = broadcast_shapes(tr, x.shape, y.shape)
+        out = new_tile(shape, out_dtype)
         tr.emit("tensor_tensor", out.access(), (x.access(), y.access()), {"op": op}, mask)
     else:
         t, s, rev = (x, y, False) if isinstance(x, Tile) else (y, x, True)
-        out = _new(t.shape, out_dtype)
+        out = new_tile(t.shape, out_dtype)
         tr.emit("tensor_scalar", out.access(), (t.access(), Const(s)),
                 {"op0": op, "reverse0": rev}, mask)
     return out
@@ -67,9 +67,9 @@ _FLOAT_RESULT = {"exp", "log", "cos", "sin", "tan", "tanh", "arctan", "sqrt", "r
                  "softplus", "mish", "reciprocal"}
 
 
-def _unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
+def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
     tr = current()
-    x = _operand(x)
+    x = operand(x)
     if not isinstance(x, Tile):
         from emulator.kernel_exec import alu
         return alu.activation(func, np.float32(x)).item()
@@ -81,13 +81,13 @@ def _unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile
         out_dtype = "float32"
     else:
         out_dtype = x.dtype_name
-    out = _new(x.shape, out_dtype)
+    out = new_tile(x.shape, out_dtype)
     srcs = [x.access(), Const(0.0)]
     attrs = {"func": func, "scale": 1.0}
     if bias is not None:
-        b = _operand(bias)
+        b = operand(bias)
         srcs[1] = b.access() if isinstance(b, Tile) else Const(b)
-    s = _operand(scale)
+    s = operand(scale)
     if isinstance(s, Tile):
         srcs.append(s.access())
     else:
@@ -98,7 +98,7 @@ def _unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile
 
 def _binary(name: str):
     def fn(x, y, *, dtype=None, mask=None):
-        return _binary_op(name, x, y, dtype, mask)
+        return binary_op(name, x, y, dtype, mask)
     fn.__name__ = name
     fn.__qualname__ = name
     fn.__doc__ = f"Element-wise ``{name}(x, y)`` with NumPy broadcasting (VectorE)."
@@ -108,7 +108,7 @@ def _binary(name: str):
 
 def _unary(name: str):
     def fn(x, *, dtype=None, mask=None):
-        return _unary_op(name, x, dtype, mask)
+        return unary_op(name, x, dtype, mask)
     fn.__name__ = name
     fn.__qualname__ = name
     fn.__doc__ = f"Element-wise ``{name}(x)`` (ScalarE activation)."
@@ -176,17 +176,17 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
     """``x`` where ``condition`` else ``y``. An affine condition with a scalar ``y`` becomes one
     ``affine_select`` (no index tiles materialised), e.g. a causal mask."""
     tr = current()
-    if isinstance(condition, Pred) and isinstance(x, Tile) and _is_scalar(y):
-        out = _new(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
+    if isinstance(condition, Pred) and isinstance(x, Tile) and is_scalar(y):
+        out = new_tile(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
         affs = condition.to_affines(len(x.shape))
-        tr.emit("affine_select", out.access(), (x.access(), Const(_scalar(y))),
+        tr.emit("affine_select", out.access(), (x.access(), Const(scalar_value(y))),
                 {"pred": [affine_to_json(a) for a in affs]}, mask)
         return out
-    c, a, b = _operand(condition), _operand(x), _operand(y)
+    c, a, b = operand(condition), operand(x), operand(y)
     tiles = [t for t in (c, a, b) if isinstance(t, Tile)]
     shape: tuple[int, ...] = ()
     for t in tiles:
-        shape = _broadcast_shapes(tr, shape, t.shape)
+        shape = broadcast_shapes(tr, shape, t.shape)
     if isinstance(a, Tile) and isinstance(b, Tile):
         out_dtype = nkd.promote(a.dtype_name, b.dtype_name)
     else:
@@ -195,6 +195,6 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
     ops_ = tuple(v.access() if isinstance(v, Tile) else Const(v) for v in (c, a, b))
-    out = _new(shape, out_dtype)
+    out = new_tile(shape, out_dtype)
     tr.emit("select", out.access(), ops_, {}, mask)
     return out

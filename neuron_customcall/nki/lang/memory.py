@@ -11,15 +11,15 @@ from ..indexing import Idx, arange
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import where
-from .operands import _broadcast_shapes, _buffer, _new, _op_name, _operand, _scalar, _shape, sbuf
+from .operands import broadcast_shapes, buffer_name, new_tile, alu_op_name, operand, scalar_value, as_shape, sbuf
 
 # --- creation --------------------------------------------------------------------------------------
 
 def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
     """A new tensor; on chip (default SBUF) its contents start as NaN, as on the SDK simulator."""
     tr = current()
-    memory = _buffer(buffer)
-    decl = tr.declare(_shape(shape), nkd.name_of(dtype), memory, name=name)
+    memory = buffer_name(buffer)
+    decl = tr.declare(as_shape(shape), nkd.name_of(dtype), memory, name=name)
     t = Tile(tr, decl)
     if memory in machine.ON_CHIP:
         tr.emit("alloc", t.access())
@@ -30,14 +30,14 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
     """A new tensor filled with ``fill_value``: on chip one ``alloc`` with a fill, in HBM an
     allocation and a store of the constant."""
     tr = current()
-    memory = _buffer(buffer)
+    memory = buffer_name(buffer)
     if memory not in machine.ON_CHIP:
         t = ndarray(shape, dtype, buffer=buffer, name=name)
-        tr.emit("store", t.access(), (Const(_scalar(fill_value)),))
+        tr.emit("store", t.access(), (Const(scalar_value(fill_value)),))
         return t
-    decl = tr.declare(_shape(shape), nkd.name_of(dtype), memory, name=name)
+    decl = tr.declare(as_shape(shape), nkd.name_of(dtype), memory, name=name)
     t = Tile(tr, decl)
-    tr.emit("alloc", t.access(), (), {"fill": _scalar(fill_value)})
+    tr.emit("alloc", t.access(), (), {"fill": scalar_value(fill_value)})
     return t
 
 
@@ -62,7 +62,7 @@ def empty_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
 def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
     """Uniform [0, 1) values (reproducible on the emulator: seeded per instruction)."""
     tr = current()
-    decl = tr.declare(_shape(shape), nkd.name_of(dtype), _buffer(buffer), name=name,
+    decl = tr.declare(as_shape(shape), nkd.name_of(dtype), buffer_name(buffer), name=name,
                       init="defined")
     t = Tile(tr, decl)
     tr._counter += 1
@@ -72,7 +72,7 @@ def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
 
 def dropout(x, rate, *, dtype=None, mask=None) -> Tile:
     """Zero each element with probability ``rate`` (no rescaling, as NKI's dropout)."""
-    x = _operand(x)
+    x = operand(x)
     keep = rand(x.shape) >= float(rate)
     return where(keep, x, 0.0, dtype=dtype, mask=mask)
 
@@ -88,14 +88,14 @@ def shared_identity_matrix(n: int, dtype=float32) -> Tile:
 def load(src: Tile, *, mask=None, dtype=None) -> Tile:
     """HBM -> SBUF. Masked-out elements are neither read nor written (they stay NaN)."""
     tr = current()
-    out = _new(src.shape, nkd.name_of(dtype) if dtype is not None else src.dtype_name)
+    out = new_tile(src.shape, nkd.name_of(dtype) if dtype is not None else src.dtype_name)
     tr.emit("load", out.access(), (src.access(),), {}, mask)
     return out
 
 
 def store(dst: Tile, value, *, mask=None) -> None:
     """SBUF/PSUM -> HBM."""
-    v = _operand(value)
+    v = operand(value)
     src = v.access() if isinstance(v, Tile) else Const(v)
     current().emit("store", dst.access(), (src,), {}, mask)
 
@@ -107,9 +107,9 @@ def load_transpose2d(src: Tile, *, mask=None, dtype=None) -> Tile:
 
 def copy(x, dtype=None, *, mask=None) -> Tile:
     """On-chip copy, converting to ``dtype``."""
-    x = _operand(x)
+    x = operand(x)
     tr = current()
-    out = _new(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
+    out = new_tile(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
     tr.emit("tensor_copy", out.access(), (x.access(),), {}, mask)
     return out
 
@@ -118,11 +118,11 @@ copy._nki_act = "copy"
 
 
 def broadcast_to(x, shape) -> Tile:
-    x = _operand(x)
-    shape = _shape(shape)
+    x = operand(x)
+    shape = as_shape(shape)
     tr = current()
-    _broadcast_shapes(tr, x.shape, shape)
-    out = _new(shape, x.dtype_name)
+    broadcast_shapes(tr, x.shape, shape)
+    out = new_tile(shape, x.dtype_name)
     tr.emit("tensor_copy", out.access(), (x.access(),))
     return out
 
@@ -140,12 +140,12 @@ def expand_dims(x: Tile, axis: int) -> Tile:
 
 def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
     """``dst = op(dst, value)`` in HBM."""
-    v = _operand(value)
+    v = operand(value)
     current().emit("store", dst.access(), (v.access() if isinstance(v, Tile) else Const(v),), {},
-                   mask, acc=_op_name(op))
+                   mask, acc=alu_op_name(op))
 
 
-def _assign(view: Tile, value) -> None:
+def assign(view: Tile, value) -> None:
     """``tile[...] = value``: the instruction depends on where the value and the view live."""
     tr = current()
     if isinstance(value, Tile) and value.decl is view.decl and value.access() == view.access():
@@ -153,7 +153,7 @@ def _assign(view: Tile, value) -> None:
     if isinstance(value, Idx):
         tr.emit("iota", view.access(), (), {"expr": affine_to_json(value.to_affine(view.ndim))})
         return
-    v = _operand(value)
+    v = operand(value)
     if not isinstance(v, Tile):
         op = "store" if not view.on_chip else "memset"
         tr.emit(op, view.access(), (Const(v),))
@@ -166,10 +166,10 @@ def _assign(view: Tile, value) -> None:
         tr.emit("tensor_copy", view.access(), (v.access(),))
 
 
-def _accumulate(dst: Tile, value, op: str) -> None:
+def accumulate(dst: Tile, value, op: str) -> None:
     """``dst op= value`` in place (PSUM accumulation in ``affine_range`` loops)."""
     tr = current()
-    v = _operand(value)
+    v = operand(value)
     if not dst.on_chip:
         raise tr.error("in-place update of HBM", f"{dst.name} {op}= ...: use nl.store / atomic_rmw")
     src = v.access() if isinstance(v, Tile) else Const(v)

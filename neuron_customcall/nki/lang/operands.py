@@ -34,73 +34,73 @@ class tile_size:  # noqa: N801
 
 # --- helpers ---------------------------------------------------------------------------------------
 
-def _buffer(buffer) -> str:
+def buffer_name(buffer) -> str:
     name = getattr(buffer, "name", buffer) if buffer is not None else sbuf
     if name not in machine.MEMORY_SPACES:
         raise current().error("unknown buffer", f"{buffer!r} is not sbuf, psum, hbm or shared_hbm")
     return name
 
 
-def _shape(shape) -> tuple[int, ...]:
+def as_shape(shape) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     return tuple(int(s) for s in shape)
 
 
-def _new(shape, dtype: str, memory: str = sbuf) -> Tile:
+def new_tile(shape, dtype: str, memory: str = sbuf) -> Tile:
     tr = current()
-    return Tile(tr, tr.temp(_shape(shape), dtype, memory))
+    return Tile(tr, tr.temp(as_shape(shape), dtype, memory))
 
 
-def _is_scalar(x) -> bool:
+def is_scalar(x) -> bool:
     return isinstance(x, (int, float, bool, np.number, np.bool_))
 
 
-def _scalar(x):
+def scalar_value(x):
     return x.item() if hasattr(x, "item") else x
 
 
-def _iota_tile(idx: Idx, dtype: str = "int32") -> Tile:
+def iota_tile(idx: Idx, dtype: str = "int32") -> Tile:
     """An index expression used as data: materialise it with ``iota``."""
     shape = idx.shape or (1,)
-    out = _new(shape, dtype)
+    out = new_tile(shape, dtype)
     current().emit("iota", out.access(), (), {"expr": affine_to_json(idx.to_affine(len(shape)))})
     return out
 
 
-def _pred_tile(pred: Pred) -> Tile:
+def pred_tile(pred: Pred) -> Tile:
     """A mask used as data: a bool tile, true where every expression is >= 0."""
-    from .elementwise import _binary_op
+    from .elementwise import binary_op
     result = None
     for e in pred.exprs:
-        t = _binary_op("greater_equal", _iota_tile(e), 0)
-        result = t if result is None else _binary_op("logical_and", result, t)
+        t = binary_op("greater_equal", iota_tile(e), 0)
+        result = t if result is None else binary_op("logical_and", result, t)
     return result
 
 
-def _operand(x):
+def operand(x):
     """Tile, Python scalar, or a materialised index expression / mask."""
     if isinstance(x, Tile):
         return x
     if isinstance(x, Idx):
-        return _iota_tile(x)
+        return iota_tile(x)
     if isinstance(x, Pred):
-        return _pred_tile(x)
-    if _is_scalar(x):
-        return _scalar(x)
+        return pred_tile(x)
+    if is_scalar(x):
+        return scalar_value(x)
     if isinstance(x, np.ndarray) and x.ndim == 0:
         return x.item()
     raise current().error("invalid operand", f"{type(x).__name__} is not a tile or a scalar")
 
 
-def _broadcast_shapes(tr, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_shapes(tr, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(a, b))
     except ValueError:
         raise tr.error("shape mismatch", f"tiles {list(a)} and {list(b)} do not broadcast") from None
 
 
-def _op_name(op) -> str:
+def alu_op_name(op) -> str:
     """ALU operator name of ``nl.add``, ``np.add``, or "add"."""
     from emulator.kernel_ir import ops
     name = getattr(op, "_nki_alu", None) or getattr(op, "__name__", op)
@@ -110,7 +110,7 @@ def _op_name(op) -> str:
     return name
 
 
-def _act_name(op) -> str:
+def activation_name(op) -> str:
     from emulator.kernel_ir import ops
     name = getattr(op, "_nki_act", None) or getattr(op, "__name__", op)
     if name not in ops.ACTIVATIONS:

@@ -7,8 +7,8 @@ import math
 from .. import dtypes as nkd
 from ..tile import Tile
 from ..tracer import current
-from .elementwise import _binary_op, _unary_op, exp, square
-from .operands import _new, _operand
+from .elementwise import binary_op, unary_op, exp, square
+from .operands import new_tile, operand
 
 # --- reductions ------------------------------------------------------------------------------------
 
@@ -19,14 +19,14 @@ def _axes(axis, rank: int) -> tuple[int, ...]:
     return tuple(sorted(int(a) % rank for a in axes))
 
 
-def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False) -> Tile:
+def reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False) -> Tile:
     tr = current()
-    x = _operand(x)
+    x = operand(x)
     axes = _axes(axis, x.ndim)
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdims or i not in axes)
     out_dtype = nkd.name_of(dtype) if dtype is not None else (
         "bool" if op in ("logical_and", "logical_or") else x.dtype_name)
-    out = _new(shape, out_dtype)
+    out = new_tile(shape, out_dtype)
     tr.emit("tensor_reduce", out.access(), (x.access(),),
             {"op": op, "axes": list(axes), "keepdims": bool(keepdims), "negate": bool(negate)},
             mask)
@@ -34,55 +34,55 @@ def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=Fals
 
 
 def sum(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
-    return _reduce("add", x, axis, dtype, mask, keepdims)
+    return reduce("add", x, axis, dtype, mask, keepdims)
 
 
 def max(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
-    return _reduce("maximum", x, axis, dtype, mask, keepdims)
+    return reduce("maximum", x, axis, dtype, mask, keepdims)
 
 
 def min(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
-    return _reduce("minimum", x, axis, dtype, mask, keepdims)
+    return reduce("minimum", x, axis, dtype, mask, keepdims)
 
 
 def prod(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
-    return _reduce("multiply", x, axis, dtype, mask, keepdims)
+    return reduce("multiply", x, axis, dtype, mask, keepdims)
 
 
 def all(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
-    return _reduce("logical_and", x, axis, dtype, mask, keepdims)
+    return reduce("logical_and", x, axis, dtype, mask, keepdims)
 
 
 def mean(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
-    x = _operand(x)
+    x = operand(x)
     axes = _axes(axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     fdt = dtype if dtype is not None else (x.dtype_name if nkd.is_float(x.dtype_name)
                                            else "float32")
-    s = _reduce("add", x, axes, "float32", mask, keepdims)
-    return _binary_op("multiply", s, 1.0 / n, fdt, mask)
+    s = reduce("add", x, axes, "float32", mask, keepdims)
+    return binary_op("multiply", s, 1.0 / n, fdt, mask)
 
 
 def var(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
-    x = _operand(x)
+    x = operand(x)
     m = mean(x, axis, dtype="float32", keepdims=True)
-    d = _binary_op("subtract", x, m, "float32")
+    d = binary_op("subtract", x, m, "float32")
     return mean(square(d), axis, dtype=dtype, mask=mask, keepdims=keepdims)
 
 
 def softmax(x, axis, *, dtype=None, mask=None) -> Tile:
     """``exp(x - max) / sum(exp(x - max))`` along free ``axis``."""
-    x = _operand(x)
+    x = operand(x)
     m = max(x, axis, keepdims=True)
-    e = exp(_binary_op("subtract", x, m, "float32"))
+    e = exp(binary_op("subtract", x, m, "float32"))
     s = sum(e, axis, keepdims=True)
-    return _binary_op("divide", e, s, dtype if dtype is not None else x.dtype_name, mask)
+    return binary_op("divide", e, s, dtype if dtype is not None else x.dtype_name, mask)
 
 
 def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, mask=None) -> Tile:
     """``x * rsqrt(sum(x^2, axis) / n + epsilon) * w``."""
-    x = _operand(x)
+    x = operand(x)
     ss = sum(square(x, dtype="float32"), axis, keepdims=True)
-    r = _unary_op("rsqrt", ss, scale=1.0 / n, bias=float(epsilon))
-    y = _binary_op("multiply", x, r, "float32")
-    return _binary_op("multiply", y, w, dtype if dtype is not None else x.dtype_name, mask)
+    r = unary_op("rsqrt", ss, scale=1.0 / n, bias=float(epsilon))
+    y = binary_op("multiply", x, r, "float32")
+    return binary_op("multiply", y, w, dtype if dtype is not None else x.dtype_name, mask)
