@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
+from hlo.errors import HloError
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text import attributes as A
 from hlo.text import values as V
@@ -38,7 +39,16 @@ def print_hlo_text(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool = 
 
     `print_operand_shapes`: write each operand's shape before its name, as XLA's default printer
     does (`add(f32[] %a, f32[] %b)`); off gives the compact `add(%a, %b)`.
+    Raises HloError when the proto holds something text cannot say (an element type outside the
+    schema, a literal whose data does not fit its shape).
     """
+    try:
+        return _print_module(module, print_operand_shapes)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise HloError(f"module {module.name!r} cannot be printed as HLO text: {exc}") from exc
+
+
+def _print_module(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool) -> str:
     comp_names = {c.id: c.name for c in module.computations}
     lines: List[str] = [_header(module), ""]
     stack = _stack_frames(module)

@@ -107,3 +107,15 @@ def test_optional_attribute_printed_only_when_set():
     copy_start = m.computations[0].instructions[1]
     copy_start.cross_program_prefetch_index = 0
     assert "copy-start(f32[4]{0} %x), cross_program_prefetch_index=0" in print_hlo_text(m)
+
+
+def test_unprintable_proto_is_an_hlo_error():
+    from hlo.errors import HloError
+
+    m = parse_hlo_text(SNIPPETS["constants_all_types"])
+    broken = hlo_pb2.HloModuleProto()
+    broken.CopyFrom(m)
+    constant = broken.computations[0].instructions[1]
+    constant.literal.s8s = b"\x01"  # one value for a shape of two
+    with pytest.raises(HloError, match="cannot be printed"):
+        print_hlo_text(broken)
