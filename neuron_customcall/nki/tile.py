@@ -89,7 +89,18 @@ class Tile:
         return _reshape_view(self, shape)
 
     def view(self, dtype) -> "Tile":
-        raise self.trace.error("unsupported", "bit-casting views are not supported by the emulator")
+        """The same bits as another dtype of the same width (an on-chip tile: a bit-cast copy,
+        which reads the same as a reinterpreting view since tiles are values)."""
+        from emulator.kernel_ir import dtypes as ir_dtypes
+        new = nkd.name_of(dtype)
+        if ir_dtypes.itemsize(new) != ir_dtypes.itemsize(self.decl.dtype):
+            raise self.trace.error("invalid view", f"{self.decl.dtype} -> {new}: a bit-cast view "
+                                   "keeps the element width")
+        if not self.on_chip:
+            raise self.trace.error("invalid view", "bit-cast an on-chip tile (nl.load it first)")
+        out = Tile(self.trace, self.trace.temp(self.shape, new, self.decl.memory))
+        self.trace.emit("tensor_copy", out.access(), (self.access(),), {"bitcast": True})
+        return out
 
     def astype(self, dtype) -> "Tile":
         from . import language as nl

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from emulator.kernel_ir import Access, Instruction, affine_from_json
+from emulator.kernel_ir import Access, Instruction, affine_from_json, dtypes
 
 from ..access import eval_affine
 
@@ -26,6 +26,9 @@ def copy(r: Runner, ins: Instruction) -> None:
     src = ins.srcs[0]
     value = r.read(src, ins.dst.shape, masked=True)
     alias = isinstance(src, Access) and not r.is_immutable(src.tensor)
+    if ins.attrs.get("bitcast"):  # same width, other dtype: reinterpret the bits
+        value = np.ascontiguousarray(value).view(
+            dtypes.to_numpy(r.kernel.tensors[ins.dst.tensor].dtype))
     r.write(ins, value, may_alias=alias)
 
 

@@ -288,3 +288,14 @@ def test_rand_and_dropout():
     assert ((a >= 0) & (a < 1)).all() and 0.45 < a.mean() < 0.55
     assert set(np.unique(b)) <= {0.0, 1.0} and 0.7 < b.mean() < 0.8
     np.testing.assert_array_equal(k[2](x)[1], b)  # reproducible
+
+
+def test_bitcast_view_of_a_tile():
+    @nki.jit
+    def k(x):
+        out = out_like(x.shape, nl.int32)
+        nl.store(out, value=nl.load(x).view(nl.int32))
+        return out
+
+    x = rand(4, 8)
+    np.testing.assert_array_equal(k(x), x.view(np.int32))
