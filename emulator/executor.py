@@ -199,12 +199,11 @@ class Executable:
             result = self._entry(*args)
         outs = []
         ids = {id(a) for a in args}
-        for v, (_, dt, shape) in zip(_leaves(result), self._outputs):
+        for k, (v, (name, dt, shape)) in enumerate(zip(_leaves(result), self._outputs)):
             a = np.asarray(v)
-            if a.dtype != dt:
-                a = a.astype(dt)
-            if a.shape != shape:
-                a = np.broadcast_to(a, shape)
+            if a.dtype != dt or a.shape != shape:
+                raise EmulatorError(f"output {k} ({name}) came out as {a.dtype}{list(a.shape)}, the program "
+                                    f"declares {dt}{list(shape)}")
             if id(v) in ids or not a.flags.writeable or not a.flags.owndata:
                 a = np.array(a, copy=True)
             outs.append(a)

@@ -21,7 +21,7 @@ def _rotl(v: np.ndarray, d: int) -> np.ndarray:
 
 def threefry2x32(x0: np.ndarray, x1: np.ndarray, k0: np.uint32, k1: np.uint32) -> tuple[np.ndarray, np.ndarray]:
     """Threefry-2x32 with 20 rounds (Salmon et al. 2011), as XLA's ThreeFry2x32."""
-    ks = (U32(k0), U32(k1), U32(0x1BD11BDA) ^ U32(k0) ^ U32(k1))
+    ks = (U32(k0), U32(k1), U32(0x1BD11BDA ^ int(k0) ^ int(k1)))
     x0 = x0 + ks[0]
     x1 = x1 + ks[1]
     for block in range(5):
@@ -30,7 +30,7 @@ def threefry2x32(x0: np.ndarray, x1: np.ndarray, k0: np.uint32, k1: np.uint32) -
             x0 = x0 + x1
             x1 = _rotl(x1, r) ^ x0
         x0 = x0 + ks[(block + 1) % 3]
-        x1 = x1 + ks[(block + 2) % 3] + U32(block + 1)
+        x1 = x1 + U32((int(ks[(block + 2) % 3]) + block + 1) & 0xFFFFFFFF)
     return x0, x1
 
 
@@ -90,7 +90,7 @@ def philox4x32(x: list[np.ndarray], k0: np.uint32, k1: np.uint32) -> list[np.nda
         p1 = x[2].astype(U64) * _PHILOX_M[1]
         x = [(p1 >> U64(32)).astype(U32) ^ x[1] ^ k0, p1.astype(U32),
              (p0 >> U64(32)).astype(U32) ^ x[3] ^ k1, p0.astype(U32)]
-        k0, k1 = k0 + _PHILOX_W[0], k1 + _PHILOX_W[1]
+        k0, k1 = U32((int(k0) + int(_PHILOX_W[0])) & 0xFFFFFFFF), U32((int(k1) + int(_PHILOX_W[1])) & 0xFFFFFFFF)
     return x
 
 

@@ -34,6 +34,9 @@ def _identity(ctx: HandlerContext) -> Callable:
 def _broadcast(ctx: HandlerContext) -> Callable:
     dims = list(ctx.attrs["dims"])
     out = ctx.shape
+    if len(dims) != len(ctx.in_shape(0)) or any(not 0 <= d < len(out) or out[d] != n
+                                                 for d, n in zip(dims, ctx.in_shape(0))):
+        raise ValueError(f"broadcast dims {dims} do not map {ctx.in_shape(0)} into {out}")
     order = sorted(range(len(dims)), key=lambda i: dims[i])
     perm = tuple(order) if order != list(range(len(dims))) else None
     tmp = [1] * len(out)
@@ -50,11 +53,15 @@ def _broadcast(ctx: HandlerContext) -> Callable:
 
 def _reshape(ctx: HandlerContext) -> Callable:
     out = ctx.shape
+    if int(np.prod(out)) != int(np.prod(ctx.in_shape(0))):
+        raise ValueError(f"reshape of {ctx.in_shape(0)} to {out} changes the element count")
     return lambda x: np.reshape(x, out)
 
 
 def _transpose(ctx: HandlerContext) -> Callable:
     perm = tuple(ctx.attrs["perm"])
+    if sorted(perm) != list(range(len(ctx.in_shape(0)))) or tuple(ctx.in_shape(0)[p] for p in perm) != ctx.shape:
+        raise ValueError(f"permutation {list(perm)} does not take {ctx.in_shape(0)} to {ctx.shape}")
     return lambda x: np.transpose(x, perm)
 
 

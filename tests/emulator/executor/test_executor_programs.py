@@ -1,0 +1,133 @@
+"""The executor on hand-built programs: validation at load, freeing, run-time errors naming the
+instruction, sub-programs, input checks, fresh outputs, the kernel placeholder."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulator import ArtifactError, load_artifact
+from emulator.artifact import ArtifactContents, write_artifact
+from emulator.executor import EmulatorError
+from emulator.ops import TABLE
+from emulator.program import OPS, Computation, Instruction, Program
+
+F = ["f32", [3]]
+
+
+def _manifest(inputs, outputs):
+    io = lambda ts: [{"name": f"v{k}", "dtype": t[0], "shape": t[1]} for k, t in enumerate(ts)]  # noqa: E731
+    return {"format": "neuron-customcall-neff", "module_name": "t", "hlo_fingerprint": "", "compiler_version": "t",
+            "flags": {}, "aliases": [], "inputs": io(inputs), "outputs": io(outputs)}
+
+
+def _load(comps, inputs, outputs, constants=()):
+    return load_artifact(write_artifact(ArtifactContents(_manifest(inputs, outputs), Program(comps, 0), list(constants))))
+
+
+def test_every_op_has_a_handler():
+    assert set(TABLE) == set(OPS)
+
+
+def test_straight_line_with_frees_and_constant():
+    comp = Computation("main", 4, [0, 1], [F, F], [
+        Instruction("add", 2, [0, 1], F, free=[0, 1], name="a"),
+        Instruction("constant", 3, [], F, {"index": 0}, name="c"),
+        Instruction("multiply", 0, [2, 3], F, free=[2, 3], name="m"),
+    ], 0, F)
+    exe = _load([comp], [F, F], [F], [np.array([1, 2, 3], np.float32)])
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(exe.run([x, x])[0], [2, 4, 6])
+
+
+def test_reading_a_slot_before_writing_it_is_an_artifact_error():
+    comp = Computation("main", 3, [0], [F], [Instruction("add", 1, [0, 2], F, name="bad")], 1, F)
+    with pytest.raises(ArtifactError, match="reads slot 2 before it is written"):
+        _load([comp], [F], [F])
+
+
+def test_reading_a_freed_slot_is_an_artifact_error():
+    comp = Computation("main", 3, [0], [F], [
+        Instruction("negate", 1, [0], F, free=[0], name="n"),
+        Instruction("add", 2, [1, 0], F, name="late"),
+    ], 2, F)
+    with pytest.raises(ArtifactError, match="late"):
+        _load([comp], [F], [F])
+
+
+def test_manifest_must_match_the_entry():
+    comp = Computation("main", 2, [0], [F], [Instruction("negate", 1, [0], F, name="n")], 1, F)
+    with pytest.raises(ArtifactError, match="manifest"):
+        _load([comp], [["f32", [4]]], [F])
+
+
+def test_runtime_failure_names_the_instruction():
+    comp = Computation("main", 3, [0], [F], [
+        Instruction("tuple", 1, [0], ["tuple", [F]], name="t"),
+        Instruction("get_tuple_element", 2, [1], F, {"index": 3}, name="oops"),
+    ], 2, F)
+    exe = _load([comp], [F], [F])
+    with pytest.raises(EmulatorError, match=r"oops \(get_tuple_element\) failed: IndexError"):
+        exe.run([np.ones(3, np.float32)])
+
+
+def test_an_output_of_the_wrong_shape_is_an_error_not_a_broadcast():
+    comp = Computation("main", 2, [0], [["f32", []]], [Instruction("copy", 1, [0], F, name="c")], 1, F)
+    exe = _load([comp], [["f32", []]], [F])
+    with pytest.raises(EmulatorError, match="declares"):
+        exe.run([np.float32(1)])
+
+
+def test_while_and_call_sub_programs():
+    S = ["s32", []]
+    T = ["tuple", [S, F]]
+    cond = Computation("cond", 4, [0], [T], [
+        Instruction("get_tuple_element", 1, [0], S, {"index": 0}),
+        Instruction("constant", 2, [], S, {"index": 0}),
+        Instruction("compare", 3, [1, 2], ["pred", []], {"direction": "LT", "total_order": False}),
+    ], 3, ["pred", []])
+    double = Computation("double", 2, [0], [F], [Instruction("add", 1, [0, 0], F)], 1, F)
+    body = Computation("body", 7, [0], [T], [
+        Instruction("get_tuple_element", 1, [0], S, {"index": 0}),
+        Instruction("get_tuple_element", 2, [0], F, {"index": 1}),
+        Instruction("constant", 3, [], S, {"index": 1}),
+        Instruction("add", 4, [1, 3], S),
+        Instruction("call", 5, [2], F, {"computation": 3}),
+        Instruction("tuple", 6, [4, 5], T),
+    ], 6, T)
+    main = Computation("main", 5, [0], [F], [
+        Instruction("constant", 1, [], S, {"index": 1}),
+        Instruction("tuple", 2, [1, 0], T),
+        Instruction("while", 3, [2], T, {"cond": 1, "body": 2}),
+        Instruction("get_tuple_element", 4, [3], F, {"index": 1}),
+    ], 4, F)
+    consts = [np.array(4, np.int32), np.array(1, np.int32)]
+    exe = _load([main, cond, body, double], [F], [F], consts)
+    np.testing.assert_array_equal(exe.run([np.ones(3, np.float32)])[0], [8, 8, 8])
+
+
+def test_inputs_are_checked_and_outputs_are_fresh():
+    comp = Computation("main", 1, [0], [F], [], 0, F)
+    exe = _load([comp], [F], [F])
+    x = np.ones(3, np.float32)
+    out = exe.run([x])[0]
+    assert out is not x and not np.shares_memory(out, x)
+    with pytest.raises(EmulatorError, match="dtype"):
+        exe.run([x.astype(np.float64)])
+    with pytest.raises(EmulatorError, match="expected 1 inputs"):
+        exe.run([])
+
+
+def test_kernel_payload_op_is_not_supported_yet():
+    comp = Computation("main", 2, [0], [F], [Instruction("kernel", 1, [0], F, {"payload": 0}, name="k")], 1, F)
+    exe = _load([comp], [F], [F])
+    with pytest.raises(EmulatorError, match="kernel payloads are not supported yet"):
+        exe.run([np.ones(3, np.float32)])
+
+
+def test_attribute_schema_is_enforced_at_load():
+    comp = Computation("main", 2, [0], [F], [Instruction("transpose", 1, [0], F, {"perm": "0"})], 1, F)
+    with pytest.raises(ArtifactError, match="not of kind ints"):
+        _load([comp], [F], [F])
+    comp = Computation("main", 2, [0], [F], [Instruction("transpose", 1, [0], F, {"perm": [5]})], 1, F)
+    with pytest.raises(ArtifactError, match="can not be built: ValueError: permutation"):
+        _load([comp], [F], [F])
