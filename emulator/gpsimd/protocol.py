@@ -1,7 +1,7 @@
 """The host <-> worker protocol: framed JSON messages over pipes, tensor bytes in a shared arena.
 
 A frame is a 4-byte little-endian length followed by that many bytes of UTF-8 JSON. Tensor data
-never goes through the pipe: it sits in a file-backed shared-memory arena that both processes map,
+never goes through the pipe: it sits in anonymous shared-memory files that both processes map,
 at 64-byte-aligned offsets the request names (docs/gpsimd.md lists the fields).
 """
 
@@ -11,12 +11,9 @@ import json
 import mmap
 import os
 import select
-import tempfile
 import threading
 import time
 import weakref
-from pathlib import Path
-
 import numpy as np
 
 _LENGTH_BYTES = 4
@@ -63,30 +60,30 @@ def align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _shm_directory() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-
-
 class SharedFile:
-    """One shared-memory file, mapped by the host (the worker maps it by path)."""
+    """One anonymous shared-memory file (memfd) mapped by the host. The worker opens it through
+    /proc/<host pid>/fd/<fd> and caches its mapping by `ident` (the inode, unique while either
+    process holds the file). Nothing is left behind in the file system, even after a crash."""
 
     def __init__(self, size: int) -> None:
         self.size = max(align(size), 1 << 20)
-        fd, name = tempfile.mkstemp(prefix="ncc-gpsimd-", dir=_shm_directory())
-        try:
-            os.ftruncate(fd, self.size)
-            self.map = mmap.mmap(fd, self.size)
-        finally:
-            os.close(fd)
-        self.path = Path(name)
+        self.fd = os.memfd_create("ncc-gpsimd", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, self.size)
+        self.map = mmap.mmap(self.fd, self.size)
+        self.ident = os.fstat(self.fd).st_ino
+        self.path = f"/proc/{os.getpid()}/fd/{self.fd}"
+
+    def describe(self) -> dict:
+        """The request fields that let the worker map this file."""
+        return {"file": self.path, "file_id": self.ident, "file_size": self.size}
 
     def close(self) -> bool:
-        """Unmaps and removes the file; False (and nothing done) while views of it are alive."""
+        """Unmaps and closes the file; False (and nothing done) while views of it are alive."""
         try:
             self.map.close()
         except BufferError:
             return False
-        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
         return True
 
 
@@ -95,10 +92,6 @@ class Arena:
 
     def __init__(self) -> None:
         self.file: SharedFile | None = None
-
-    @property
-    def path(self) -> Path | None:
-        return self.file.path if self.file else None
 
     @property
     def size(self) -> int:

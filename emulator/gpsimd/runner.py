@@ -232,7 +232,7 @@ class GpSimdRunner:
         ncores = abi.CORE_COUNT if op.multicore else 1
         specs, size = _layout(values, op.args)
         slab = self._slabs.acquire(max(out.nbytes, 1))
-        out_spec = {**_tensor_spec(out, 0), "file": str(slab.path), "file_size": slab.size}
+        out_spec = {**_tensor_spec(out, 0), **slab.describe()}
         try:
             with self._lock:
                 worker = self._ensure_worker()
@@ -242,7 +242,7 @@ class GpSimdRunner:
                             start = spec["offset"]
                             with view[start : start + value.spec.nbytes] as slot:
                                 value.write_to(slot)
-                            spec.update(file=str(worker.arena.path), file_size=worker.arena.size)
+                            spec.update(worker.arena.file.describe())
                 request = {"cmd": "run", "index": op.index, "symbol": op.symbol, "ncores": ncores,
                            "args": specs, "out": out_spec}
                 start_time = time.perf_counter()

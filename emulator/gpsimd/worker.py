@@ -17,33 +17,34 @@ from emulator.gpsimd import abi, protocol
 
 
 class _Mappings:
-    """The shared files this worker has mapped (the inputs' arena and output slabs), by path;
+    """The shared files this worker has mapped (the inputs' arena and output slabs), by file id;
     the least recently used are unmapped beyond a small number."""
 
     def __init__(self, keep: int = 8) -> None:
-        self._maps: OrderedDict[str, tuple[mmap.mmap, ctypes.c_char, int]] = OrderedDict()
+        self._maps: OrderedDict[int, tuple[mmap.mmap, ctypes.c_char, int]] = OrderedDict()
         self._keep = keep
 
-    def base(self, path: str, size: int) -> int:
-        entry = self._maps.get(path)
+    def base(self, spec: dict) -> int:
+        ident, size = spec["file_id"], spec["file_size"]
+        entry = self._maps.get(ident)
         if entry is not None and len(entry[0]) >= size:
-            self._maps.move_to_end(path)
+            self._maps.move_to_end(ident)
             return entry[2]
         if entry is not None:
-            self._drop(path)
-        fd = os.open(path, os.O_RDWR)
+            self._drop(ident)
+        fd = os.open(spec["file"], os.O_RDWR)
         try:
             mapped = mmap.mmap(fd, size)
         finally:
             os.close(fd)
         anchor = ctypes.c_char.from_buffer(mapped)
-        self._maps[path] = (mapped, anchor, ctypes.addressof(anchor))
+        self._maps[ident] = (mapped, anchor, ctypes.addressof(anchor))
         while len(self._maps) > self._keep:
             self._drop(next(iter(self._maps)))
-        return self._maps[path][2]
+        return self._maps[ident][2]
 
-    def _drop(self, path: str) -> None:
-        mapped, anchor, _ = self._maps.pop(path)
+    def _drop(self, ident: int) -> None:
+        mapped, anchor, _ = self._maps.pop(ident)
         del anchor
         mapped.close()
 
@@ -100,7 +101,7 @@ def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings) -> None:
         arg.ndim = len(spec["shape"])
         for k, s in enumerate(spec["shape"]):
             arg.sizes[k] = s
-        arg.data = mappings.base(spec["file"], spec["file_size"]) + spec["offset"]
+        arg.data = mappings.base(spec) + spec["offset"]
     else:
         arg.f = spec.get("f", 0.0)
         arg.i = spec.get("i", 0)
