@@ -4,7 +4,7 @@ one SGD training step (forward, backward, update; new parameters and the loss ou
 The HLO comes from `jax.jit(...).lower(...)`; XLA:CPU runs it through jaxlib
 (neuron_customcall.jax.xla_cpu), the emulator through our compiler. Both are timed end to end
 from NumPy inputs to NumPy outputs (XLA:CPU: device_put, execute, copy out), median of several
-runs after warm-up. Also timed: compiling the module (no cache), loading it from the compile cache
+runs after warm-up, the two alternating run by run. Also timed: compiling the module (no cache), loading it from the compile cache
 (a fresh process's first call: fingerprint, read, load) and the in-process memo hit.
 
 Targets (issue 3): emulator <= 1.5x XLA:CPU on both graphs; compile <= 100 ms; cache hit <= 10 ms.
@@ -78,6 +78,21 @@ def _graphs(sizes: tuple[int, ...], batch: int) -> dict[str, tuple[bytes, list[n
     return out
 
 
+def _paired_median_ms(a: Callable[[], object], b: Callable[[], object], runs: int, warmup: int = 2) -> tuple[float, float]:
+    """Medians of `a` and `b` timed alternately, so that load from other processes on a shared
+    machine falls on both sides of the ratio alike."""
+    for _ in range(warmup):
+        a()
+        b()
+    ta, tb = [], []
+    for _ in range(runs):
+        for fn, times in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
+
+
 def _median_ms(fn: Callable[[], object], runs: int, warmup: int = 2) -> float:
     for _ in range(warmup):
         fn()
@@ -110,8 +125,7 @@ def measure(name: str, proto: bytes, inputs: list[np.ndarray], runs: int) -> Row
     want, got = xla.run(inputs), exe.run(inputs)
     diff = max(float(np.max(np.abs(w - g))) if w.size else 0.0 for w, g in zip(want, got))
 
-    xla_ms = _median_ms(lambda: xla.run(inputs), runs)
-    emu_ms = _median_ms(lambda: exe.run(inputs), runs)
+    xla_ms, emu_ms = _paired_median_ms(lambda: xla.run(inputs), lambda: exe.run(inputs), runs)
     compile_ms = _median_ms(lambda: compile_module(hlo.load(proto)), max(3, runs // 2), warmup=1)
 
     with tempfile.TemporaryDirectory() as cache_dir:

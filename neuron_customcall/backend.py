@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Union
 
@@ -164,20 +165,26 @@ def compile_cached(source: GraphSource, flags: Any = None, *, cache: CacheSettin
     raw_key = ("raw", hashlib.sha256(raw).digest(), fkey) if raw is not None else None
     if raw_key is not None and (hit := _memo.get(raw_key)) is not None:
         return hit
-    module = source if isinstance(source, hlo.HloModule) else hlo.load(source)
-    version = compiler_version()
-    key = cache_key(module.fingerprint(), fkey, version)
+    if isinstance(source, hlo.HloModule):
+        fingerprint, build = source.fingerprint(), lambda: source
+    else:
+        # Fingerprint the decoded proto; the IR is built only if the compiler has to run (on a
+        # cache hit building it would be most of the cost).
+        proto, _ = hlo.read_module_proto(source)
+        fingerprint, build = hlo.fingerprint(proto), lambda: hlo.load(proto)
+    key = cache_key(fingerprint, fkey, compiler_version())
     graph_key = ("graph", key)
     compiled = _memo.get(graph_key)
     if compiled is None:
-        compiled = _compile_or_fetch(module, flags, key, resolve_cache(cache))
+        compiled = _compile_or_fetch(build, flags, key, resolve_cache(cache))
         _memo.put(graph_key, compiled)
     if raw_key is not None:
         _memo.put(raw_key, compiled)
     return compiled
 
 
-def _compile_or_fetch(module: hlo.HloModule, flags: Any, key: str, cache: CompileCache | None) -> Compiled:
+def _compile_or_fetch(build: Callable[[], hlo.HloModule], flags: Any, key: str,
+                      cache: CompileCache | None) -> Compiled:
     if cache is not None:
         entry = cache.get(key)
         if entry is not None:
@@ -190,7 +197,7 @@ def _compile_or_fetch(module: hlo.HloModule, flags: Any, key: str, cache: Compil
             else:
                 log.info("Using a cached neff at %s", path)
                 return Compiled(path, executable)
-    artifact = _compile(module, flags)
+    artifact = _compile(build(), flags)
     executable = _load(artifact)
     path = cache.put(key, artifact) if cache is not None else None
     return Compiled(path if path is not None else artifact, executable)
