@@ -124,3 +124,25 @@ def test_console_script_entry_point(graph: dict, tmp_path: Path) -> None:
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert neff.exists()
+
+
+def test_torch_xla_protobuf_text_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import torch
+    import torch_xla
+
+    dev = torch_xla.device()
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4, 8, generator=g).to(dev), torch.randn(16, 8, generator=g).to(dev)
+    outs = [torch.nn.functional.linear(x, w).relu().softmax(-1), (x * 3).sum(0)]
+    ctx = torch_xla._XLAC.lowering.LoweringContext()
+    ctx.build(outs)
+    (tmp_path / "graph.pbtxt").write_text(ctx.hlo_text())
+    params = ctx.parameter_id_tensor_mapping()
+    np.savez(tmp_path / "in.npz", *[params[i].numpy() for i in range(len(params))])
+    neff = tmp_path / "graph.neff"
+    assert main(["compile", str(tmp_path / "graph.pbtxt"), "-o", str(neff)]) == 0
+    assert main(["run", str(neff), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz")]) == 0
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as npz:
+        got = [npz[k] for k in npz.files]
+    for g_, want in zip(got, outs):
+        np.testing.assert_allclose(g_, want.cpu().numpy(), rtol=1e-5, atol=1e-6)
