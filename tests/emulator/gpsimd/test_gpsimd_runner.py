@@ -7,7 +7,7 @@ import pytest
 
 from emulator.gpsimd import GpSimdRunner, HostLibrary, LibraryDescriptor, OpDescriptor, TensorSpec, estimate
 from emulator.gpsimd import cost, elf, signature
-from emulator.gpsimd.errors import LibraryError
+from emulator.gpsimd.errors import KernelError, LibraryError
 from gpsimd_kernels import library, loaded, run, tensor
 
 N = 5000
@@ -123,3 +123,14 @@ def test_outputs_view_shared_memory_that_is_reused_only_when_released() -> None:
     del first, kept, second
     third = run("access_ops", "copy_tcm", tensor(2 * X))
     assert np.array_equal(third.output.view(np.float32), 2 * X)
+
+
+def test_four_stream_accessors_fill_the_tcm_pool() -> None:
+    with pytest.raises(KernelError, match="stream accessor needs 4 KB of the 16 KB TCM pool") as info:
+        run("access_ops", "five_streams", tensor(X))
+    assert info.value.kind == "tcm"
+
+
+def test_a_result_that_contradicts_the_shape_function_is_an_error() -> None:
+    with pytest.raises(KernelError, match=r"returned Float\[1, 2\] but the shape function declared Float\[5000\]"):
+        run("access_ops", "wrong_shape", tensor(X))

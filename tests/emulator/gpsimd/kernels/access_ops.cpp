@@ -35,3 +35,16 @@ torch::Tensor copy_tcm(const torch::Tensor& t) {
 torch::Tensor double_it(const torch::Tensor& t) { return torch::add(t, t); }
 
 torch::Tensor return_input(const torch::Tensor& t) { return t; }
+
+// Four stream accessors fill the 16 KB TCM pool (4 KB each); the fifth can not get its buffer.
+torch::Tensor five_streams(const torch::Tensor& t) {
+    auto s1 = t.read_stream_accessor<float>();
+    auto s2 = t.read_stream_accessor<float>();
+    auto s3 = t.read_stream_accessor<float>();
+    auto s4 = t.read_stream_accessor<float>();
+    auto s5 = t.read_stream_accessor<float>();
+    return t;
+}
+
+// Returns a tensor whose shape differs from what the shape function declared.
+torch::Tensor wrong_shape(const torch::Tensor& t) { return torch::zeros({1, 2}, torch::kFloat); }

@@ -10,4 +10,6 @@ NEURON_LIBRARY(access_ops, m) {
     m.def("copy_tcm", &like_shape, "copy_tcm");
     m.def("double_it", &like_shape, "double_it");
     m.def("return_input", &like_shape, "return_input");
+    m.def("five_streams", &like_shape, "five_streams");
+    m.def("wrong_shape", &like_shape, "wrong_shape");
 }
