@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Union
 
 import hlo
-from neuron_customcall.cache import CompileCache, cache_key, default_cache_dir
+from neuron_customcall.cache import CacheConfigError, CompileCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,11 @@ def resolve_cache(setting: CacheSetting) -> CompileCache | None:
     """None: as the environment says; False: no cache; True: the default directory even if the
     environment disables it; a path or a CompileCache: that one."""
     if setting is None:
-        return CompileCache.from_env()
+        try:
+            return CompileCache.from_env()
+        except CacheConfigError as e:  # e.g. an s3:// URL meant for the real Neuron compiler
+            _warn_once(f"{e}; compiling without a cache")
+            return None
     if setting is False:
         return None
     if setting is True:
@@ -107,6 +111,15 @@ def resolve_cache(setting: CacheSetting) -> CompileCache | None:
     if isinstance(setting, CompileCache):
         return setting
     return CompileCache(Path(setting))
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
 
 
 class _Memo:

@@ -189,6 +189,15 @@ def test_disabled_cache_writes_nothing(tmp_path: Path, calls: dict[str, int], mo
     assert len(CompileCache(tmp_path / "env").entries()) == 1
 
 
+def test_unsupported_cache_url_compiles_without_a_cache(calls: dict[str, int], monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv(CACHE_URL_ENV, "s3://bucket/neffs")
+    with caplog.at_level(logging.WARNING):
+        compiled = backend.compile_cached(ADD_HLO)
+    assert isinstance(compiled.artifact, bytes)
+    assert "only local paths and file:// URLs" in caplog.text and "compiling without a cache" in caplog.text
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
 def test_corrupt_entry_is_recompiled_with_a_warning(tmp_path: Path, calls: dict[str, int], damage: str,
                                                     caplog: pytest.LogCaptureFixture) -> None:
