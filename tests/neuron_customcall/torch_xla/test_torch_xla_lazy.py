@@ -2,6 +2,7 @@
 mark_step ends where torch_xla's own sync on its PJRT CPU device ends; to_cpu; mark_step()."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch_xla
 
@@ -23,9 +24,10 @@ def _train_on_xla(sync, momentum: float = 0.0, steps: int = 10):
     return model, losses
 
 
-def test_sgd_training_matches_torch_xla_on_pjrt_cpu() -> None:
-    ref_model, ref_losses = _train_on_xla(lambda *state: torch_xla.sync())
-    model, losses = _train_on_xla(lambda model, opt, loss: mark_step(model, opt, loss))
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_training_matches_torch_xla_on_pjrt_cpu(momentum: float) -> None:
+    ref_model, ref_losses = _train_on_xla(lambda *state: torch_xla.sync(), momentum=momentum)
+    model, losses = _train_on_xla(lambda model, opt, loss: mark_step(model, opt, loss), momentum=momentum)
     for p, q in zip(_params(model), _params(ref_model)):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.stack([l.detach().cpu() for l in losses]),
