@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from emulator.gpsimd.sources import RUNTIME_SOURCE
 from neuron_customcall.cpp import cache, compiler, prelude
 from neuron_customcall.cpp.errors import BuildError
 
@@ -135,10 +136,10 @@ def build(request: BuildRequest) -> Path:
     shared = cache.ObjectCache(shared_root / "objects")
     runtime_flags = (*compiler.BASE_FLAGS, *request.extra_cflags)
     runtime_tools = compiler.Toolchain(runtime_flags, request.verbose)
-    runtime_key = shared.key(compiler.RUNTIME_SOURCE, runtime_flags, identity)
+    runtime_key = shared.key(RUNTIME_SOURCE, runtime_flags, identity)
     workers = max(1, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        runtime_job = pool.submit(_compile_cached, shared, runtime_tools, compiler.RUNTIME_SOURCE, runtime_key)
+        runtime_job = pool.submit(_compile_cached, shared, runtime_tools, RUNTIME_SOURCE, runtime_key)
         pch_dir = prelude.ensure(compiler.Toolchain(request.flags, request.verbose), identity, shared_root)
         flags = (*request.flags, *prelude.flags(pch_dir))
         toolchain = compiler.Toolchain(flags, request.verbose)
@@ -148,7 +149,8 @@ def build(request: BuildRequest) -> Path:
         compiled = list(pool.map(lambda item: _compile_cached(objects, toolchain, *item), zip(sources, keys)))
         compiled.append(runtime_job.result())
     object_paths = [objects.paths(k)[0] for k in keys] + [shared.paths(runtime_key)[0]]
-    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys, runtime_key]).encode())
+    # The prelude's directory is named by the runtime headers' content: a new runtime relinks.
+    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys, runtime_key, str(pch_dir)]).encode())
     stamp = request.build_directory / f".lib{request.name}.so.key"
     # An object recompiled under the same key (a header changed) must be relinked too.
     if not any(compiled) and request.output.exists() and stamp.exists() and stamp.read_text() == link_key:

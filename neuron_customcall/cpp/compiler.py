@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from emulator.gpsimd.sources import INCLUDE_DIR, RUNTIME_SOURCE
+from emulator.gpsimd.sources import INCLUDE_DIR
 from neuron_customcall.cpp.errors import BuildError
 
 log = logging.getLogger(__name__)
