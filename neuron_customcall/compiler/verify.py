@@ -35,6 +35,8 @@ def verify_instruction(inst: Any) -> None:
         _fail(inst, f"{op} takes {arity} operands, got {len(inst.operands)}")
     out = inst.shape
     ops = [o.shape for o in inst.operands]
+    if any(any(leaf.is_dynamic_dimension) for leaf in out.leaves()):
+        _fail(inst, f"dynamic shapes are not supported ({out})")
     if op in UNARY or op in BINARY or op in ("compare",):
         for s in ops:
             if s.is_tuple or _dims(s) != _dims(out):
@@ -97,6 +99,48 @@ def verify_instruction(inst: Any) -> None:
         if body_out is not None and body_out.element_type != "PRED" and \
                 (_leaf_dims(body_out) != _leaf_dims(ops[0]) or _leaf_dims(out) != _leaf_dims(ops[0])):
             _fail(inst, f"while body result {body_out} does not match its init {ops[0]}")
+    elif op == "pad":
+        pc = inst.attributes.padding_config.dimensions
+        if len(pc) != ops[0].rank or any(p.interior_padding < 0 for p in pc):
+            _fail(inst, f"padding config does not fit {ops[0]}")
+        want = tuple(p.edge_padding_low + p.edge_padding_high + d + max(d - 1, 0) * p.interior_padding
+                     for p, d in zip(pc, ops[0].dimensions))
+        if want != _dims(out):
+            _fail(inst, f"pad of {ops[0]} gives {list(want)}, the result is {out}")
+    elif op == "reduce":
+        n = len(ops) // 2
+        dims = set(inst.attributes.dimensions)
+        want = tuple(d for k, d in enumerate(ops[0].dimensions) if k not in dims) if ops else ()
+        outs = out.tuple_shapes if out.is_tuple else (out,)
+        if len(ops) % 2 or len(outs) != n or any(_dims(o) != want for o in outs) or \
+                any(_dims(s) != _dims(ops[0]) for s in ops[:n]) or any(s.rank for s in ops[n:]):
+            _fail(inst, f"reduce over {sorted(dims)} of {[str(s) for s in ops]} does not give {out}")
+    elif op == "reduce-window":
+        n = len(ops) // 2
+        w = inst.attributes.window.dimensions
+        outs = out.tuple_shapes if out.is_tuple else (out,)
+        if len(w) != ops[0].rank:
+            _fail(inst, f"window of rank {len(w)} for {ops[0]}")
+        want = []
+        for d, wd in zip(ops[0].dimensions, w):
+            padded = wd.padding_low + wd.padding_high + (d - 1) * (wd.base_dilation or 1) + 1 if d else 0
+            span = (wd.size - 1) * (wd.window_dilation or 1) + 1
+            want.append((padded - span) // (wd.stride or 1) + 1 if padded >= span else 0)
+        if len(ops) % 2 or len(outs) != n or any(_dims(o) != tuple(want) for o in outs):
+            _fail(inst, f"reduce-window of {ops[0]} gives {want}, the result is {out}")
+    elif op == "dynamic-slice":
+        sizes = list(inst.attributes.dynamic_slice_sizes)
+        if len(ops) != 1 + ops[0].rank or len(sizes) != ops[0].rank or \
+                any(not 0 <= z <= d for z, d in zip(sizes, ops[0].dimensions)) or tuple(sizes) != _dims(out):
+            _fail(inst, f"dynamic-slice sizes {sizes} do not fit {ops[0]} -> {out}")
+    elif op == "dynamic-update-slice":
+        if len(ops) != 2 + ops[0].rank or ops[1].rank != ops[0].rank or \
+                any(u > d for u, d in zip(ops[1].dimensions, ops[0].dimensions)) or _dims(out) != _dims(ops[0]):
+            _fail(inst, f"dynamic-update-slice of {ops[1]} into {ops[0]} does not fit")
+    elif op == "iota":
+        dims = list(inst.attributes.dimensions)
+        if out.rank and (len(dims) != 1 or not 0 <= dims[0] < out.rank):
+            _fail(inst, f"iota dimension {dims} out of range for {out}")
     elif op == "conditional":
         for b in inst.called_computations:
             if _leaf_dims(b.root.shape) != _leaf_dims(out):

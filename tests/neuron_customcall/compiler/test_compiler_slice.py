@@ -124,3 +124,57 @@ def test_an_operand_used_twice_is_not_overwritten():
     ms = [i for i in exe.artifact.program.computations[0].instructions if i.op == "multiply"]
     assert ms and all(i.reuse < 0 for i in ms)
     assert_close(*run_jax(f, *_args()[:2]))
+
+
+_PAD = """
+HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  z = f32[] constant(0)
+  ROOT p = f32[9] pad(x, z), padding=1_1_1
+}"""
+
+
+@pytest.mark.parametrize("text,message", [
+    (_PAD, "pad of f32"),
+    (_PAD.replace("f32[3] parameter(0)", "f8e4m3b11fnuz[3] parameter(0)").replace("f32[] constant(0)",
+                                                                                 "f8e4m3b11fnuz[] constant(0)")
+     .replace("f32[9]", "f8e4m3b11fnuz[7]"), "element type F8E4M3B11FNUZ is not supported"),
+    ("""
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(x), custom_call_target="SomethingElse"
+}""", "custom-call target 'SomethingElse' is not supported"),
+    ("""
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  v = f32[2] broadcast(b), dimensions={}
+  s = f32[1] slice(v), slice={[0:1]}
+  c = f32[] reshape(s)
+  ROOT r = f32[] add(a, c)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add
+}""", "applied element-wise"),
+    ("""
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT r = f32[4] all-reduce(x), replica_groups={}
+}""", "opcode 'all-reduce' is not supported"),
+    ("""
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  i = s32[] parameter(1)
+  ROOT d = f32[5] dynamic-slice(x, i), dynamic_slice_sizes={5}
+}""", "dynamic-slice sizes"),
+])
+def test_compile_errors_name_the_problem(text, message):
+    with pytest.raises(CompileError, match=message):
+        compile_module(hlo.load(text))
