@@ -56,6 +56,21 @@ class Plan:
 
     _in_bounds: dict | None = None
     _identity: bool | None = None
+    _without: dict | None = None
+
+    def without_axes(self, drop: tuple[int, ...]) -> "Plan":
+        """The plan with output axes ``drop`` removed (they must have no coefficients): for writes
+        that collapse batch axes. Memoised, like the plan itself."""
+        if self._without is None:
+            self._without = {}
+        hit = self._without.get(drop)
+        if hit is None:
+            def renumber(co: dict[int, int]) -> dict[int, int]:
+                return {ax - sum(1 for d in drop if d < ax): k for ax, k in co.items()}
+            hit = self._without[drop] = Plan(
+                tuple(n for i, n in enumerate(self.out_shape) if i not in drop),
+                self.consts, [renumber(co) for co in self.coefs])
+        return hit
 
     def bounds(self) -> list[tuple[int, int]]:
         out = []

@@ -273,8 +273,8 @@ class Runner:
             mask = np.broadcast_to(eval_mask(ins.mask, ctx, dst.shape), full)
             mask = self._collapse_mask(mask, keep, nb)
         drop = [i for i in range(nb) if i not in keep]
-        plan = Plan(tuple(n for i, n in enumerate(plan.out_shape) if i not in drop),
-                    plan.consts, [_renumber(co, drop) for co in plan.coefs])
+        if drop:
+            plan = plan.without_axes(tuple(drop))
         if not st.owned:
             st.array = np.array(st.array)
             st.owned = True
@@ -402,12 +402,6 @@ _ACC_REDUCE = {"add": "add", "subtract": "add", "multiply": "multiply", "maximum
                "minimum": "minimum"}
 _ACC_COMBINE = {"add": "add", "subtract": "subtract", "multiply": "multiply",
                 "maximum": "maximum", "minimum": "minimum"}
-
-
-def _renumber(co: dict[int, int], drop: list[int]) -> dict[int, int]:
-    if not drop:
-        return co
-    return {ax - sum(1 for d in drop if d < ax): k for ax, k in co.items()}
 
 
 def run_kernel(kernel: KernelIR | Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

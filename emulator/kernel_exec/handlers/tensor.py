@@ -79,8 +79,10 @@ def _fold(x: np.ndarray, perm: list[int], nkeep: int, k: int) -> np.ndarray:
 
 
 def transpose(r: Runner, ins: Instruction) -> None:
-    x = r.read(ins.srcs[0])
-    r.write(ins, np.swapaxes(x, -1, -2), may_alias=True)
+    """A transposed view of the source; copied only if the source can still change."""
+    src = ins.srcs[0]
+    x = r.read(src)
+    r.write(ins, np.swapaxes(x, -1, -2), may_alias=not r.is_immutable(src.tensor))
 
 
 HANDLERS = {"matmul": matmul, "transpose": transpose}
