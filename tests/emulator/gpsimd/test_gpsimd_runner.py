@@ -134,3 +134,9 @@ def test_four_stream_accessors_fill_the_tcm_pool() -> None:
 def test_a_result_that_contradicts_the_shape_function_is_an_error() -> None:
     with pytest.raises(KernelError, match=r"returned Float\[1, 2\] but the shape function declared Float\[5000\]"):
         run("access_ops", "wrong_shape", tensor(X))
+
+
+def test_printf_in_a_shape_function_prints_on_the_host(capfd: pytest.CaptureFixture[str]) -> None:
+    host, _ = loaded("access_ops")
+    assert host.shape(host.descriptor.op("noisy"), [TensorSpec("float32", (6, 7))]) == TensorSpec("float32", (6, 7))
+    assert "shape function sees 42 elements" in capfd.readouterr().out

@@ -188,15 +188,23 @@ inline CoreState& core() {
   throw DeviceError(kind, msg);
 }
 
+// printf on a core goes to its device buffer; in a shape function (which runs on the host) and
+// outside any core it is the host's printf.
 inline int device_printf(const char* fmt, ...) {
   char stack_buf[512];
   va_list ap;
+  if (tls_core == nullptr || tls_core->shape_mode) {
+    va_start(ap, fmt);
+    int n = vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    return n;
+  }
   va_start(ap, fmt);
   int n = vsnprintf(stack_buf, sizeof stack_buf, fmt, ap);
   va_end(ap);
   if (n < 0) return n;
   CoreState* c = tls_core;
-  if (c == nullptr) return n;
   if (static_cast<size_t>(n) < sizeof stack_buf) {
     c->out.append(stack_buf, static_cast<size_t>(n));
   } else {

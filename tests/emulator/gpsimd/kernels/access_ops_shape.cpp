@@ -4,6 +4,12 @@
 
 torch::Tensor like_shape(torch::Tensor t) { return torch::zeros(t.sizes(), torch::kFloat); }
 
+// Shape functions run on the host: their printf is the host's.
+torch::Tensor noisy_shape(torch::Tensor t) {
+    printf("shape function sees %ld elements\n", (long)t.numel());
+    return torch::zeros(t.sizes(), torch::kFloat);
+}
+
 NEURON_LIBRARY(access_ops, m) {
     m.def("copy_elem", &like_shape, "copy_elem");
     m.def("copy_stream", &like_shape, "copy_stream");
@@ -12,4 +18,5 @@ NEURON_LIBRARY(access_ops, m) {
     m.def("return_input", &like_shape, "return_input");
     m.def("five_streams", &like_shape, "five_streams");
     m.def("wrong_shape", &like_shape, "wrong_shape");
+    m.def("noisy", &noisy_shape, "copy_tcm");
 }
