@@ -8,6 +8,7 @@ Rules and their numbers come from emulator/machine.py (sources: ../shared/refere
 * load moves HBM -> on-chip, store on-chip -> HBM, engines only read on-chip tiles; tensor_tensor
   may not read two PSUM tiles;
 * reductions only over free axes, trailing and contiguous;
+* unmasked on-chip accesses inside their tile (all extents are known while tracing);
 * SBUF (192 KiB per partition) and PSUM (16 KiB per partition, 2 KiB banks) capacity over the
   allocations live at once. The SDK's own simulator does not check capacity.
 """
@@ -85,6 +86,30 @@ def check_instruction(trace, ins: Instruction) -> None:
                             f"{op} accesses {m} tensor {a.tensor!r}; compute engines only read and "
                             "write SBUF/PSUM tiles (nl.load it first, nl.store the result)")
     _RULES.get(op, lambda t, i, d, s: None)(trace, ins, dst_mem, src_mems)
+    if not ins.mask:
+        for a, m in [(ins.dst, dst_mem)] + list(zip(ins.srcs, src_mems)):
+            if m in machine.ON_CHIP:
+                _check_static_bounds(trace, ins, a)
+
+
+def _check_static_bounds(trace, ins: Instruction, a: Access) -> None:
+    """An unmasked on-chip access must stay inside its tile for every program id, loop value and
+    tile position; all their extents are known while tracing, so this is a trace-time error.
+    (HBM accesses are checked when the kernel runs, against the actual arrays.)"""
+    shape = trace.tensors[a.tensor].shape
+    ext = dict(trace.extents)
+    ext.update({f"t{j}": n for j, n in enumerate(a.shape)})
+    for d, (expr, n) in enumerate(zip(a.index, shape)):
+        lo = hi = expr.const
+        for sym, c in expr.terms:
+            span = c * (ext.get(sym, 1) - 1)
+            lo += min(0, span)
+            hi += max(0, span)
+        if lo < 0 or hi >= n:
+            raise trace.error("out-of-bounds tile access",
+                              f"{ins.op} accesses {a.tensor}[...] axis {d} at indices {lo}..{hi}, "
+                              f"outside its extent {n} ({trace.tensors[a.tensor].memory} tile "
+                              f"{list(shape)})")
 
 
 def check_matmul_operands(trace, stationary: Access, moving: Access) -> None:

@@ -53,6 +53,8 @@ class Trace:
         self.body: list[Statement] = []
         self._stack: list[list[Statement]] = [self.body]
         self._loops = 0
+        #: Extent of every symbol: program ids and loop variables (for static bounds checks).
+        self.extents: dict[str, int] = {f"p{i}": int(g) for i, g in enumerate(grid)}
         self._counter = 0
         self.finished = False
 
@@ -112,6 +114,7 @@ class Trace:
         IR loop counts 0..extent-1; the kernel sees ``start + step * counter``."""
         self._loops += 1
         node = Loop(f"l{self._loops}", int(extent), kind, [], user_location())
+        self.extents[node.var] = int(extent)
         self._stack[-1].append(node)
         self._stack.append(node.body)
         depth = len(self._stack)

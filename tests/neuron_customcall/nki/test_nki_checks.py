@@ -251,3 +251,15 @@ def test_hardware_only_apis_explain_themselves():
         k(x(1, 1))
     with pytest.raises(nki.NKIError, match="nki.baremetal needs Trainium hardware"):
         nki.baremetal(lambda a: a)(x(1, 1))
+
+
+def test_on_chip_out_of_bounds_is_caught_while_tracing():
+    @nki.jit
+    def overrun_sbuf(a):
+        buf = nl.ndarray((128, 512), nl.float32)
+        for i in nl.affine_range(3):
+            buf[:, nl.ds(i * 256, 256)] = nl.load(a)  # HERE
+        return a
+
+    raises_at(overrun_sbuf, [x(128, 256)], "# HERE", "out-of-bounds tile access",
+              "axis 1 at indices 0..767, outside its extent 512", cls=KernelTraceError)
