@@ -128,7 +128,14 @@ def _bf16_linear(dev):
     return [F.linear(x, w), (x.float() * 2).sum(1)]
 
 
-GRAPHS = [_mlp_train_step, _adam_step, _layer_norm_backward, _attention, _conv_backward, _embedding_backward,
+def _random(dev):
+    torch.manual_seed(3)
+    x = torch.ones(4, 5, device=dev)
+    return [torch.rand(3, 4, device=dev), torch.randn(2, 3, device=dev), F.dropout(x, 0.5),
+            torch.randint(0, 10, (5,), device=dev)]
+
+
+GRAPHS = [_random, _mlp_train_step, _adam_step, _layer_norm_backward, _attention, _conv_backward, _embedding_backward,
           _cumsum_argmax_sort, _dtypes, _where_clamp_cat_flip, _unary_math, _integer_ops, _softmax_nll,
           _batch_norm_train, _avg_pool_upsample, _index_put_gather, _bf16_linear]
 
