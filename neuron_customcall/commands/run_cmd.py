@@ -62,6 +62,15 @@ def match_inputs(manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) 
 _SAVEZ_PARAMETERS = {"file", "allow_pickle"}
 
 
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an npz file, never unpickling anything (a .npy holds one array: arr_0)."""
+    loaded = np.load(path, allow_pickle=False)
+    if isinstance(loaded, np.ndarray):
+        return {"arr_0": loaded}
+    with loaded as npz:
+        return {k: npz[k] for k in npz.files}
+
+
 def output_names(manifest: Mapping[str, Any]) -> list[str]:
     """Keys for the output npz: the manifest's names when they are unique, else arr_<k>."""
     names = [o["name"] for o in manifest["outputs"]]
@@ -87,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
             exe = emulator.load_artifact(args.artifact)
         arrays: dict[str, np.ndarray] = {}
         if args.inputs is not None:
-            with np.load(args.inputs, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+            arrays = read_npz(args.inputs)
         inputs = match_inputs(exe.manifest, arrays)
     except (InputError, ArtifactError, OSError, ValueError) as e:
         log.error("%s", e)

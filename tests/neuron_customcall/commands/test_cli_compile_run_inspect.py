@@ -101,6 +101,8 @@ def test_errors_are_reported_not_raised(graph: dict, tmp_path: Path, caplog: pyt
     np.savez(tmp_path / "pickled.npz", *([np.array([{"a": 1}], dtype=object)] * 4))
     assert main(["run", str(neff), "--inputs", str(tmp_path / "pickled.npz")]) == 1
     assert "pickle" in caplog.text.lower()
+    (tmp_path / "text.npz").write_text("not numpy data")
+    assert main(["run", str(neff), "--inputs", str(tmp_path / "text.npz")]) == 1
     corrupt = tmp_path / "corrupt.neff"
     corrupt.write_bytes(neff.read_bytes()[:-7] + b"garbage")
     assert main(["inspect", str(corrupt)]) == 1
