@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from emulator.kernel_ir import (AFFINE_LOOP, DEFINED, Access, Instruction, KernelIR, Loop,
+from emulator.kernel_ir import (DEFINED, Access, Instruction, KernelIR, Loop,
                                 Statement, walk_instructions)
 
 from .vectorise import first_appearance, grid_reason, non_vectorisable_reason
@@ -93,10 +93,9 @@ def _loops(kernel: KernelIR, body: list[Statement], pos: int, first: dict[str, i
            prog: Program) -> int:
     for st in body:
         if isinstance(st, Loop):
-            if st.kind == AFFINE_LOOP:
-                prog.reasons[id(st)] = non_vectorisable_reason(st, kernel, first, pos)
-            else:
-                prog.reasons[id(st)] = "sequential_range carries dependencies between iterations"
+            # sequential_range promises nothing, but when no iteration reads what another writes
+            # running it as a batch axis gives the same results, so both kinds are analysed.
+            prog.reasons[id(st)] = non_vectorisable_reason(st, kernel, first, pos)
             pos = _loops(kernel, st.body, pos, first, prog)
         else:
             pos += 1

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from emulator import machine
-from emulator.kernel_ir import (AFFINE_LOOP, Access, Const, Instruction, KernelIR, Loop, Operand,
+from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Operand,
                                 Statement, dtypes)
 
 from . import alu
@@ -107,9 +107,8 @@ class Runner:
             finally:
                 ctx.batch_syms, ctx.batch_shape = saved
             return
-        if loop.kind == AFFINE_LOOP:
-            log.debug("kernel %r: affine_range loop %s at %s runs as a Python loop: %s",
-                      self.kernel.name, loop.var, loop.loc, reason)
+        log.debug("kernel %r: %s_range loop %s at %s runs as a Python loop: %s",
+                  self.kernel.name, loop.kind, loop.var, loop.loc, reason)
         for i in range(loop.extent):
             ctx.bound[loop.var] = i
             self._run_body(loop.body)

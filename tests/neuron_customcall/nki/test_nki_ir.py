@@ -114,3 +114,31 @@ def test_independent_programs_run_as_batch_axes(caplog):
     with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
         tensor_add_kernel[2, 2](a, b)
     assert "one program at a time" not in caplog.text
+
+
+def test_independent_sequential_loop_is_vectorised_dependent_one_is_not(caplog):
+    from neuron_customcall.nki import language as nl
+
+    @nki.jit
+    def seq(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(x.shape[0] // 128):       # independent iterations
+            t = nl.load(x[i * 128:(i + 1) * 128, :])
+            nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(t, 2.0))
+        acc = nl.zeros((128, x.shape[1]), nl.float32)
+        for i in nl.sequential_range(x.shape[0] // 128):       # carried through acc
+            acc[...] = nl.add(nl.multiply(acc, 0.5), nl.load(x[i * 128:(i + 1) * 128, :]))
+        nl.store(out[0:128, :], value=acc)
+        return out
+
+    x = rand(512, 8)
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        got = seq(x)
+    ref = 2 * x
+    acc = np.zeros((128, 8), np.float32)
+    for i in range(4):
+        acc = acc * 0.5 + x[i * 128:(i + 1) * 128]
+    ref[:128] = acc
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    assert caplog.text.count("runs as a Python loop") == 1
+    assert "sequential_range loop" in caplog.text
