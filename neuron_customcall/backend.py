@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Union
 
 import hlo
+from neuron_customcall import debug_dump
 from neuron_customcall.cache import CacheConfigError, CompileCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -180,15 +181,19 @@ def compile_cached(source: GraphSource, flags: Any = None, *, cache: CacheSettin
         return hit
     if isinstance(source, hlo.HloModule):
         fingerprint, build = source.fingerprint(), lambda: source
+        as_proto = source.to_proto
     else:
         # Fingerprint the decoded proto; the IR is built only if the compiler has to run (on a
         # cache hit building it would be most of the cost).
         proto, _ = hlo.read_module_proto(source)
         fingerprint, build = hlo.fingerprint(proto), lambda: hlo.load(proto)
+        as_proto = lambda: proto  # noqa: E731
     key = cache_key(fingerprint, fkey, compiler_version())
     graph_key = ("graph", key)
     compiled = _memo.get(graph_key)
     if compiled is None:
+        if debug_dump.enabled():
+            debug_dump.dump(as_proto(), fingerprint)
         compiled = _compile_or_fetch(build, flags, key, resolve_cache(cache))
         _memo.put(graph_key, compiled)
     if raw_key is not None:

@@ -235,3 +235,18 @@ def test_concurrent_compiles_of_one_graph_from_several_processes(tmp_path: Path)
     assert len(entries) == 1 and {out.strip() for out, _ in results} == {str(entries[0])}
     assert entries[0].read_bytes() == compile_module(hlo.load(ADD_HLO))
     assert [p.name for p in entries[0].parent.iterdir()] == [entries[0].name]  # no temporaries left
+
+
+def test_framework_debug_dumps_each_new_graph_once(tmp_path: Path, calls: dict[str, int],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG", "1")
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG_DIR", str(tmp_path / "dumps"))
+    for _ in range(2):
+        backend.compile_cached(ADD_HLO.encode(), cache=False)
+    (dump,) = (tmp_path / "dumps").iterdir()
+    assert dump.name == f"add.{hlo.load(ADD_HLO).fingerprint()[:12]}.pbtxt"
+    assert hlo.modules_equal(hlo.load(dump), hlo.load(ADD_HLO))
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG", "0")
+    backend.clear_memo()
+    backend.compile_cached(ADD_HLO.replace("add(", "multiply("), cache=False)
+    assert len(list((tmp_path / "dumps").iterdir())) == 1

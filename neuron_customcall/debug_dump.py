@@ -1,0 +1,44 @@
+"""NEURON_FRAMEWORK_DEBUG: every graph the backend sees is also written as protobuf text.
+
+Why: when a framework path misbehaves, the first question is "which HLO did the framework hand
+over?". As with the Neuron SDK, NEURON_FRAMEWORK_DEBUG=1 dumps each graph into the current
+directory (NEURON_FRAMEWORK_DEBUG_DIR chooses another), as ``<module>.<fingerprint12>.pbtxt``,
+a form `neuron-customcall compile` and `hlo.load` read back. A graph is dumped once per process
+(the backend calls this only when its memo misses), and a failed write is a warning, never an
+error of the compile that triggered it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from google.protobuf import text_format
+
+log = logging.getLogger(__name__)
+
+DEBUG_ENV = "NEURON_FRAMEWORK_DEBUG"
+DIR_ENV = "NEURON_FRAMEWORK_DEBUG_DIR"
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+def enabled() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in _FALSE
+
+
+def dump(proto, fingerprint: str) -> Path | None:
+    """Writes the HloModuleProto `proto` if NEURON_FRAMEWORK_DEBUG is on; returns the path."""
+    if not enabled():
+        return None
+    directory = Path(os.environ.get(DIR_ENV) or ".")
+    safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", proto.name or "module")[:80]
+    path = directory / f"{safe_name}.{fingerprint[:12]}.pbtxt"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(text_format.MessageToString(proto))
+    except OSError as e:
+        log.warning("%s: cannot write %s: %s", DEBUG_ENV, path, e)
+        return None
+    log.info("%s: wrote %s", DEBUG_ENV, path)
+    return path
