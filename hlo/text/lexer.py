@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from hlo.errors import HloParseError
 
@@ -29,12 +28,16 @@ MAX_TEXT_CHARS = 1 << 30
 # A word: identifiers (`%add.1`, `get-tuple-element`, `reduce_sum.3`), numbers (`-1.5e+10`,
 # `-inf`, `nan(0x7f)`), and the compound forms `3x3`, `0_0x1_1`, `bf01_oi01`.  A '-' is part of a
 # word unless it starts the arrow '->'.  A sign or exponent '+' is only part of a number.
-_NUMBER_RE = re.compile(
-    r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan(?:\(0x[0-9a-fA-F]+\))?)(?![\w.$%])"
+_NUMBER = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan(?:\(0x[0-9a-fA-F]+\))?)(?![\w.$%])"
+_WORD = r"%?(?:[\w.$]|-(?!>))+"
+# One pattern for every token, tried in this order: string start, number, two/three-character
+# punctuation, word, one-character punctuation.
+_TOKEN_RE = re.compile(
+    r'(?P<string>")|(?P<number>' + _NUMBER + r")|(?P<punct2>->|<=|\.\.\.)|(?P<word>" + _WORD
+    + r")|(?P<punct1>[{}\[\](),=:*?#+~<>/|@!^&;])"
 )
-_WORD_RE = re.compile(r"%?(?:[\w.$]|-(?!>))+")
-_PUNCT2 = ("->", "<=", "...")
-_PUNCT1 = "{}[](),=:*?#+~<>/|@!^&;"
+_SPACE_RE = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*", re.S)
+_KIND = {"number": WORD, "word": WORD, "punct2": PUNCT, "punct1": PUNCT}
 _SIMPLE_ESCAPES = {
     "n": b"\n",
     "t": b"\t",
@@ -50,9 +53,9 @@ _SIMPLE_ESCAPES = {
 }
 
 
-@dataclass(frozen=True)
-class Token:
-    """One token: its kind, its text (for STRING: the decoded bytes) and its source offset."""
+class Token(NamedTuple):
+    """One token: its kind, its text (for STRING: the source spelling), its source offset and,
+    for STRING, the decoded bytes.  A NamedTuple because millions are made for a big module."""
 
     kind: str
     text: str
@@ -63,11 +66,8 @@ class Token:
         """How the token reads in an error message."""
         if self.kind == EOF:
             return "end of input"
-        if self.kind == STRING:
-            shown = self.text if len(self.text) <= 40 else self.text[:37] + "..."
-            return shown
         shown = self.text if len(self.text) <= 40 else self.text[:37] + "..."
-        return f"'{shown}'"
+        return shown if self.kind == STRING else f"'{shown}'"
 
 
 class Lexer:
@@ -128,52 +128,38 @@ class Lexer:
         return tok
 
     def _skip_space_and_comments(self) -> None:
-        text = self.text
-        n = len(text)
-        pos = self._pos
-        while pos < n:
-            c = text[pos]
-            if c in " \t\r\n\f\v":
-                pos += 1
-            elif text.startswith("/*", pos):
-                end = text.find("*/", pos + 2)
-                if end < 0:
-                    raise self.error("unterminated /* comment", pos)
-                pos = end + 2
-            elif text.startswith("//", pos):
-                end = text.find("\n", pos)
-                pos = n if end < 0 else end + 1
-            else:
-                break
+        pos = _SPACE_RE.match(self.text, self._pos).end()
+        if self.text.startswith("/*", pos):
+            raise self.error("unterminated /* comment", pos)
         self._pos = pos
 
     def _lex(self) -> Token:
-        self._skip_space_and_comments()
         text = self.text
-        pos = self._pos
+        pos = _SPACE_RE.match(text, self._pos).end()
+        self._pos = pos
         if pos >= len(text):
             return Token(EOF, "", pos)
-        c = text[pos]
-        if c == '"':
+        m = _TOKEN_RE.match(text, pos)
+        if m is None or (m.lastgroup == "punct1" and text.startswith("/*", pos)):
+            if text.startswith("/*", pos):
+                raise self.error("unterminated /* comment", pos)
+            shown = repr(text[pos])
+            raise self.error(f"unexpected character {shown}", pos, found=shown)
+        kind = m.lastgroup
+        if kind == "string":
             return self._lex_string()
-        if c.isdigit() or c in "-+.in":
-            m = _NUMBER_RE.match(text, pos)
-            if m is not None:
-                self._pos = m.end()
-                return Token(WORD, m.group(), pos)
-        for p in _PUNCT2:
-            if text.startswith(p, pos):
-                self._pos = pos + len(p)
-                return Token(PUNCT, p, pos)
-        m = _WORD_RE.match(text, pos)
-        if m is not None and m.end() > pos + (1 if c == "%" else 0):
-            self._pos = m.end()
-            return Token(WORD, m.group(), pos)
-        if c in _PUNCT1:
-            self._pos = pos + 1
-            return Token(PUNCT, c, pos)
-        shown = repr(c)
-        raise self.error(f"unexpected character {shown}", pos, found=shown)
+        self._pos = m.end()
+        return Token(_KIND[kind], m.group(), pos)
+
+    def seek(self, offset: int) -> None:
+        """Continue lexing at `offset` (after a caller consumed raw text itself)."""
+        self._pos = offset
+        self._peeked = None
+
+    def offset_after_peek(self) -> int:
+        """Source offset just past the peeked token (for cheap raw look-ahead)."""
+        tok = self.peek()
+        return tok.offset + len(tok.text) if tok.kind != EOF else tok.offset
 
     def _lex_string(self) -> Token:
         """A C-escaped double-quoted string, decoded to bytes (backend_config is bytes in XLA)."""

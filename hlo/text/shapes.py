@@ -7,6 +7,7 @@ array shape lists `is_dynamic_dimension` for each dimension.
 """
 from __future__ import annotations
 
+import re
 from typing import List
 
 from hlo.schema import xla_data_pb2
@@ -46,8 +47,49 @@ def default_layout(rank: int) -> LayoutProto:
     return layout
 
 
+# The common case `f32[2,3]{1,0}` (static dims, plain layout) read in one match; anything else
+# (dynamic dims, layout attributes, tuples) takes the general path below.
+_SIMPLE_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([0-9]{1,18}(?:,[0-9]{1,18})*)?\](?:\{([0-9]{1,4}(?:,[0-9]{1,4})*)?\})?")
+_BRACE_NEXT = re.compile(r"[ \t\r\n]*\{")
+
+
+def _parse_simple_array(cur: Cursor, fill_layout: bool) -> "ShapeProto | None":
+    tok = cur.peek()
+    lexer = cur.lexer
+    m = _SIMPLE_ARRAY.match(lexer.text, tok.offset)
+    if m is None or m.group(1) != tok.text:
+        return None
+    element_type = TYPE_BY_NAME[tok.text]
+    if element_type not in ARRAY_TYPES:
+        return None
+    if m.group(3) is None and _BRACE_NEXT.match(lexer.text, m.end()):
+        return None  # a layout with attributes, or a computation body: the general path decides
+    dims = [int(d) for d in m.group(2).split(",")] if m.group(2) else []
+    if len(dims) > MAX_RANK:
+        return None
+    shape = ShapeProto()
+    shape.element_type = element_type
+    shape.dimensions.extend(dims)
+    shape.is_dynamic_dimension.extend([False] * len(dims))
+    if m.group(3) is not None or m.group(0).endswith("{}"):
+        m2m = [int(d) for d in m.group(3).split(",")] if m.group(3) else []
+        if sorted(m2m) != list(range(len(dims))):
+            return None  # the general path reports the bad layout with its position
+        shape.layout.minor_to_major.extend(m2m)
+        shape.layout.tail_padding_alignment_in_elements = 1
+    elif fill_layout:
+        shape.layout.CopyFrom(default_layout(len(dims)))
+    lexer.seek(m.end())
+    return shape
+
+
 def parse_shape(cur: Cursor, fill_layout: bool = True) -> ShapeProto:
     """One shape.  `fill_layout`: give layout-less array shapes XLA's default layout."""
+    tok = cur.peek()
+    if tok.kind == WORD and tok.text in TYPE_BY_NAME:
+        simple = _parse_simple_array(cur, fill_layout)
+        if simple is not None:
+            return simple
     with cur.nested():
         shape = ShapeProto()
         if cur.accept("("):
@@ -96,15 +138,16 @@ def parse_shape(cur: Cursor, fill_layout: bool = True) -> ShapeProto:
         return shape
 
 
+_LAYOUT_START = re.compile(r"(?:[ \t\r\n]|/\*.*?\*/)*[0-9:}]", re.S)
+
+
 def _layout_follows(cur: Cursor) -> bool:
-    """Is the '{' after a shape its layout (`{1,0}`, `{:S(1)}`, `{}`), not a computation body?"""
-    mark = cur.lexer.save()
-    cur.next()
-    tok = cur.peek()
-    cur.lexer.restore(mark)
-    if tok.kind == PUNCT:
-        return tok.text in (":", "}")
-    return tok.kind == WORD and tok.text.isdigit()
+    """Is the '{' after a shape its layout (`{1,0}`, `{:S(1)}`, `{}`), not a computation body?
+
+    Decided on the raw text after the '{' (a digit, ':' or '}'), which is cheaper than lexing ahead.
+    """
+    lexer = cur.lexer
+    return _LAYOUT_START.match(lexer.text, lexer.offset_after_peek()) is not None
 
 
 def _parse_layout(cur: Cursor, rank: int) -> LayoutProto:
