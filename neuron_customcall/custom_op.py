@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from emulator.gpsimd import LibraryDescriptor
+from emulator.gpsimd import LibraryDescriptor, RunResult
 from neuron_customcall.cpp import build as _build
 from neuron_customcall.cpp import loader as _loader
 from neuron_customcall.cpp import torch_ops as _torch_ops
 from neuron_customcall.cpp.errors import BuildError
 
-__all__ = ["BuildError", "descriptor", "library_path", "load", "load_library"]
+__all__ = ["BuildError", "descriptor", "last_run", "library_path", "load", "load_library"]
 
 
 def load(
@@ -51,6 +51,15 @@ def load_library(path: str | os.PathLike[str]) -> LibraryDescriptor:
 def descriptor(library: str) -> LibraryDescriptor:
     """The framework-neutral description of a loaded library (serialisable as JSON)."""
     return _loader.get(library).descriptor
+
+
+def last_run(library: str, op: str) -> RunResult:
+    """The latest execution of torch.ops.<library>.<op> in this process: its counters, printf
+    output, core count and cost-model estimate (``.cost.cycles``, ``.cost.seconds``)."""
+    runs = _loader.get(library).last_runs
+    if op not in runs:
+        raise KeyError(f"op {library}::{op} has not run in this process")
+    return runs[op]
 
 
 def library_path(library: str) -> Path:

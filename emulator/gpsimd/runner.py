@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO, Union
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from emulator.gpsimd import abi, protocol
 from emulator.gpsimd.args import TensorSpec
+from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.gpsimd.errors import GpSimdError, KernelCrash, KernelError, KernelTimeout
 from emulator.gpsimd.library import materialise
@@ -64,7 +65,11 @@ class RunResult:
     text: str
     ncores: int
     seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
+
+    @property
+    def cost(self) -> CostEstimate:
+        """The cost model's estimate of this execution on a real GpSimd engine."""
+        return estimate(self.counters, self.ncores)
 
 
 def _signal_name(returncode: int) -> str:

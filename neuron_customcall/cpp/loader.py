@@ -11,11 +11,12 @@ import logging
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.gpsimd import GpSimdRunner, HostLibrary, LibraryDescriptor
 from emulator.gpsimd.library import materialise
+from emulator.gpsimd.runner import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class LoadedLibrary:
     source_path: Path
     host: HostLibrary
     runner: GpSimdRunner
+    last_runs: dict[str, RunResult] = field(default_factory=dict)
 
     @property
     def descriptor(self) -> LibraryDescriptor:

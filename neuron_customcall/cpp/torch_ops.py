@@ -76,6 +76,7 @@ def _cpu_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
         out = loaded.host.shape(op, specs)
         values = [_value(a, s) if kind == "tensor" else a for kind, a, s in zip(op.args, args, specs)]
         result = loaded.runner.run(op, values, out)
+        loaded.last_runs[name] = result
         if not out.nbytes:
             return torch.empty(out.shape, dtype=DTYPE_NAMES[out.dtype])
         # Zero-copy: the tensor views the output's shared memory and keeps it alive.

@@ -177,3 +177,17 @@ def test_results_stay_valid_across_later_calls() -> None:
         assert torch.equal(y, torch.relu(x))
     ys[0].add_(1)  # results are ordinary writable tensors
     assert torch.equal(ys[0], torch.relu(xs[0]) + 1)
+
+
+def test_last_run_reports_counters_and_the_cost_model() -> None:
+    from neuron_customcall import custom_op
+
+    load("relu")
+    x = torch.randn(32, 64)
+    torch.ops.relu_ops.relu_tcm(x)
+    tcm = custom_op.last_run("relu_ops", "relu_tcm")
+    assert tcm.counters["tcm_bytes"] == 2 * x.numel() * 4 and tcm.ncores == 1
+    torch.ops.relu_ops.relu_forward(x)
+    elem = custom_op.last_run("relu_ops", "relu_forward")
+    assert elem.counters["element_accesses"] == 2 * x.numel()  # one read, one write per element
+    assert elem.cost.cycles > tcm.cost.cycles > 0
