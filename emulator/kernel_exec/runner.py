@@ -57,6 +57,11 @@ class Runner:
             self.storage[name] = Storage(np.array(arr) if owned else arr, (), owned)
         # HBM tensors live for the whole kernel: allocated here (private HBM once per program).
         # Outputs a store always writes completely skip the NaN fill.
+        for name, data in kernel.constants.items():
+            decl = kernel.tensors[name]
+            arr = np.frombuffer(data, dtype=dtypes.to_numpy(decl.dtype)).reshape(decl.shape)
+            owned = name in self.written
+            self.storage[name] = Storage(np.array(arr) if owned else arr, (), owned)
         for name, decl in kernel.tensors.items():
             if decl.memory in (machine.HBM, machine.SHARED_HBM) and name not in self.storage:
                 private = decl.memory == machine.HBM and decl.role != "output"

@@ -1,14 +1,15 @@
 """The kernel IR of traced NKI kernels: its dataclasses (``ir``), vocabulary (``ops``), dtype names
 (``dtypes``) and the pickle-free byte format (``serialise``). See docs/kernel-ir.md."""
 
-from .ir import (AFFINE_LOOP, DEFINED, INPUT, INTERNAL, IR_VERSION, OUTPUT, SEQUENTIAL_LOOP,
-                 UNINIT, Access, Affine, Const, Instruction, KernelIR, Loop, Operand, SourceLoc,
+from .ir import (AFFINE_LOOP, CONSTANT, DEFINED, INPUT, INTERNAL, IR_VERSION, OUTPUT,
+                 SEQUENTIAL_LOOP, UNINIT, Access, Affine, Const, Instruction, KernelIR, Loop, Operand, SourceLoc,
                  Statement, TensorDecl, affine_from_json, affine_to_json,
                  walk_instructions, walk_loops)
 from .serialise import KernelIRFormatError, from_bytes, to_bytes
 
 __all__ = [
-    "AFFINE_LOOP", "DEFINED", "INPUT", "INTERNAL", "IR_VERSION", "OUTPUT", "SEQUENTIAL_LOOP",
+    "AFFINE_LOOP", "CONSTANT", "DEFINED", "INPUT", "INTERNAL", "IR_VERSION", "OUTPUT",
+    "SEQUENTIAL_LOOP",
     "UNINIT", "Access", "Affine", "Const", "Instruction", "KernelIR", "Loop", "Operand",
     "SourceLoc", "Statement", "TensorDecl", "affine_from_json", "affine_to_json",
     "walk_instructions", "walk_loops",

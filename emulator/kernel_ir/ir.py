@@ -4,7 +4,8 @@ The NKI tracer produces it, the serialiser turns it into bytes (no pickle), the 
 embeds it, and the emulator's kernel executor runs it. It is deliberately small:
 
 * ``TensorDecl``: every tensor the kernel touches, with its memory space (hbm, shared_hbm, sbuf,
-  psum), shape and dtype name. Kernel inputs and outputs are HBM tensors.
+  psum), shape and dtype name. Kernel inputs and outputs are HBM tensors; constants (their bytes
+  in ``KernelIR.constants``) are shared HBM tensors.
 * ``Access``: an affine window into a tensor. It yields a *tile* of ``shape``; dimension ``d`` of the
   tensor is addressed by ``index[d]``, an ``Affine`` expression over symbols:
   ``p0 p1 p2`` (program ids of the SPMD grid), ``l<N>`` (loop variables) and ``t<j>`` (position along
@@ -28,7 +29,8 @@ IR_VERSION: tuple[int, int] = (1, 0)
 INPUT = "input"
 OUTPUT = "output"
 INTERNAL = "internal"
-ROLES = (INPUT, OUTPUT, INTERNAL)
+CONSTANT = "constant"  # data carried by the IR itself (nl.shared_constant)
+ROLES = (INPUT, OUTPUT, INTERNAL, CONSTANT)
 
 AFFINE_LOOP = "affine"
 SEQUENTIAL_LOOP = "sequential"
@@ -172,6 +174,8 @@ class KernelIR:
     body: list[Statement]
     source: str = ""
     version: tuple[int, int] = IR_VERSION
+    #: Constant tensors' contents: C-order raw bytes in the tensor's dtype, by tensor name.
+    constants: dict[str, bytes] = field(default_factory=dict)
 
     def instructions(self) -> list[Instruction]:
         """Every instruction, in program order, loops flattened."""

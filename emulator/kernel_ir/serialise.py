@@ -7,6 +7,7 @@ Format (documented in docs/kernel-ir.md)::
     u16      minor version
     u32      length N of the document
     N bytes  UTF-8 JSON document (see ``to_document``)
+    rest     constant data: each constant's raw C-order bytes, at the offset the document gives
 
 A reader accepts its own major version and any minor version; unknown keys are ignored so that
 minor versions can add fields. Nothing is eval'd: the document is plain JSON and every op name is
@@ -32,8 +33,16 @@ class KernelIRFormatError(ValueError):
 
 
 def to_bytes(kernel: KernelIR) -> bytes:
-    doc = json.dumps(to_document(kernel), separators=(",", ":"), sort_keys=True).encode()
-    return _HEADER.pack(MAGIC, kernel.version[0], kernel.version[1], len(doc)) + doc
+    document = to_document(kernel)
+    blob = bytearray()
+    table = []
+    for name in sorted(kernel.constants):
+        data = kernel.constants[name]
+        table.append({"name": name, "offset": len(blob), "nbytes": len(data)})
+        blob += data
+    document["constants"] = table
+    doc = json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+    return _HEADER.pack(MAGIC, kernel.version[0], kernel.version[1], len(doc)) + doc + bytes(blob)
 
 
 def from_bytes(data: bytes) -> KernelIR:
@@ -55,6 +64,12 @@ def from_bytes(data: bytes) -> KernelIR:
         raise KernelIRFormatError(f"kernel IR document is not JSON: {e}") from e
     kernel = from_document(doc)
     kernel.version = (major, minor)
+    blob = data[_HEADER.size + n:]
+    for entry in doc.get("constants", []):
+        off, size = int(entry["offset"]), int(entry["nbytes"])
+        if off < 0 or off + size > len(blob):
+            raise KernelIRFormatError(f"constant {entry['name']!r} lies outside the data section")
+        kernel.constants[str(entry["name"])] = bytes(blob[off:off + size])
     return kernel
 
 

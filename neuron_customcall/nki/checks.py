@@ -255,5 +255,5 @@ def check_kernel(trace, kernel: KernelIR) -> None:
                     f"{cap // 1024} KiB per partition of {memory.upper()}; largest live: {desc}")
 
 
-__all__ = ["check_declaration", "check_instruction", "check_kernel", "check_matmul_operands", "bytes_per_partition",
-           "KernelTraceError"]
+__all__ = ["check_declaration", "check_instruction", "check_kernel", "check_matmul_operands",
+           "bytes_per_partition", "KernelTraceError"]

@@ -28,7 +28,7 @@ from .lang.spmd import (  # noqa: F401, A004
     program_id, num_programs, program_ndim, affine_range, sequential_range, static_range)
 from .lang.memory import (  # noqa: F401, A004
     ndarray, full, zeros, ones, zeros_like, empty_like,
-    shared_identity_matrix, load, store, load_transpose2d, copy, broadcast_to,
+    shared_identity_matrix, shared_constant, load, store, load_transpose2d, copy, broadcast_to,
     expand_dims, atomic_rmw, rand, dropout)
 from .lang.reductions import (  # noqa: F401, A004
     sum, max, min, prod, all, mean,
@@ -52,6 +52,7 @@ __all__ = [
     "mish", "square", "reciprocal", "logical_not", "invert", "program_id",
     "num_programs", "program_ndim", "affine_range", "sequential_range", "static_range", "ndarray",
     "full", "zeros", "ones", "zeros_like", "empty_like", "shared_identity_matrix",
+    "shared_constant",
     "load", "store", "load_transpose2d", "copy", "broadcast_to", "expand_dims",
     "atomic_rmw", "rand", "dropout", "sum", "max", "min", "prod", "all",
     "mean", "var", "softmax", "rms_norm", "transpose", "matmul",

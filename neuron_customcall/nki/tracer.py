@@ -50,6 +50,7 @@ class Trace:
         self.source = source
         self.tensors: dict[str, TensorDecl] = {}
         self.inputs: list[str] = []
+        self.constants: dict[str, bytes] = {}
         self.body: list[Statement] = []
         self._stack: list[list[Statement]] = [self.body]
         self._loops = 0
@@ -127,7 +128,7 @@ class Trace:
     def finish(self, outputs: list[str]) -> KernelIR:
         self.finished = True
         kernel = KernelIR(self.name, self.grid, self.tensors, tuple(self.inputs), tuple(outputs),
-                          self.body, self.source)
+                          self.body, self.source, constants=dict(self.constants))
         checks.check_kernel(self, kernel)
         return kernel
 

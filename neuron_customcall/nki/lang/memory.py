@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from emulator import machine
-from emulator.kernel_ir import Const, affine_to_json
+from emulator.kernel_ir import CONSTANT, Const, affine_to_json
+from emulator.kernel_ir import dtypes as ir_dtypes
 
 from .. import dtypes as nkd
 from ..dtypes import float32
-from ..indexing import Idx, arange
+from ..indexing import Idx
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import where
-from .operands import broadcast_shapes, buffer_name, new_tile, alu_op_name, operand, scalar_value, as_shape, sbuf
+from .operands import (alu_op_name, as_shape, broadcast_shapes, buffer_name, new_tile, operand,
+                       sbuf, scalar_value)
 
 # --- creation --------------------------------------------------------------------------------------
 
@@ -77,10 +81,20 @@ def dropout(x, rate, *, dtype=None, mask=None) -> Tile:
     return where(keep, x, 0.0, dtype=dtype, mask=mask)
 
 
+def shared_constant(constant, dtype=None, *, name: str = "") -> Tile:
+    """A shared-HBM tensor holding ``constant`` (array-like); its bytes travel inside the IR."""
+    tr = current()
+    arr = np.asarray(constant)
+    dt = nkd.name_of(dtype if dtype is not None else arr.dtype)
+    arr = np.ascontiguousarray(arr.astype(ir_dtypes.to_numpy(dt)))
+    decl = tr.declare(arr.shape, dt, machine.SHARED_HBM, name=name or "const", role=CONSTANT)
+    tr.constants[decl.name] = arr.tobytes()
+    return Tile(tr, decl)
+
+
 def shared_identity_matrix(n: int, dtype=float32) -> Tile:
-    """An n x n identity tile (iota of ``i - j`` compared with 0)."""
-    diff = arange(n)[:, None] - arange(n)[None, :]
-    return where(diff == 0, ones((n, n), dtype), 0)
+    """An n x n identity matrix in shared HBM (``nl.load`` it for a tile)."""
+    return shared_constant(np.eye(int(n)), dtype)
 
 
 # --- memory ----------------------------------------------------------------------------------------

@@ -142,3 +142,24 @@ def test_independent_sequential_loop_is_vectorised_dependent_one_is_not(caplog):
     np.testing.assert_allclose(got, ref, rtol=1e-6)
     assert caplog.text.count("runs as a Python loop") == 1
     assert "sequential_range loop" in caplog.text
+
+
+def test_constants_travel_inside_the_serialised_ir():
+    from neuron_customcall.nki import language as nl
+
+    table = np.arange(128 * 4, dtype=np.float32).reshape(128, 4) / 7
+
+    @nki.jit
+    def add_table(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        c = nl.shared_constant(table)
+        nl.store(out, value=nl.add(nl.load(x), nl.load(c)))
+        return out
+
+    x = rand(128, 4)
+    np.testing.assert_allclose(add_table(x), x + table, rtol=1e-6)
+    traced = add_table.trace([x])
+    data = to_bytes(traced.ir)
+    ir2 = from_bytes(data)
+    assert ir2 == traced.ir and len(data) > table.nbytes
+    np.testing.assert_allclose(run_kernel(ir2, [x])[0], x + table, rtol=1e-6)
