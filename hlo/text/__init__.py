@@ -1,8 +1,13 @@
-"""HLO text: the reader (`parse_hlo_text`) and the printer (`print_hlo_text`) of XLA's text form.
+"""HLO text: the reader and the printer of XLA's text form, text <-> xla.HloModuleProto.
 
-Text <-> xla.HloModuleProto; the proto is the interchange with the rest of `hlo`.
+    parse_hlo_text(text, filename="<string>") -> HloModuleProto   # HloParseError on bad input
+    print_hlo_text(module, print_operand_shapes=True) -> str      # XLA's own spelling
+    canonical_module(module, fill_defaults=True) -> HloModuleProto # what "same module" means
+
+The proto is the interchange with the rest of `hlo`; this package imports no framework.
 """
+from hlo.text.canonical import canonical_module
 from hlo.text.parser import parse_hlo_text
 from hlo.text.printer import print_hlo_text
 
-__all__ = ["parse_hlo_text", "print_hlo_text"]
+__all__ = ["canonical_module", "parse_hlo_text", "print_hlo_text"]

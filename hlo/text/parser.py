@@ -291,10 +291,9 @@ class _ModuleReader:
         if not comp.proto.instructions:
             raise cur.fail(f"computation '{name}' has no instructions", tok)
         if cur.accept(","):
-            key = cur.expect_keyword("execution_thread", "after computation")
+            cur.expect_keyword("execution_thread", "after computation")
             cur.expect("=", "after execution_thread")
             comp.proto.execution_thread = cur.expect_text("as execution thread")
-            del key
         if root is None:
             root = comp.proto.instructions[-1]
         comp.proto.root_id = root.id
@@ -446,7 +445,6 @@ class _ModuleReader:
         m.entry_computation_name = entry.proto.name
         m.entry_computation_id = entry.proto.id
         for comp in self.computations:
-            comp.proto.instructions  # noqa: B018 (keeps order)
             m.computations.append(comp.proto)
         host = m.host_program_shape
         if self.entry_layout is not None:

@@ -7,11 +7,11 @@ them with proto fields; keeping the value grammars here keeps that table a table
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text.cursor import MAX_LIST, Cursor, parse_int_text
-from hlo.text.lexer import PUNCT, STRING, WORD
+from hlo.text.lexer import STRING, WORD
 from hlo.text.shapes import parse_shape, print_shape
 
 __all__ = [
@@ -544,12 +544,3 @@ def read_shape_list(cur: Cursor) -> List[xla_data_pb2.ShapeProto]:
 
 def write_shape_list(shapes: Sequence[xla_data_pb2.ShapeProto]) -> str:
     return "{" + ", ".join(print_shape(s) for s in shapes) + "}"
-
-
-def peek_is_punct(cur: Cursor, p: str) -> bool:
-    tok = cur.peek()
-    return tok.kind == PUNCT and tok.text == p
-
-
-def optional_name(text: Optional[str]) -> str:
-    return "" if text is None else text

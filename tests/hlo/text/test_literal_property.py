@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hlo.schema import hlo_pb2, xla_data_pb2
+from hlo.schema import xla_data_pb2
 from hlo.text import literals as L
 from hlo.text import parse_hlo_text, print_hlo_text
 from hlo.text.canonical import canonical_module
