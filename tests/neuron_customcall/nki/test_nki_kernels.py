@@ -430,3 +430,34 @@ def test_in_place_kernel_writes_its_argument():
     x = np.zeros((4, 4), np.float32)
     assert inc(x) is None
     np.testing.assert_array_equal(x, 1.0)
+
+
+# --- flash-attention style: online softmax over key blocks in a sequential loop ---------------
+
+@nki.jit
+def flash_attention_kernel(q, k, v):
+    s_q, d = q.shape
+    s_k = k.shape[0]
+    out = nl.ndarray((s_q, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    qt = nl.load(q[nl.ds(nl.program_id(0) * 128, 128), :])
+    m = nl.full((128, 1), -1e30, nl.float32)
+    l = nl.zeros((128, 1), nl.float32)
+    o = nl.zeros((128, d), nl.float32)
+    for j in nl.sequential_range(s_k // 128):
+        kt = nl.load(k[nl.ds(j * 128, 128), :])
+        vt = nl.load(v[nl.ds(j * 128, 128), :])
+        s = nl.multiply(nl.matmul(qt, nl.transpose(kt)), 1.0 / np.sqrt(d))
+        m_new = nl.maximum(m, nl.max(s, axis=1, keepdims=True))
+        p = nl.exp(nl.subtract(s, m_new))
+        corr = nl.exp(nl.subtract(m, m_new))
+        l[...] = nl.add(nl.multiply(l, corr), nl.sum(p, axis=1, keepdims=True))
+        o[...] = nl.add(nl.multiply(o, corr), nl.copy(nl.matmul(p, vt)))
+        m[...] = m_new
+    nl.store(out[nl.ds(nl.program_id(0) * 128, 128), :], value=nl.divide(o, l))
+    return out
+
+
+def test_flash_attention_online_softmax():
+    q, k, v = rand(256, 64), rand(512, 64), rand(512, 64)
+    ref = np_softmax(q @ k.T / np.sqrt(64)) @ v
+    np.testing.assert_allclose(flash_attention_kernel[2](q, k, v), ref, rtol=1e-4, atol=1e-4)
