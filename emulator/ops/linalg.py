@@ -100,13 +100,24 @@ def _convolution(ctx: HandlerContext) -> Callable:
         x = x[(slice(None), slice(None)) + crop]
         return np.pad(x, [(0, 0), (0, 0)] + [(max(0, l), max(0, h)) for l, h in zip(lo, hi)])
 
+    positions = [tuple(p) for p in np.ndindex(*out_sp)] if S < T else []
+
     def im2col(x: np.ndarray) -> np.ndarray:
-        """(n, c, *spatial) padded -> (n, c, T, S): every tap's strided window, stacked."""
-        cols = np.empty((x.shape[0], x.shape[1], T, *out_sp), x.dtype)
+        """(n, c, *spatial) padded -> (n, c, T, S): every tap's strided window, stacked. The loop
+        runs over kernel taps or over output positions, whichever is shorter (a weight gradient
+        has a kernel as large as the image and only a few output positions)."""
+        n, c = x.shape[0], x.shape[1]
+        if positions:
+            cols = np.empty((n, c, S, *ksp), x.dtype)
+            for k, pos in enumerate(positions):
+                sl = tuple(slice(o * s, o * s + (kk - 1) * rd + 1, rd) for o, s, kk, rd in zip(pos, stride, ksp, rdil))
+                cols[:, :, k] = x[(slice(None), slice(None)) + sl]
+            return cols.reshape(n, c, S, T).transpose(0, 1, 3, 2)
+        cols = np.empty((n, c, T, *out_sp), x.dtype)
         for k, t in enumerate(taps):
             sl = tuple(slice(ti * rd, ti * rd + (o - 1) * s + 1, s) for ti, rd, o, s in zip(t, rdil, out_sp, stride))
             cols[:, :, k] = x[(slice(None), slice(None)) + sl]
-        return cols.reshape(x.shape[0], x.shape[1], T, S)
+        return cols.reshape(n, c, T, S)
 
     def conv(x: np.ndarray, k: np.ndarray) -> np.ndarray:
         x = np.transpose(x, lperm).astype(cdt, copy=False)

@@ -185,6 +185,11 @@ def _select_and_scatter(ctx: HandlerContext) -> Callable:
     src_shape = ctx.in_shape(1)
     taps = w.taps()
     rank = len(shape)
+    tiled = (w.size == w.stride and not any(w.pad_low) and not any(w.pad_high)
+             and all(d == 1 for d in w.window_dilation) and all(d % k == 0 for d, k in zip(shape, w.size))
+             and all(d // k == s for d, k, s in zip(shape, w.size, src_shape)))
+    if tiled:
+        return _select_and_scatter_tiled(shape, src_shape, w.size, select, scatter_name, scatter, dt)
     grids = np.meshgrid(*[np.arange(o) for o in src_shape], indexing="ij")
 
     def run(operand: np.ndarray, source: np.ndarray, init: np.ndarray) -> np.ndarray:
@@ -217,6 +222,38 @@ def _select_and_scatter(ctx: HandlerContext) -> Callable:
             from emulator.ops.indexing import apply_in_rounds
             apply_in_rounds([result], idx, [vals], scatter)
         return result.reshape(shape)
+    return run
+
+
+def _select_and_scatter_tiled(shape: tuple[int, ...], src_shape: tuple[int, ...], size: list[int],
+                              select: Callable, scatter_name: str, scatter: Callable | None,
+                              dt: np.dtype) -> Callable:
+    """Windows that tile the operand exactly (stride == size, no padding; max-pool gradients):
+    every element belongs to one window, so the windows become a trailing axis, the selection is a
+    scan over that axis and the scatter a one-hot placement; no index arithmetic."""
+    rank = len(shape)
+    split = tuple(v for d, k in zip(shape, size) for v in (d // k, k))
+    to_windows = tuple(range(0, 2 * rank, 2)) + tuple(range(1, 2 * rank, 2))
+    back = tuple(np.argsort(to_windows))
+    T = int(np.prod(size))
+
+    def run(operand: np.ndarray, source: np.ndarray, init: np.ndarray) -> np.ndarray:
+        x = np.transpose(np.reshape(operand, split), to_windows).reshape(src_shape + (T,))
+        best, which = x[..., 0], np.zeros(src_shape, np.int64)
+        for t in range(1, T):
+            cand = x[..., t]
+            take = ~np.asarray(select(best, cand)[0], bool)
+            best = np.where(take, cand, best)
+            which = np.where(take, t, which)
+        init_b = np.broadcast_to(np.asarray(init, dt), src_shape)
+        if scatter_name:
+            placed = reducer_ufunc(scatter_name, dt)(init_b, np.asarray(source, dt))
+        else:
+            placed = scatter(init_b, np.asarray(source, dt))[0]
+        onehot = which[..., None] == np.arange(T)
+        r = np.where(onehot, np.asarray(placed, dt)[..., None], np.asarray(init, dt))
+        win = r.reshape(src_shape + tuple(size))
+        return np.ascontiguousarray(np.transpose(win, back)).reshape(shape).astype(dt, copy=False)
     return run
 
 

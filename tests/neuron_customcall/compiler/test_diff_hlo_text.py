@@ -118,6 +118,24 @@ ENTRY e {
   z = f32[] constant(-10)
   ROOT r = f32[6,6] select-and-scatter(x, s, z), window={size=3x3 stride=2x2 pad=1_1x1_1}, select=ge, scatter=mx
 }""", [rand(6, 6), rand(3, 3, seed=1)]),
+    "select_and_scatter_tiled_general_scatter": ("""
+HloModule m
+le {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction=LE
+}
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[6,9] parameter(0)
+  s = f32[2,3] parameter(1)
+  z = f32[] constant(0.25)
+  ROOT r = f32[6,9] select-and-scatter(x, s, z), window={size=3x3 stride=3x3}, select=le, scatter=mx
+}""", [np.round(rand(6, 9) * 2), rand(2, 3, seed=1)]),
     "scatter_general_update_duplicates": ("""
 HloModule m
 upd {
