@@ -115,6 +115,7 @@ class CompileCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide entries from others sharing the cache
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()

@@ -75,6 +75,7 @@ def test_put_get_round_trip_leaves_no_temporaries(tmp_path: Path) -> None:
     assert cache.get(key) is None
     path = cache.put(key, b"artifact")
     assert path == cache.path(key) and cache.get(key) == (path, b"artifact")
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by others sharing the cache
     assert cache.put(key, b"artifact two") == path and path.read_bytes() == b"artifact two"
     assert [p.name for p in path.parent.iterdir()] == [path.name]
     assert cache.entries() == [path]

@@ -148,3 +148,20 @@ def test_torch_xla_protobuf_text_round_trip(tmp_path: Path, capsys: pytest.Captu
         got = [npz[k] for k in npz.files]
     for g_, want in zip(got, outs):
         np.testing.assert_allclose(g_, want.cpu().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_cache_command_lists_and_clears(graph: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from neuron_customcall import backend
+
+    backend.clear_memo()  # a fresh process, as the command line always is: earlier tests compiled this graph
+    cache_dir = tmp_path / "cache"
+    main(["compile", str(graph["files"]["proto"]), "-o", str(tmp_path / "a.neff"), "--cache-dir", str(cache_dir)])
+    main(["compile", str(graph["files"]["proto"]), "-o", str(tmp_path / "b.neff"), "--cache-dir", str(cache_dir),
+          "--no-instruction-names"])
+    capsys.readouterr()
+    assert main(["cache", "--cache-dir", str(cache_dir)]) == 0
+    assert f"{cache_dir}: 2 artifacts" in capsys.readouterr().out
+    assert main(["cache", "--cache-dir", str(cache_dir), "--clear"]) == 0
+    assert "removed 2 artifacts" in capsys.readouterr().out
+    assert main(["cache", "--cache-dir", str(cache_dir)]) == 0
+    assert ": 0 artifacts" in capsys.readouterr().out
