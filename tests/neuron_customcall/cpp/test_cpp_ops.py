@@ -191,3 +191,10 @@ def test_last_run_reports_counters_and_the_cost_model() -> None:
     elem = custom_op.last_run("relu_ops", "relu_forward")
     assert elem.counters["element_accesses"] == 2 * x.numel()  # one read, one write per element
     assert elem.cost.cycles > tcm.cost.cycles > 0
+
+
+def test_by_value_and_by_reference_arguments_of_every_kind() -> None:
+    load("dtype_ops")
+    x, y = torch.randn(50), torch.randn(50)
+    torch.testing.assert_close(torch.ops.dtype_ops.axpb(x, y, 3, 0.5, 7), 3 * x + 0.5 * y + 7)
+    torch.testing.assert_close(torch.ops.dtype_ops.axpb(x, y, -1.25, 2.0, -2), -1.25 * x + 2 * y - 2)

@@ -116,3 +116,11 @@ torch::Tensor factory(const torch::Tensor& t, int64_t which) {
         default: return torch::eye(3, 4, opts);
     }
 }
+
+// a * x + b * y + c, with its tensors and scalar taken by value (the shape function takes them
+// by const reference): both forms must work.
+torch::Tensor axpb(torch::Tensor x, torch::Tensor y, torch::Scalar a, double b, int64_t c) {
+    torch::Tensor ax = torch::mul(x, a);
+    torch::Tensor by = torch::mul(y, torch::Scalar(b));
+    return torch::add(torch::add(ax, by), torch::Scalar(c));
+}
