@@ -155,15 +155,18 @@ def test_jax_as_text(name):
     """`jax.jit(f).lower(...).as_text(dialect='hlo')`: no metadata in this form."""
     lowered = _lowered(name)
     text = lowered.as_text(dialect="hlo")
-    binary = _without_metadata(xla_roundtrip(lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()))
-    check_text(text, binary)
+    binary = hlo_pb2.HloModuleProto()
+    binary.ParseFromString(lowered.compiler_ir("hlo").as_serialized_hlo_module_proto())
+    check_text(text, _without_metadata(binary))
 
 
 @pytest.mark.parametrize("name", JAX_NAMES)
 def test_jax_module_to_string(name):
     """XLA's printing of the module (metadata, stack frames) equals the binary proto."""
     ir = _lowered(name).compiler_ir("hlo")
-    check_text(ir.get_hlo_module().to_string(), xla_roundtrip(ir.as_serialized_hlo_module_proto()))
+    binary = hlo_pb2.HloModuleProto()
+    binary.ParseFromString(ir.as_serialized_hlo_module_proto())  # JAX's own bytes, as they are
+    check_text(ir.get_hlo_module().to_string(), binary)
 
 
 @pytest.mark.parametrize("name", ["matmul", "conv", "fori_loop", "cond", "sort", "gather_scatter", "random", "dtypes"])
