@@ -178,3 +178,33 @@ ENTRY e {
 def test_compile_errors_name_the_problem(text, message):
     with pytest.raises(CompileError, match=message):
         compile_module(hlo.load(text))
+
+
+def test_donated_input_is_recorded_as_an_alias():
+    import jax
+
+    w = np.ones((3, 4), np.float32)
+    proto = jax.jit(lambda w, g: (w - 0.1 * g, g.sum()), donate_argnums=(0,)).lower(w, w) \
+        .compiler_ir("hlo").as_serialized_hlo_module_proto()
+    exe = load_artifact(compile_module(hlo.load(proto)))
+    assert exe.manifest["aliases"] == [{"output": 0, "input": 0, "kind": "may-alias"}]
+    np.testing.assert_allclose(exe.run([w, w])[0], w - 0.1 * w)
+
+
+_ALIASED = """
+HloModule m, input_output_alias={ {1}: (1, {}, must-alias) }
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  a = f32[4] add(x, y)
+  ROOT t = (f32[4], f32[4]) tuple(x, a)
+}"""
+
+
+def test_must_alias_is_recorded_and_checked():
+    exe = load_artifact(compile_module(hlo.load(_ALIASED)))
+    assert exe.manifest["aliases"] == [{"output": 1, "input": 1, "kind": "must-alias"}]
+    bad = _ALIASED.replace("y = f32[4] parameter(1)", "y = f32[4] parameter(1)\n  z = f32[2] parameter(2)") \
+        .replace("(1, {}, must-alias)", "(2, {}, must-alias)")
+    with pytest.raises(CompileError, match="differ in shape"):
+        compile_module(hlo.load(bad))
