@@ -129,6 +129,11 @@ class _WorkerProcess:
             ) from None
         except BrokenPipeError:
             reply = None
+        except BaseException:
+            # Interrupted (e.g. KeyboardInterrupt) with a reply possibly pending: this worker's
+            # stream can not be trusted any more.
+            self.kill()
+            raise
         if reply is None:
             returncode = self.proc.wait()
             detail = self.stderr_tail()
