@@ -11,6 +11,7 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_ir import Access, Affine, TensorDecl
+from emulator.kernel_ir import dtypes as ir_dtypes
 
 from . import dtypes as nkd
 from .errors import NonAffineIndexError
@@ -44,8 +45,7 @@ class Tile:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(nkd.numpy_dtype(self.decl.dtype) if self.decl.dtype != "tfloat32"
-                        else np.float32).itemsize
+        return ir_dtypes.itemsize(self.decl.dtype)
 
     @property
     def buffer(self) -> str:
@@ -91,7 +91,6 @@ class Tile:
     def view(self, dtype) -> "Tile":
         """The same bits as another dtype of the same width (an on-chip tile: a bit-cast copy,
         which reads the same as a reinterpreting view since tiles are values)."""
-        from emulator.kernel_ir import dtypes as ir_dtypes
         new = nkd.name_of(dtype)
         if ir_dtypes.itemsize(new) != ir_dtypes.itemsize(self.decl.dtype):
             raise self.trace.error("invalid view", f"{self.decl.dtype} -> {new}: a bit-cast view "
