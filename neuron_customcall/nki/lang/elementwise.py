@@ -23,6 +23,8 @@ _IDX_OPS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
 
 
 def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | float":
+    """``op(x, y)``: index algebra when both are index expressions, constant folding for two
+    scalars, else ``tensor_tensor`` (two tiles) or ``tensor_scalar`` (a tile and a scalar)."""
     tr = current()
     if not isinstance(x, Tile) and not isinstance(y, Tile):
         if isinstance(x, (Idx, int)) and isinstance(y, (Idx, int)) and op in _IDX_OPS \
@@ -43,11 +45,8 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
     else:
         t, s = (x, y) if isinstance(x, Tile) else (y, x)
         out_dtype = nkd.promote_scalar(t.dtype_name, s)
-        if op == "divide" and not nkd.is_float(out_dtype):
-            out_dtype = "float32"
-    if op == "divide" and isinstance(x, Tile) and isinstance(y, Tile) \
-            and not nkd.is_float(out_dtype):
-        out_dtype = "float32"
+    if op == "divide" and not nkd.is_float(out_dtype):
+        out_dtype = "float32"  # true division of integers
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
     if isinstance(x, Tile) and isinstance(y, Tile):
@@ -68,6 +67,8 @@ _FLOAT_RESULT = {"exp", "log", "cos", "sin", "tan", "tanh", "arctan", "sqrt", "r
 
 
 def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
+    """``func(x * scale + bias)`` as one ScalarE ``activation``; transcendental functions of
+    integer tiles give float32."""
     tr = current()
     x = operand(x)
     if not isinstance(x, Tile):
