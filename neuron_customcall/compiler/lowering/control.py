@@ -29,4 +29,9 @@ def _call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "call", {"computation": ctx.computation(called(inst, 0, "callee"))}
 
 
-LOWERINGS = {"while": _while, "conditional": _conditional, "call": _call}
+def _fusion(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    """A fusion (in HLO dumped after XLA's optimizations) computes its fused computation: a call."""
+    return "call", {"computation": ctx.computation(called(inst, 0, "fused computation"))}
+
+
+LOWERINGS = {"while": _while, "conditional": _conditional, "call": _call, "fusion": _fusion}

@@ -8,6 +8,9 @@ from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
+#: Custom-call targets that only annotate their operand (sharding, placement): identities here.
+IDENTITY_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
+                              "annotate_device_placement", "MoveToHost", "MoveToDevice"})
 _RNG = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
 
 
@@ -40,6 +43,8 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
         k = inst.shape.tuple_shapes[0].dimensions[-1] if inst.shape.is_tuple else None
         if k is not None:
             return "top_k", {"k": int(k), "largest": True}
+    if target in IDENTITY_TARGETS and len(inst.operands) == 1 and not inst.shape.is_tuple:
+        return "copy", {}
     if target != NEURON_TARGET:
         raise CompileError(f"custom-call target {target!r} is not supported", inst)
     config = inst.attributes.backend_config

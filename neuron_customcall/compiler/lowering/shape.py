@@ -36,7 +36,15 @@ def _broadcast(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "broadcast", {"dims": dims}
 
 
+def _descending(shape: Any) -> bool:
+    return shape.layout is None or tuple(shape.layout.minor_to_major) in ((), tuple(range(shape.rank - 1, -1, -1)))
+
+
 def _reshape(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    if inst.opcode == "bitcast":
+        src = inst.operands[0].shape
+        if src.element_type != inst.shape.element_type or not (_descending(src) and _descending(inst.shape)):
+            raise CompileError("bitcast that changes the element type or the layout is not supported", inst)
     if _same_shape(inst):
         return "copy", {}
     return "reshape", {}

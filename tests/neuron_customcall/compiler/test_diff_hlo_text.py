@@ -290,3 +290,25 @@ def test_hlo_text_matches_xla_cpu(name):
     ours = compile_proto(proto).run(inputs)
     ref = XlaCpuExecutable(proto).run(inputs)
     assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_optimized_hlo_with_fusions_and_bitcasts_runs():
+    text = """
+HloModule m
+fused {
+  p0 = f32[2,3]{1,0} parameter(0)
+  p1 = f32[2,3]{1,0} parameter(1)
+  m = f32[2,3]{1,0} multiply(p0, p1)
+  ROOT e = f32[2,3]{1,0} exponential(m)
+}
+ENTRY e {
+  x = f32[6]{0} parameter(0)
+  b = f32[2,3]{1,0} bitcast(x)
+  s = f32[2,3]{1,0} custom-call(b), custom_call_target="Sharding", sharding={replicated}
+  ROOT f = f32[2,3]{1,0} fusion(s, b), kind=kLoop, calls=fused
+}"""
+    x = rand(6)
+    out = compile_proto(hlo.load(_unique_names(text)).to_bytes()).run([x])[0]
+    np.testing.assert_allclose(out, np.exp(x * x).reshape(2, 3), rtol=1e-6)
+    with pytest.raises(Exception, match="layout"):
+        compile_proto(hlo.load(text.replace("b = f32[2,3]{1,0} bitcast(x)", "b = f32[2,3]{0,1} bitcast(x)")).to_bytes())
