@@ -11,11 +11,14 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int16
           torch.uint8, torch.int64]
 
 
-def test_negate_from_the_developer_guide() -> None:
+def test_negate_from_the_developer_guide(capsys: pytest.CaptureFixture[str]) -> None:
     load("negate")
     x = torch.randn(3, 5)
     assert torch.equal(torch.ops.negate_ops.negate(x), -x.reshape(-1))
     assert torch.equal(torch.ops.negate_ops.negate(x[0]), -x[0])
+    out = capsys.readouterr().out  # the kernel's std::printf, printed after each execution
+    assert out.count("----- GpSimd printf output: negate_ops::negate (core 0) -----") == 2
+    assert "negate: 15 elements" in out and "negate: 5 elements" in out
 
 
 @pytest.mark.parametrize("op", ["relu_forward", "relu_stream", "relu_tcm"])

@@ -190,34 +190,47 @@ inline CoreState& core() {
 
 // printf on a core goes to its device buffer; in a shape function (which runs on the host) and
 // outside any core it is the host's printf.
-inline int device_printf(const char* fmt, ...) {
-  char stack_buf[512];
-  va_list ap;
+inline int device_vprintf(const char* fmt, va_list ap) {
   if (tls_core == nullptr || tls_core->shape_mode) {
-    va_start(ap, fmt);
     int n = vfprintf(stdout, fmt, ap);
-    va_end(ap);
     fflush(stdout);
     return n;
   }
-  va_start(ap, fmt);
+  char stack_buf[512];
+  va_list again;
+  va_copy(again, ap);
   int n = vsnprintf(stack_buf, sizeof stack_buf, fmt, ap);
-  va_end(ap);
-  if (n < 0) return n;
-  CoreState* c = tls_core;
-  if (static_cast<size_t>(n) < sizeof stack_buf) {
-    c->out.append(stack_buf, static_cast<size_t>(n));
-  } else {
+  if (n >= 0 && static_cast<size_t>(n) < sizeof stack_buf) {
+    tls_core->out.append(stack_buf, static_cast<size_t>(n));
+  } else if (n >= 0) {
     std::string big(static_cast<size_t>(n) + 1, '\0');
-    va_start(ap, fmt);
-    vsnprintf(&big[0], big.size(), fmt, ap);
-    va_end(ap);
-    c->out.append(big.data(), static_cast<size_t>(n));
+    vsnprintf(&big[0], big.size(), fmt, again);
+    tls_core->out.append(big.data(), static_cast<size_t>(n));
   }
+  va_end(again);
+  return n;
+}
+
+inline int device_printf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = device_vprintf(fmt, ap);
+  va_end(ap);
   return n;
 }
 
 }  // namespace ncc_gpsimd
 
-// Kernels call printf; on the emulated engine its output goes to the core's device buffer.
-#define printf(...) ::ncc_gpsimd::device_printf(__VA_ARGS__)
+// Kernels call printf (or std::printf); on the emulated engine it is the device's printf.
+inline int ncc_device_printf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = ncc_gpsimd::device_vprintf(fmt, ap);
+  va_end(ap);
+  return n;
+}
+namespace std {
+using ::ncc_device_printf;
+}  // namespace std
+#define printf ncc_device_printf
+

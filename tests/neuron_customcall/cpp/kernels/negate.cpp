@@ -1,5 +1,6 @@
 #include <stdint.h>
 #include <stdlib.h>
+#include <cstdio>
 #include <torch/torch.h>
 
 // Flattens and negates a float tensor through element-wise accessors.
@@ -18,6 +19,6 @@ torch::Tensor negate_compute(const torch::Tensor& t_in) {
         for (size_t i = 0; i < (size_t)t_in.size(0); i++)
             for (size_t j = 0; j < cols; j++) out_acc[i * cols + j] = -in_acc[i][j];
     }
-    printf("negate: %zu elements\n", num_elem);
+    std::printf("negate: %zu elements\n", num_elem);
     return t_out;
 }
