@@ -96,3 +96,8 @@ def test_declared_stack_size_is_honoured() -> None:
     assert 32 * 1024 <= result.counters["stack_bytes"] <= 65536 + 16 * 1024
     host, _ = loaded("stack_ops", flags=("-DSTACK_SIZE=65536",))
     assert host.descriptor.stack_size == 65536
+
+
+def test_the_400_kb_maximum_stack_is_accepted() -> None:
+    result = run("stack_ops", "big_stack", tensor(X), flags=("-DSTACK_SIZE=409600",))
+    assert result.output.view(np.float32)[0] == sum(range(0, 8192, 1024))
