@@ -10,7 +10,7 @@ the mask).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -30,6 +30,9 @@ class Storage:
     array: np.ndarray
     batch: tuple[str, ...]
     owned: bool = True
+    #: Value of each batch symbol at index 0 of its axis (a chunk of a loop or grid starts there);
+    #: empty means all zero.
+    base: tuple[int, ...] = ()
 
 
 @dataclass
@@ -40,6 +43,11 @@ class Context:
     batch_shape: tuple[int, ...]
     bound: dict[str, int]
     extents: dict[str, int]
+    #: Value of a batch symbol at index 0 of its axis, when a loop or the grid runs in chunks.
+    offsets: dict[str, int] = field(default_factory=dict)
+
+    def base_of(self, syms: tuple[str, ...]) -> tuple[int, ...]:
+        return tuple(self.offsets.get(s, 0) for s in syms) if self.offsets else ()
 
 
 class UnboundSymbolError(KeyError):
@@ -156,6 +164,8 @@ def resolve_affine(a: Affine, ctx: Context, axis_of: dict[str, int]) -> tuple[in
         if s in axis_of:
             ax = axis_of[s]
             co[ax] = co.get(ax, 0) + k
+            if ctx.offsets:
+                const += k * ctx.offsets.get(s, 0)
         elif s in ctx.bound:
             const += k * ctx.bound[s]
         elif s.startswith("t"):
@@ -173,14 +183,18 @@ def plan_access(storage: Storage, access: Access, ctx: Context,
     axis_of = tile_axis_map(ctx, access.shape, out_tile)
     consts: list[int] = []
     coefs: list[dict[int, int]] = []
-    for s in storage.batch:
+    for i, s in enumerate(storage.batch):
+        base = storage.base[i] if storage.base else 0
         if s in axis_of:
-            consts.append(0)
+            consts.append(ctx.offsets.get(s, 0) - base)
             coefs.append({axis_of[s]: 1})
+        elif s in ctx.bound:
+            consts.append(ctx.bound[s] - base)
+            coefs.append({})
         else:
             # A copy made by a vectorised loop that has finished: its last iteration is what a
             # sequential execution would have left behind.
-            consts.append(ctx.bound.get(s, ctx.extents[s] - 1))
+            consts.append(storage.array.shape[i] - 1)
             coefs.append({})
     for a in access.index:
         c, co = resolve_affine(a, ctx, axis_of)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from emulator.kernel_ir import (DEFINED, Access, Instruction, KernelIR, Loop,
-                                Statement, walk_instructions)
+from emulator.kernel_ir import (DEFINED, Access, Instruction, KernelIR, Loop, Statement, dtypes,
+                                walk_instructions)
 
 from .vectorise import first_appearance, grid_reason, non_vectorisable_reason
 
@@ -20,6 +20,10 @@ class Program:
     written: frozenset[str]
     #: None when the grid runs as batch axes, else why the programs run one after another.
     grid_reason: str | None = None
+    #: Bytes of the on-chip tiles of one program (all of them) and of one iteration of each loop
+    #: (the tiles first written inside it): what one more batch index costs in memory.
+    program_bytes: int = 0
+    loop_bytes: dict[int, int] = field(default_factory=dict)
     #: id(Loop) -> None (runs as a batch axis) or why it must run as a Python loop.
     reasons: dict[int, str | None] = field(default_factory=dict)
     #: id(producer) -> consumer: the producer's result tile is only read by the consumer that
@@ -42,7 +46,9 @@ def prepare(kernel: KernelIR) -> Program:
     prog = Program(kernel, written)
     prog.grid_reason = grid_reason(kernel) if any(g > 1 for g in kernel.grid) else None
     first = first_appearance(kernel)
-    _loops(kernel, kernel.body, 0, first, prog)
+    sizes = {name: _nbytes(t) for name, t in kernel.tensors.items() if t.memory in ("sbuf", "psum")}
+    prog.program_bytes = sum(sizes.values())
+    _loops(kernel, kernel.body, 0, first, prog, sizes)
     uses: dict[str, int] = {}
     for ins in instrs:
         for s in ins.srcs:
@@ -89,14 +95,24 @@ def _dead_after(body: list[Statement], frozen: frozenset[str]) -> dict[int, froz
     return {k: frozenset(v) for k, v in dead.items()}
 
 
+def _nbytes(t) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n * dtypes.itemsize(t.dtype)
+
+
 def _loops(kernel: KernelIR, body: list[Statement], pos: int, first: dict[str, int],
-           prog: Program) -> int:
+           prog: Program, sizes: dict[str, int]) -> int:
     for st in body:
         if isinstance(st, Loop):
             # sequential_range promises nothing, but when no iteration reads what another writes
             # running it as a batch axis gives the same results, so both kinds are analysed.
             prog.reasons[id(st)] = non_vectorisable_reason(st, kernel, first, pos)
-            pos = _loops(kernel, st.body, pos, first, prog)
+            end = _loops(kernel, st.body, pos, first, prog, sizes)
+            prog.loop_bytes[id(st)] = sum(n for name, n in sizes.items()
+                                          if pos <= first.get(name, -1) < end)
+            pos = end
         else:
             pos += 1
     return pos

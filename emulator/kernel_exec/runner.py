@@ -24,6 +24,10 @@ from .program import Program, prepare
 
 log = logging.getLogger(__name__)
 
+#: Memory the tiles of one batched step (a loop or the grid, vectorised) may take; beyond it the
+#: batch axis runs in chunks.
+BATCH_BYTES_BUDGET = 512 << 20
+
 
 class Runner:
     """Executes a prepared kernel once. Create a new runner per call."""
@@ -81,7 +85,19 @@ class Runner:
     def run(self) -> list[np.ndarray]:
         reason = self.program.grid_reason
         if reason is None:
-            self._run_body(self.kernel.body)
+            ctx = self.ctx
+            grid = ctx.batch_shape
+            rest = int(np.prod(grid[1:])) if len(grid) > 1 else 1
+            chunk = self._chunk(grid[0], self.program.program_bytes * rest) if grid else 1
+            if grid and chunk < grid[0]:
+                log.debug("kernel %r: grid %s runs in chunks of %d along axis 0 (memory)",
+                          self.kernel.name, list(grid), chunk)
+            for start in range(0, grid[0] if grid else 1, chunk):
+                if grid:
+                    ctx.batch_shape = (min(chunk, grid[0] - start),) + grid[1:]
+                    if chunk < grid[0]:
+                        ctx.offsets["p0"] = start
+                self._run_body(self.kernel.body)
         else:
             log.debug("kernel %r: grid %s runs one program at a time: %s", self.kernel.name,
                       list(self.kernel.grid), reason)
@@ -104,13 +120,22 @@ class Runner:
         ctx.extents[loop.var] = loop.extent
         reason = self.program.reasons[id(loop)]
         if reason is None:
+            per_iter = self.program.loop_bytes.get(id(loop), 0) * int(np.prod(ctx.batch_shape))
+            chunk = self._chunk(loop.extent, per_iter)
+            if chunk < loop.extent:
+                log.debug("kernel %r: %s_range loop %s at %s runs in chunks of %d iterations "
+                          "(memory)", self.kernel.name, loop.kind, loop.var, loop.loc, chunk)
             saved = (ctx.batch_syms, ctx.batch_shape)
-            ctx.batch_syms = ctx.batch_syms + (loop.var,)
-            ctx.batch_shape = ctx.batch_shape + (loop.extent,)
             try:
-                self._run_body(loop.body)
+                for start in range(0, loop.extent, chunk):
+                    ctx.batch_syms = saved[0] + (loop.var,)
+                    ctx.batch_shape = saved[1] + (min(chunk, loop.extent - start),)
+                    if chunk < loop.extent:
+                        ctx.offsets[loop.var] = start
+                    self._run_body(loop.body)
             finally:
                 ctx.batch_syms, ctx.batch_shape = saved
+                ctx.offsets.pop(loop.var, None)
             return
         log.debug("kernel %r: %s_range loop %s at %s runs as a Python loop: %s",
                   self.kernel.name, loop.kind, loop.var, loop.loc, reason)
@@ -118,6 +143,14 @@ class Runner:
             ctx.bound[loop.var] = i
             self._run_body(loop.body)
         del ctx.bound[loop.var]
+
+    @staticmethod
+    def _chunk(extent: int, bytes_per_index: int) -> int:
+        """How many indices of a batch axis to run at once so that the tiles they create stay
+        within ``BATCH_BYTES_BUDGET`` (all of them, usually)."""
+        if bytes_per_index <= 0 or bytes_per_index * extent <= BATCH_BYTES_BUDGET:
+            return max(extent, 1)
+        return max(1, BATCH_BYTES_BUDGET // bytes_per_index)
 
     def _run_instruction(self, ins: Instruction) -> None:
         if id(ins) in self._skip:  # its work was done by the producer forwarding to it
@@ -136,6 +169,8 @@ class Runner:
             raise self.error(f"{ins.op} failed", str(e)) from e
         finally:
             self.forward = None
+        for name in self.program.dead_after.get(id(ins), ()):
+            self.storage.pop(name, None)  # read for the last time: free its memory now
 
     def error(self, rule: str, detail: str) -> KernelRuntimeError:
         loc = self.instruction.loc if self.instruction is not None else None
@@ -151,7 +186,8 @@ class Runner:
         np_dtype = dtypes.to_numpy(decl.dtype)
         arr = (machine.uninitialised(shape, np_dtype) if fill is None
                else np.full(shape, fill, dtype=np_dtype))
-        self.storage[name] = Storage(arr, self.ctx.batch_syms)
+        self.storage[name] = Storage(arr, self.ctx.batch_syms,
+                                     base=self.ctx.base_of(self.ctx.batch_syms))
 
     def is_immutable(self, name: str) -> bool:
         """True when the memory behind the tensor's current value never changes: read-only inputs,
@@ -169,8 +205,9 @@ class Runner:
         """``plan_access``, memoised per program: a plan depends only on the access, the
         storage's batch axes and the context, which repeat on every run and iteration."""
         ctx = self.ctx
-        key = (id(access), out_tile, st.batch, ctx.batch_syms,
-               tuple(ctx.bound.items()) if ctx.bound else ())
+        key = (id(access), out_tile, st.batch, st.base, ctx.batch_syms, ctx.batch_shape,
+               tuple(ctx.bound.items()) if ctx.bound else (),
+               tuple(ctx.offsets.items()) if ctx.offsets else ())
         cache = self.program.plans
         plan = cache.get(key)
         if plan is None:
@@ -262,8 +299,8 @@ class Runner:
             # Views (zero-copy loads, broadcasts) are bound as they are; a later partial write
             # copies them first (Storage.owned).
             owned = value.flags.owndata and value.flags.writeable
-            self.storage[dst.tensor] = Storage(value, tuple(ctx.batch_syms[i] for i in keep),
-                                               owned)
+            syms = tuple(ctx.batch_syms[i] for i in keep)
+            self.storage[dst.tensor] = Storage(value, syms, owned, ctx.base_of(syms))
             return
 
         plan = self._plan(st, dst)

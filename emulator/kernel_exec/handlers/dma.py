@@ -46,7 +46,8 @@ def iota(r: Runner, ins: Instruction) -> None:
 def random(r: Runner, ins: Instruction) -> None:
     """Uniform [0, 1) values, different for every program and iteration, reproducible from run to
     run: the generator is seeded by the instruction's seed and the Python-looped loop values."""
-    seed = [int(ins.attrs.get("seed", 0))] + [v for _, v in sorted(r.ctx.bound.items())]
+    seed = ([int(ins.attrs.get("seed", 0))] + [v for _, v in sorted(r.ctx.bound.items())]
+            + [v for _, v in sorted(r.ctx.offsets.items())])
     shape = r.ctx.batch_shape + tuple(ins.dst.shape)
     r.write(ins, np.random.default_rng(seed).random(shape, dtype=np.float32))
 

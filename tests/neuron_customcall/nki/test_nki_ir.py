@@ -163,3 +163,26 @@ def test_constants_travel_inside_the_serialised_ir():
     ir2 = from_bytes(data)
     assert ir2 == traced.ir and len(data) > table.nbytes
     np.testing.assert_allclose(run_kernel(ir2, [x])[0], x + table, rtol=1e-6)
+
+
+def test_batches_too_big_for_memory_run_in_chunks_with_the_same_results(monkeypatch, caplog):
+    from emulator.kernel_exec import runner
+    from test_nki_kernels import (flash_attention_kernel, rmsnorm_kernel, softmax_kernel)
+
+    a, b = rand(512, 1024), rand(512, 1024)
+    lhsT, rhs = rand(512, 256), rand(512, 1024)
+    x, w = rand(640, 256), rand(256)
+    s = rand(640, 96)
+    q, k, v = rand(384, 64), rand(512, 64), rand(512, 64)
+    cases = [(tensor_add_kernel, (4, 2), (a, b)), (matmul_tiled_kernel, (1,), (lhsT, rhs)),
+             (rmsnorm_kernel, (1,), (x, w, 1e-5)), (scale_rows_kernel, (5,), (s,)),
+             (softmax_kernel, (5,), (s,)), (flash_attention_kernel, (3,), (q, k, v))]
+    whole = [kern[grid](*args) for kern, grid, args in cases]
+    monkeypatch.setattr(runner, "BATCH_BYTES_BUDGET", 300_000)  # a few tiles at a time
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        for (kern, grid, args), ref in zip(cases, whole):
+            kern._cache.clear()
+            np.testing.assert_allclose(kern[grid](*args), ref, rtol=1e-4, atol=1e-4,
+                                       err_msg=kern.func.__name__)
+    assert "runs in chunks of" in caplog.text
+    assert "grid [4, 2] runs in chunks of" in caplog.text
