@@ -168,7 +168,8 @@ def compile_cached(source: GraphSource, flags: Any = None, *, cache: CacheSettin
     """The executable for `source` (an HloModule, or HLO in any form: bytes, text, a path).
 
     Looks in the in-process memo, then the compile cache, then compiles (and installs the result
-    in the cache). `cache` as in `resolve_cache`. Raises the compiler's CompileError.
+    in the cache). `cache` as in `resolve_cache`; the memo is per process and answers whatever
+    `cache` says (clear_memo() to reach the disk again). Raises the compiler's CompileError.
     """
     if flags is None:  # the compiler's defaults: share cache entries with callers that spell them out
         from neuron_customcall.compiler import CompileFlags

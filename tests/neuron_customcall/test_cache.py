@@ -3,7 +3,6 @@ neuron_customcall.backend) hits, the off switch and recovery from corrupt entrie
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import textwrap
