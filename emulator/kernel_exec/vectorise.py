@@ -8,8 +8,10 @@ the only way for that to happen, so:
 * accumulations (``acc``) into an outer tensor are fine: the executor reduces over the loop axis;
 * plain writes into an outer tensor are fine: the executor keeps the last iteration's value when
   the address does not depend on the loop variable, and each iteration's own slice when it does;
-* a read of an outer tensor that is also written in the loop is fine only if it reads exactly what
-  an earlier plain write of the same iteration wrote (same access, unmasked).
+* a read of an outer tensor that is also written in the loop is fine if it reads exactly what an
+  earlier plain write of the same iteration wrote (same access, unmasked), or if every write of
+  that tensor in the loop is this very access and the access is *iteration-disjoint* (different
+  iterations touch different elements: an in-place update ``x[i] = f(x[i])``).
 
 The grid is the same question with the programs as iterations and the shared tensors (inputs,
 outputs, shared HBM) as the outer ones: the SDK's simulator runs programs one after another, so a
@@ -19,7 +21,7 @@ the grid fall back to a Python loop, with the reason logged at debug level.
 
 from __future__ import annotations
 
-from emulator.kernel_ir import (Access, Instruction, KernelIR, Loop, walk_instructions)
+from emulator.kernel_ir import Access, Instruction, KernelIR, Loop, walk_instructions, walk_loops
 
 
 def first_appearance(kernel: KernelIR) -> dict[str, int]:
@@ -31,9 +33,35 @@ def first_appearance(kernel: KernelIR) -> dict[str, int]:
     return first
 
 
-def dependency_reason(body: list[Instruction], local: set[str]) -> str | None:
+def iteration_disjoint(access: Access, iter_syms: set[str], ext: dict[str, int]) -> bool:
+    """True when two different iterations (values of ``iter_syms``) never touch a common element:
+    every iteration symbol that varies owns a dimension where its stride exceeds the span of
+    everything else that varies there (``ext``: extents of varying symbols; tile axes from the
+    access)."""
+    ext = {**ext, **{f"t{j}": n for j, n in enumerate(access.shape)}}
+    for s in iter_syms:
+        if ext.get(s, 1) <= 1:
+            continue
+        owned = False
+        for a in access.index:
+            k = a.coef(s)
+            if k == 0 or any(a.coef(o) for o in iter_syms if o != s):
+                continue
+            span = sum(abs(c) * (ext.get(sym, 1) - 1) for sym, c in a.terms if sym != s)
+            if span < abs(k):
+                owned = True
+                break
+        if not owned:
+            return False
+    return True
+
+
+def dependency_reason(body: list[Instruction], local: set[str], iter_syms: set[str],
+                      ext: dict[str, int]) -> str | None:
     """None if the iterations of ``body`` are independent (see module docstring) given the
-    tensors ``local`` to one iteration; else a description of the dependency."""
+    tensors ``local`` to one iteration; else a description of the dependency. ``iter_syms`` are
+    the symbols that number the iterations and ``ext`` the extents of every symbol that varies
+    within the body."""
     plain_writes: dict[str, list[tuple[int, Access, Instruction]]] = {}
     acc_written: set[str] = set()
     for i, ins in enumerate(body):
@@ -48,9 +76,11 @@ def dependency_reason(body: list[Instruction], local: set[str]) -> str | None:
         for src in ins.srcs:
             if not isinstance(src, Access) or src.tensor not in written:
                 continue
-            ok = src.tensor not in acc_written and any(
-                j < i and w == src and not wins.mask
-                for j, w, wins in plain_writes.get(src.tensor, []))
+            writes = plain_writes.get(src.tensor, [])
+            ok = src.tensor not in acc_written and (
+                any(j < i and w == src and not wins.mask for j, w, wins in writes)
+                or (all(w == src and not wins.mask for _, w, wins in writes)
+                    and iteration_disjoint(src, iter_syms, ext)))
             if not ok:
                 return (f"tensor {src.tensor!r}: {ins.op} at {ins.loc} reads it and other "
                         "iterations write it")
@@ -63,7 +93,8 @@ def non_vectorisable_reason(loop: Loop, kernel: KernelIR, first: dict[str, int],
     position of the loop's first instruction (as numbered by ``first_appearance``)."""
     body = list(walk_instructions(loop.body))
     local = {t for t, pos in first.items() if start <= pos < start + len(body)}
-    reason = dependency_reason(body, local)
+    ext = {loop.var: loop.extent, **{lp.var: lp.extent for lp in walk_loops(loop.body)}}
+    reason = dependency_reason(body, local, {loop.var}, ext)
     return None if reason is None else f"iterations may depend on each other through {reason}"
 
 
@@ -71,5 +102,8 @@ def grid_reason(kernel: KernelIR) -> str | None:
     """None if the programs of the grid may run as batch axes, else why not."""
     local = {name for name, t in kernel.tensors.items()
              if t.memory in ("sbuf", "psum") or (t.memory == "hbm" and t.role == "internal")}
-    reason = dependency_reason(list(walk_instructions(kernel.body)), local)
+    ext = {f"p{i}": g for i, g in enumerate(kernel.grid)}
+    ext.update({lp.var: lp.extent for lp in walk_loops(kernel.body)})
+    reason = dependency_reason(list(walk_instructions(kernel.body)), local,
+                               {f"p{i}" for i in range(len(kernel.grid))}, ext)
     return None if reason is None else f"programs may depend on each other through {reason}"

@@ -186,3 +186,21 @@ def test_batches_too_big_for_memory_run_in_chunks_with_the_same_results(monkeypa
                                        err_msg=kern.func.__name__)
     assert "runs in chunks of" in caplog.text
     assert "grid [4, 2] runs in chunks of" in caplog.text
+
+
+def test_in_place_updates_of_own_tiles_stay_vectorised(caplog):
+    from neuron_customcall.nki import language as nl
+
+    @nki.jit
+    def bump(x):
+        rows = nl.program_id(0) * 128 + nl.arange(128)[:, None]
+        for j in nl.affine_range(x.shape[1] // 64):
+            cols = j * 64 + nl.arange(64)[None, :]
+            nl.store(x[rows, cols], value=nl.add(nl.load(x[rows, cols]), 1.0))
+
+    x = rand(256, 256)
+    ref = x + 1
+    with caplog.at_level(logging.DEBUG, logger="emulator.kernel_exec"):
+        bump[2](x)
+    np.testing.assert_array_equal(x, ref)
+    assert "Python loop" not in caplog.text and "one program at a time" not in caplog.text
