@@ -5,6 +5,7 @@ from .ir import (AFFINE_LOOP, CONSTANT, DEFINED, INPUT, INTERNAL, IR_VERSION, OU
                  SEQUENTIAL_LOOP, UNINIT, Access, Affine, Const, Instruction, KernelIR, Loop, Operand, SourceLoc,
                  Statement, TensorDecl, affine_from_json, affine_to_json,
                  walk_instructions, walk_loops)
+from .printer import format_kernel
 from .serialise import KernelIRFormatError, from_bytes, to_bytes
 
 __all__ = [
@@ -13,5 +14,5 @@ __all__ = [
     "UNINIT", "Access", "Affine", "Const", "Instruction", "KernelIR", "Loop", "Operand",
     "SourceLoc", "Statement", "TensorDecl", "affine_from_json", "affine_to_json",
     "walk_instructions", "walk_loops",
-    "KernelIRFormatError", "from_bytes", "to_bytes",
+    "KernelIRFormatError", "from_bytes", "to_bytes", "format_kernel",
 ]

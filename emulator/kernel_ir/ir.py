@@ -86,10 +86,14 @@ class Affine:
         return frozenset(s for s, _ in self.terms)
 
     def __str__(self) -> str:
-        parts = [f"{c}*{s}" if c != 1 else s for s, c in self.terms]
-        if self.const or not parts:
-            parts.append(str(self.const))
-        return " + ".join(parts)
+        out = ""
+        for s, c in self.terms:
+            mag = s if abs(c) == 1 else f"{abs(c)}*{s}"
+            out += (f" - {mag}" if c < 0 else f" + {mag}") if out else (f"-{mag}" if c < 0 else mag)
+        if self.const or not out:
+            c = self.const
+            out += (f" - {-c}" if c < 0 else f" + {c}") if out else str(c)
+        return out
 
 
 @dataclass(frozen=True)

@@ -54,3 +54,14 @@ def test_rejects_bad_magic_truncation_and_unknown_ops():
     body = json.dumps(doc).encode()
     with pytest.raises(KernelIRFormatError, match="unknown instruction"):
         from_bytes(data[:8] + struct.pack("<I", len(body)) + body)
+
+
+def test_printer_shows_loops_accesses_masks_and_lines():
+    from emulator.kernel_ir import format_kernel
+
+    text = format_kernel(sample())
+    assert "kernel k grid=[2]" in text
+    assert "x: hbm bfloat16[256, 1024] input" in text
+    assert "for l1 in affine_range(2):" in text and "# k.py:2" in text
+    assert "t[t0, t1] = load x[128*p0 + t0, 512*l1 + t1 - 1]  mask(-t0 + 10 >= 0)" in text
+    assert "x[128*p0 + t0, 512*l1 + t1 - 1] add= store t[t0, t1]" in text
