@@ -80,6 +80,8 @@ class _PendingInstruction:
     operand_names: List[Tuple[str, Token]]
     given: frozenset
     ctx: A.ReadContext
+    #: for XLA's async shorthand `negate-start(...)`: the wrapped instruction, still to be placed
+    wrapped: Optional[hlo_pb2.HloInstructionProto] = None
 
 
 @dataclass
@@ -89,6 +91,8 @@ class _Computation:
     is_entry: bool
     by_name: Dict[str, hlo_pb2.HloInstructionProto] = field(default_factory=dict)
     pending: List[_PendingInstruction] = field(default_factory=list)
+    #: computations made for async shorthands in this one; they go before it in the proto
+    wrapped: List["_Computation"] = field(default_factory=list)
 
 
 class _ModuleReader:
@@ -100,6 +104,8 @@ class _ModuleReader:
         self.instruction_count = 0
         self.is_scheduled = False
         self.entry_layout: Optional[xla_data_pb2.ProgramShapeProto] = None
+        #: names handed out so far, for the names XLA makes up for async shorthands
+        self.names_used: Set[str] = set()
 
     # -- module ------------------------------------------------------------------------------------
     def read(self) -> hlo_pb2.HloModuleProto:
@@ -316,10 +322,17 @@ class _ModuleReader:
         comp.by_name[name] = inst
         inst.shape.CopyFrom(parse_shape(cur))
         op_tok = cur.expect_word("after instruction shape", "an opcode")
-        if op_tok.text not in OPCODES:
+        wrapped_opcode, async_part = _async_shorthand(op_tok.text)
+        if op_tok.text not in OPCODES and wrapped_opcode is None:
             raise cur.fail(f"unknown opcode '{op_tok.text}'", op_tok)
-        inst.opcode = op_tok.text
-        ctx = A.ReadContext(cur, inst, [])
+        self.names_used.add(name)
+        inst.opcode = op_tok.text if wrapped_opcode is None else f"async-{async_part}"
+        wrapped: Optional[hlo_pb2.HloInstructionProto] = None
+        if async_part == "start":
+            # XLA's shorthand for an async-start wrapping one instruction: its attributes
+            # belong to the wrapped instruction, which _wrap_async places in a computation.
+            wrapped = hlo_pb2.HloInstructionProto(opcode=wrapped_opcode)
+        ctx = A.ReadContext(cur, wrapped if wrapped is not None else inst, [])
         operand_names: List[Tuple[str, Token]] = []
         paren = cur.lexer.save()
         cur.expect("(", f"after opcode {inst.opcode}")
@@ -340,7 +353,9 @@ class _ModuleReader:
 
             cur.delimited(operand, "operand list", "(", ")", after_item="after operand")
         given: Set[str] = set()
-        specs = A.specs_for(inst.opcode)
+        specs = A.specs_for(inst.opcode if wrapped is None else wrapped.opcode)
+        if wrapped is not None:
+            specs = dict(specs, async_execution_thread=A.specs_for("async-start")["async_execution_thread"])
         while cur.accept(","):
             key = cur.expect_word("after ','", "an attribute name")
             spec = specs.get(key.text)
@@ -350,11 +365,20 @@ class _ModuleReader:
                 raise cur.fail(f"attribute '{key.text}' given twice", key)
             given.add(key.text)
             cur.expect("=", f"after attribute {key.text}")
-            spec.kind.read(ctx, spec)
-        inst.metadata.SetInParent()
-        inst.frontend_attributes.SetInParent()
-        inst.statistics_viz.SetInParent()
-        comp.pending.append(_PendingInstruction(inst, name_tok, operand_names, frozenset(given), ctx))
+            if wrapped is not None and key.text == "async_execution_thread":
+                spec.kind.read(A.ReadContext(cur, inst, []), spec)
+            else:
+                spec.kind.read(ctx, spec)
+        for message in (inst, wrapped) if wrapped is not None else (inst,):
+            message.metadata.SetInParent()
+            message.frontend_attributes.SetInParent()
+            message.statistics_viz.SetInParent()
+        if wrapped is not None:
+            # XLA keeps these on both the async-start and the wrapped instruction
+            inst.metadata.CopyFrom(wrapped.metadata)
+            inst.frontend_attributes.CopyFrom(wrapped.frontend_attributes)
+            inst.backend_config = wrapped.backend_config
+        comp.pending.append(_PendingInstruction(inst, name_tok, operand_names, frozenset(given), ctx, wrapped))
         return inst, is_root
 
     def _at_shape(self) -> bool:
@@ -390,6 +414,9 @@ class _ModuleReader:
                         raise cur.fail(f"control predecessor '{name}' is not defined in computation '{comp.proto.name}'", tok)
                     inst.control_predecessor_ids.append(target.id)
             operand_shapes = [comp.by_name[n].shape for n, _ in p.operand_names]
+            if p.wrapped is not None:
+                self._wrap_async(comp, p, operand_shapes)
+                continue
             missing = A.apply_defaults(inst, p.given, operand_shapes)
             if missing is not None:
                 raise cur.fail(f"instruction '{inst.name}' ({inst.opcode}) needs attribute '{missing}'", p.token)
@@ -407,6 +434,74 @@ class _ModuleReader:
             ps.parameter_names.append(inst.name)
         root = next(i for i in comp.proto.instructions if i.id == comp.proto.root_id)
         ps.result.CopyFrom(root.shape)
+
+    def _propagate_execution_threads(self) -> None:
+        """As XLA: computations called from a computation on a named thread run on that thread."""
+        by_id = {c.proto.id: c.proto for c in self.computations}
+        work = [c.proto for c in self.computations if c.proto.execution_thread]
+        while work:
+            comp = work.pop()
+            for inst in comp.instructions:
+                for cid in inst.called_computation_ids:
+                    callee = by_id.get(cid)
+                    if callee is not None and not callee.execution_thread:
+                        callee.execution_thread = comp.execution_thread
+                        work.append(callee)
+
+    # -- XLA's async shorthand ---------------------------------------------------------------------
+    def _unique_name(self, base: str) -> str:
+        """XLA's way with made-up names: `base`, then `base.1`, `base.2`, ..."""
+        name, n = base, 0
+        while name in self.names_used or name in self.comp_by_name:
+            n += 1
+            name = f"{base}.{n}"
+        self.names_used.add(name)
+        return name
+
+    def _wrap_async(self, caller: _Computation, p: _PendingInstruction, operand_shapes: List[xla_data_pb2.ShapeProto]) -> None:
+        """`%s = (...) negate-start(%x)` -> async-start calling a new computation `async_wrapped`
+        whose parameters `async_param` feed one `negate`, as XLA's parser builds it."""
+        cur = self.cur
+        start, wrapped = p.proto, p.wrapped
+        assert wrapped is not None
+        if start.shape.element_type != PT.TUPLE or len(start.shape.tuple_shapes) < 2:
+            raise cur.fail(f"async shorthand '{start.name}' needs a tuple shape (operands, output, ...)", p.token)
+        comp = _Computation(hlo_pb2.HloComputationProto(), p.token, False)
+        comp.proto.name = self._unique_name("async_wrapped")
+        comp.proto.id = len(self.computations)
+        comp.proto.execution_thread = start.async_execution_thread
+        self.computations.append(comp)
+        self.comp_by_name[comp.proto.name] = comp
+        caller.wrapped.append(comp)
+        for number, shape in enumerate(operand_shapes):
+            param = comp.proto.instructions.add(name=self._unique_name("async_param"), opcode="parameter",
+                                                parameter_number=number)
+            param.id = (comp.proto.id << 32) | number
+            param.shape.CopyFrom(shape)
+            for field_name in ("metadata", "frontend_attributes", "statistics_viz"):
+                getattr(param, field_name).SetInParent()
+            comp.by_name[param.name] = param
+        inner = comp.proto.instructions.add()
+        inner.CopyFrom(wrapped)
+        inner.name = self._unique_name(wrapped.opcode)
+        inner.id = (comp.proto.id << 32) | len(operand_shapes)
+        inner.shape.CopyFrom(start.shape.tuple_shapes[1])
+        inner.operand_ids.extend(i.id for i in comp.proto.instructions[:-1])
+        comp.by_name[inner.name] = inner
+        comp.proto.root_id = inner.id
+        missing = A.apply_defaults(inner, p.given - {"async_execution_thread"}, operand_shapes)
+        if missing is not None:
+            raise cur.fail(f"instruction '{start.name}' ({wrapped.opcode}-start) needs attribute '{missing}'", p.token)
+        ps = comp.proto.program_shape
+        for param in comp.proto.instructions[:-1]:
+            ps.parameters.add().CopyFrom(param.shape)
+            ps.parameter_names.append(param.name)
+        ps.result.CopyFrom(inner.shape)
+        start.called_computation_ids.append(comp.proto.id)
+        # the wrapped instruction's called computations (e.g. to_apply) resolve with the module's
+        comp.pending.append(_PendingInstruction(inner, p.token, [], p.given, A.ReadContext(
+            cur, inner, [], p.ctx.computation_refs, [])))
+        p.ctx.computation_refs = []
 
     # -- whole module ------------------------------------------------------------------------------
     def _finish(self) -> None:
@@ -441,11 +536,21 @@ class _ModuleReader:
                 if p.proto.opcode == "fusion":
                     for cid in called:
                         self.computations[cid].proto.is_fusion_computation = True
+        self._propagate_execution_threads()
         entry = next((c for c in self.computations if c.is_entry), self.computations[-1])
         m.entry_computation_name = entry.proto.name
-        m.entry_computation_id = entry.proto.id
+        placed: Set[int] = set()
         for comp in self.computations:
+            if comp.proto.id in placed:
+                continue
+            for callee in comp.wrapped:  # made for async shorthands: callees before their caller
+                m.computations.append(callee.proto)
+                placed.add(callee.proto.id)
             m.computations.append(comp.proto)
+            placed.add(comp.proto.id)
+        if any(c.wrapped for c in self.computations):
+            _renumber_in_list_order(m)
+        m.entry_computation_id = next(c.id for c in m.computations if c.name == entry.proto.name)
         host = m.host_program_shape
         if self.entry_layout is not None:
             layout = self.entry_layout
@@ -470,3 +575,32 @@ class _ModuleReader:
         m.input_output_alias.SetInParent()
         m.buffer_donor.SetInParent()
         m.frontend_attributes.SetInParent()
+
+
+def _async_shorthand(opcode: str) -> Tuple[Optional[str], Optional[str]]:
+    """`negate-start` -> ("negate", "start"); real opcodes (all-reduce-start...) -> (None, None)."""
+    if opcode in OPCODES:
+        return None, None
+    for part in ("start", "update", "done"):
+        base = opcode[: -len(part) - 1]
+        if opcode.endswith("-" + part) and base in OPCODES and base not in ("parameter", "constant"):
+            return base, part
+    return None, None
+
+
+def _renumber_in_list_order(module: hlo_pb2.HloModuleProto) -> None:
+    """Give computations ids 0, 1, ... in list order (and instructions (c << 32) | k), as if the
+    computations XLA makes for async shorthands had been written out before their callers."""
+    new_comp = {c.id: n for n, c in enumerate(module.computations)}
+
+    def inst_id(old: int) -> int:
+        return (new_comp[old >> 32] << 32) | (old & 0xFFFFFFFF)
+
+    for comp in module.computations:
+        for inst in comp.instructions:
+            inst.id = inst_id(inst.id)
+            inst.operand_ids[:] = [inst_id(i) for i in inst.operand_ids]
+            inst.control_predecessor_ids[:] = [inst_id(i) for i in inst.control_predecessor_ids]
+            inst.called_computation_ids[:] = [new_comp[i] for i in inst.called_computation_ids]
+        comp.root_id = inst_id(comp.root_id)
+        comp.id = new_comp[comp.id]

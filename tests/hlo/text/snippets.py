@@ -342,8 +342,27 @@ ENTRY e {
   e = f32[4,4] copy(d), sharding={devices=[2,2]<=[4] last_tile_dims={manual, replicated}}
   ROOT t = (f32[4,4], f32[4,4]) tuple(d, e), sharding={{replicated}, {manual}}
 }""",
+    "async_shorthand": """HloModule m
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = f32[] add(%a, %b)
+}
+ENTRY e {
+  x = f32[4,4] parameter(0)
+  y = f32[4,4] parameter(1)
+  st = ((f32[4,4], f32[4,4]), f32[4,4], s32[]) add-start(x, y), metadata={op_name="m"}, frontend_attributes={a="b"}, backend_config="cfg"
+  dn = f32[4,4] add-done(st)
+  z = f32[] constant(0)
+  rs = ((f32[4,4], f32[]), f32[4], s32[]) reduce-start(x, z), dimensions={0}, to_apply=%sum, async_execution_thread="t"
+  ru = ((f32[4,4], f32[]), f32[4], s32[]) reduce-update(rs)
+  rd = f32[4] reduce-done(ru)
+  cs = ((f32[4,4]), f32[4,4], s32[]) custom-call-start(dn), custom_call_target="foo", backend_config="abc"
+  cd = f32[4,4] custom-call-done(cs)
+  ROOT t = (f32[4,4], f32[4]) tuple(cd, rd)
+}""",
 }
 
-#: Snippets whose XLA printing uses syntax we do not read: XLA prints a single-instruction async
-#: computation as `negate-start(...)` sugar (and drops the wrapped computation from the text).
-XLA_PRINTS_ASYNC_SUGAR = frozenset({"async_wrapped"})
+#: Snippets XLA prints with its async shorthand (`negate-start(...)`, the wrapped computation left
+#: out), which we read but do not write: our printing spells the async computation out.
+XLA_PRINTS_ASYNC_SUGAR = frozenset({"async_wrapped", "async_shorthand"})

@@ -284,3 +284,22 @@ def test_duplicate_computation_and_self_call_are_errors():
                        "f {\n ROOT x = f32[] parameter(0)\n}")
     with pytest.raises(HloParseError, match="calls itself"):
         parse_hlo_text("HloModule m\nENTRY c {\n a = f32[] parameter(0)\n ROOT b = f32[] call(a), to_apply=c\n}")
+
+
+def test_async_shorthand_builds_the_wrapped_computation():
+    from tests.hlo.text.snippets import SNIPPETS
+
+    m = parse_hlo_text(SNIPPETS["async_shorthand"])
+    names = [c.name for c in m.computations]
+    assert names == ["sum", "async_wrapped", "async_wrapped.1", "async_wrapped.2", "e"]  # callees first
+    assert [c.id for c in m.computations] == list(range(5)) and m.entry_computation_id == 4
+    wrapped = m.computations[1]
+    assert [(i.name, i.opcode) for i in wrapped.instructions] == [
+        ("async_param", "parameter"), ("async_param.1", "parameter"), ("add", "add")]
+    st = inst(m, "st")
+    assert (st.opcode, list(st.called_computation_ids)) == ("async-start", [1])
+    assert st.backend_config == b"cfg" and inst(m, "add").backend_config == b"cfg"
+    assert inst(m, "dn").opcode == "async-done" and inst(m, "ru").opcode == "async-update"
+    reduce_ = next(i for i in m.computations[2].instructions if i.opcode == "reduce")
+    assert list(reduce_.called_computation_ids) == [0] and list(reduce_.dimensions) == [0]
+    assert m.computations[2].execution_thread == "t" and m.computations[0].execution_thread == "t"
