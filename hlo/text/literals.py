@@ -35,6 +35,8 @@ ShapeProto = xla_data_pb2.ShapeProto
 
 #: Largest constant (in elements) that the reader accepts.
 MAX_ELEMENTS = 1 << 24
+#: Largest elided constant (`{...}`, no values in the text) that the reader fills with zeros.
+MAX_ELIDED_ELEMENTS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ def parse_literal(cur: Cursor, shape: ShapeProto) -> LiteralProto:
         if _at_elided(cur):
             # XLA prints large constants as `{...}` by default; its parser accepts that and makes
             # up values.  We accept it too (zeros) and say so: the real values are not in the text.
+            # Five characters must not buy gigabytes: the made-up data has its own, lower bound.
+            if count > MAX_ELIDED_ELEMENTS:
+                raise cur.fail(f"elided constant '{{...}}' of more than {MAX_ELIDED_ELEMENTS} elements")
             log.warning("constant of shape %s elided as {...} in the text: read as zeros", list(shape.dimensions))
             values = [False if storage.kind == "pred" else 0 if storage.kind == "int" else
                       (0j if storage.kind == "complex" else (0.0, None, False))] * count
