@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 RESERVED_NAME = "builtin"
 MAX_STACK_SIZE = 400 * 1024
 _STACK_FLAG = "-DSTACK_SIZE="
+SHAPE_FLAGS = ("-O1",)  # after the base flags' -O3; the -O3 prelude stays valid for GCC
 
 
 @dataclass(frozen=True)
@@ -143,10 +144,14 @@ def build(request: BuildRequest) -> Path:
         pch_dir = prelude.ensure(compiler.Toolchain(request.flags, request.verbose), identity, shared_root)
         flags = (*request.flags, *prelude.flags(pch_dir))
         toolchain = compiler.Toolchain(flags, request.verbose)
+        # Shape functions run once per trace on the host: optimising them is wasted build time.
+        shape_toolchain = compiler.Toolchain((*flags, *SHAPE_FLAGS), request.verbose)
         objects = cache.ObjectCache(request.build_directory / ".ncc-objects")
-        sources = (*request.compute_srcs, *request.shape_srcs)
-        keys = [objects.key(src, flags, identity) for src in sources]
-        compiled = list(pool.map(lambda item: _compile_cached(objects, toolchain, *item), zip(sources, keys)))
+        jobs = [(toolchain, src) for src in request.compute_srcs] + \
+               [(shape_toolchain, src) for src in request.shape_srcs]
+        keys = [objects.key(src, tools.flags, identity) for tools, src in jobs]
+        compiled = list(pool.map(lambda job: _compile_cached(objects, job[0][0], job[0][1], job[1]),
+                                 zip(jobs, keys)))
         compiled.append(runtime_job.result())
     object_paths = [objects.paths(k)[0] for k in keys] + [shared.paths(runtime_key)[0]]
     # The prelude's directory is named by the runtime headers' content: a new runtime relinks.
@@ -159,5 +164,5 @@ def build(request: BuildRequest) -> Path:
     toolchain.link(object_paths, request.output)
     stamp.write_text(link_key)
     log.info("built lib%s.so in %s (%d of %d sources compiled)", request.name,
-             request.build_directory, sum(compiled[:-1]), len(sources))
+             request.build_directory, sum(compiled[:-1]), len(jobs))
     return request.output
