@@ -9,10 +9,10 @@ equality of a text round trip (or of our reading vs XLA's) is defined on this fo
    control_predecessor_ids, called_computation_ids, root_id, entry_computation_id, schedule
    keys and entries) is rewritten accordingly.  Schedules keep their order: that is meaning.
 2. The module's `id` (a process-unique counter) is cleared: text never prints it.
-3. Fields that text cannot carry are cleared (see TEXT_CANNOT_CARRY): instruction
-   `statistics_viz` and `original_value` (printed by XLA only in forms the schema cannot hold),
-   `dot_sparsity`, and module-level fields XLA does not print (`cross_program_prefetches`,
-   `profile_info`, `device_assignment`, `is_dynamic`, `payloads`...).
+3. Fields that text cannot carry are cleared (see TEXT_CANNOT_CARRY): an instruction's
+   `dot_sparsity` / `sparsity_config` (XLA's `sparsity=` text is read and dropped), and
+   module-level fields XLA does not print (`cross_program_prefetches`, `profile_info`,
+   `device_assignment`, `is_dynamic`, `payloads`...).
 4. The stack-frame index is rebuilt: each instruction's `metadata.stack_frame_id` is resolved to
    its whole call chain (file, function, line, columns of every frame up to the root) and the
    tables are re-interned in order of first use.  XLA's own parser re-interns the tables the same
@@ -57,9 +57,8 @@ TEXT_CANNOT_CARRY: Tuple[Tuple[str, str], ...] = (
     ("HloModuleProto", "payloads"),
     ("HloModuleProto", "original_value_recovery_table"),
     ("HloModuleProto", "device_type"),
-    ("HloInstructionProto", "statistics_viz"),
-    ("HloInstructionProto", "original_value"),
     ("HloInstructionProto", "dot_sparsity"),
+    ("HloInstructionProto", "sparsity_config"),
 )
 
 

@@ -544,3 +544,74 @@ def read_shape_list(cur: Cursor) -> List[xla_data_pb2.ShapeProto]:
 
 def write_shape_list(shapes: Sequence[xla_data_pb2.ShapeProto]) -> str:
     return "{" + ", ".join(print_shape(s) for s in shapes) + "}"
+
+
+# -- statistics and original values ---------------------------------------------------------------------
+def read_statistics(cur: Cursor, viz: xla_data_pb2.StatisticsViz) -> None:
+    """`{visualizing_index=1,stat-1=33,stat-2=44}`."""
+
+    def entry() -> None:
+        key = cur.expect_word("in statistics", "a statistic name")
+        cur.expect("=", "after statistic name")
+        if key.text == "visualizing_index":
+            viz.stat_index_to_visualize = cur.expect_int64("as visualizing_index")
+        else:
+            viz.statistics.add(stat_name=key.text, stat_val=cur.expect_float(f"as statistic {key.text}"))
+
+    cur.delimited(entry, "statistics")
+
+
+def write_statistics(viz: xla_data_pb2.StatisticsViz) -> str:
+    from hlo.text.literals import format_float  # literals imports this module's neighbours
+
+    parts = [f"visualizing_index={viz.stat_index_to_visualize}"]
+    parts += [f"{st.stat_name}={format_float(st.stat_val, 'float64')}" for st in viz.statistics]
+    return "{" + ",".join(parts) + "}"
+
+
+def read_original_value(cur: Cursor, value: xla_data_pb2.OriginalValueProto) -> None:
+    """`{{"x" {1}}}`, `{({"a"}, {"b" {0}})}` (a tuple tree of original arrays) or `{[synthetic_call]}`."""
+    cur.expect("{", "to open origin")
+    if cur.accept("["):
+        cur.expect_keyword("synthetic_call", "in origin")
+        cur.expect("]", "after synthetic_call")
+        value.is_synthetic_call = True
+    else:
+        _read_original_node(cur, value, [])
+    cur.expect("}", "to close origin")
+
+
+def _read_original_node(cur: Cursor, value: xla_data_pb2.OriginalValueProto, index: List[int]) -> None:
+    with cur.nested():
+        if cur.at_punct("("):
+            position = [0]
+
+            def child() -> None:
+                _read_original_node(cur, value, index + [position[0]])
+                position[0] += 1
+
+            cur.delimited(child, "origin tuple", "(", ")")
+            return
+        cur.expect("{", "to open original array")
+        element = value.elements.add()
+        element.shape_index.extend(index)
+        element.original_array.instruction_name = cur.expect_text("as original instruction name")
+        if cur.at_punct("{"):
+            element.original_array.shape_index.extend(cur.int_list("as original shape index"))
+        cur.expect("}", "to close original array")
+
+
+def write_original_value(value: xla_data_pb2.OriginalValueProto) -> str:
+    if value.is_synthetic_call:
+        return "{[synthetic_call]}"
+    leaves = {tuple(e.shape_index): e.original_array for e in value.elements}
+
+    def node(prefix: Tuple[int, ...]) -> str:
+        if prefix in leaves:
+            array = leaves[prefix]
+            index = " " + write_shape_index(array.shape_index) if array.shape_index else ""
+            return "{" + quote(array.instruction_name) + index + "}"
+        children = sorted({k[len(prefix)] for k in leaves if len(k) > len(prefix) and k[: len(prefix)] == prefix})
+        return "(" + ", ".join(node(prefix + (i,)) for i in range(max(children, default=-1) + 1)) + ")"
+
+    return "{" + node(()) + "}"

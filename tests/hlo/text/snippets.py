@@ -361,6 +361,13 @@ ENTRY e {
   cd = f32[4,4] custom-call-done(cs)
   ROOT t = (f32[4,4], f32[4]) tuple(cd, rd)
 }""",
+    "generic_attribute_order": """HloModule generic
+ENTRY e {
+  a = (f32[2], f32[2]) parameter(0), origin={({"a"}, {"b" {0}})}, parameter_replication={true,false}
+  x = f32[2] parameter(1), origin={{"x" {1}}}
+  s = f32[2] exponential(x), backend_config="x", metadata={op_name="n"}, control-predecessors={a}, statistics={visualizing_index=1,stat-1=33.5,stat-2=0.25}, origin={[synthetic_call]}, frontend_attributes={k="v"}, sharding={replicated}, result_accuracy={mode=highest}
+  ROOT t = ((f32[2], f32[2]), f32[2]) tuple(a, s)
+}""",
 }
 
 #: Snippets XLA prints with its async shorthand (`negate-start(...)`, the wrapped computation left
