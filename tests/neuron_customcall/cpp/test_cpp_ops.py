@@ -201,3 +201,11 @@ def test_by_value_and_by_reference_arguments_of_every_kind() -> None:
     x, y = torch.randn(50), torch.randn(50)
     torch.testing.assert_close(torch.ops.dtype_ops.axpb(x, y, 3, 0.5, 7), 3 * x + 0.5 * y + 7)
     torch.testing.assert_close(torch.ops.dtype_ops.axpb(x, y, -1.25, 2.0, -2), -1.25 * x + 2 * y - 2)
+
+
+@pytest.mark.parametrize("op", ["relu_forward", "relu_stream", "relu_tcm"])
+def test_opcheck_schema_fake_and_aot_dispatch(op: str) -> None:
+    load("relu")
+    checks = torch.library.opcheck(getattr(torch.ops.relu_ops, op).default, (torch.randn(8, 8),),
+                                   test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+    assert set(checks.values()) == {"SUCCESS"}
