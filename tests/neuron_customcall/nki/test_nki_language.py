@@ -299,3 +299,64 @@ def test_bitcast_view_of_a_tile():
 
     x = rand(4, 8)
     np.testing.assert_array_equal(k(x), x.view(np.int32))
+
+
+def test_three_d_grid_tuple_results_load_dtype_and_python_range():
+    import ml_dtypes
+
+    @nki.jit
+    def k3(x):
+        out = out_like(x.shape)
+        a, b, c = nl.program_id(0), nl.program_id(1), nl.program_id(2)
+        i = nl.arange(4)[:, None]
+        j = nl.arange(8)[None, :]
+        t = nl.load(x[a * 4 + i, b * 8 + j, c])
+        nl.store(out[a * 4 + i, b * 8 + j, c], value=t * 2.0 + nl.num_programs(2))
+        return out
+
+    x = rand(8, 16, 3)
+    np.testing.assert_allclose(k3[2, 2, 3](x), x * 2 + 3, rtol=1e-6)
+
+    @nki.jit
+    def two(x):
+        o1, o2 = out_like(x.shape), out_like(x.shape, nl.bfloat16)
+        t = nl.load(x, dtype=nl.bfloat16)
+        for i in range(2):  # Python range: unrolled while tracing
+            nl.store((o1, o2)[i], value=t)
+        return o1, o2
+
+    a, b = two(x[:, :, 0])
+    assert b.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(a, x[:, :, 0].astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_bfloat16_matmul_accumulates_in_fp32():
+    import ml_dtypes
+
+    @nki.jit
+    def mm(a, b):
+        out = out_like((a.shape[1], b.shape[1]))
+        nl.store(out, value=nisa.nc_matmul(nl.load(a), nl.load(b)))
+        return out
+
+    a = rand(128, 64).astype(ml_dtypes.bfloat16)
+    b = rand(128, 256).astype(ml_dtypes.bfloat16)
+    np.testing.assert_allclose(mm(a, b), a.astype(np.float32).T @ b.astype(np.float32),
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_two_dimensional_mask_in_a_loop():
+    @nki.jit
+    def neg(x):
+        n, d = x.shape
+        out = out_like(x.shape)
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+        for j in nl.affine_range((d + 63) // 64):
+            rows = nl.program_id(0) * 128 + i_p
+            cols = j * 64 + i_f
+            m = (rows < n) & (cols < d)
+            nl.store(out[rows, cols], value=nl.negative(nl.load(x[rows, cols], mask=m)), mask=m)
+        return out
+
+    z = rand(200, 150)
+    np.testing.assert_array_equal(neg[2](z), -z)
