@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Iterator, Union
 
+import numpy as np
+
 from emulator.kernel_ir import Affine
 
 from .errors import NonAffineIndexError
@@ -225,8 +227,8 @@ class Pred:
 
 
 def _is_int(x) -> bool:
-    return isinstance(x, int) or (hasattr(x, "__index__") and not isinstance(x, (float, Idx))
-                                  and type(x).__name__.startswith(("int", "uint")))
+    """Python and NumPy integers (the static values an index may mix with expressions)."""
+    return isinstance(x, (int, np.integer))
 
 
 def _as_idx(x) -> Idx:
