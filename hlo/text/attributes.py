@@ -55,6 +55,16 @@ class WriteContext:
     instruction_names: Dict[int, str]
     operand_shapes: List[xla_data_pb2.ShapeProto]
 
+    def computation_name(self, cid: int) -> str:
+        if cid not in self.computation_names:
+            raise ValueError(f"reference to computation id {cid}, which the module does not have")
+        return self.computation_names[cid]
+
+    def instruction_name(self, iid: int) -> str:
+        if iid not in self.instruction_names:
+            raise ValueError(f"reference to instruction id {iid}, which its computation does not have")
+        return self.instruction_names[iid]
+
 
 # -- field paths ------------------------------------------------------------------------------------
 def _get(msg: Message, path: str):
@@ -380,7 +390,7 @@ class ComputationKind(Kind):
             return None
         if self.slot == 0 and spec.name in ("to_apply", "calls") and len(ids) != 1:
             return None
-        return "%" + ctx.computation_names.get(ids[self.slot], f"unknown.{ids[self.slot]}")
+        return "%" + ctx.computation_name(ids[self.slot])
 
 
 class ComputationListKind(Kind):
@@ -399,7 +409,7 @@ class ComputationListKind(Kind):
         if self.when is not None and not self.when(inst, ctx):
             return None
         ids = inst.called_computation_ids
-        return "{" + ", ".join("%" + ctx.computation_names.get(i, f"unknown.{i}") for i in ids) + "}"
+        return "{" + ", ".join("%" + ctx.computation_name(i) for i in ids) + "}"
 
 
 class ControlPredecessorsKind(Kind):
@@ -413,7 +423,7 @@ class ControlPredecessorsKind(Kind):
         ids = inst.control_predecessor_ids
         if not ids:
             return None
-        return "{" + ", ".join("%" + ctx.instruction_names.get(i, f"unknown.{i}") for i in ids) + "}"
+        return "{" + ", ".join("%" + ctx.instruction_name(i) for i in ids) + "}"
 
 
 class MessageKind(Kind):

@@ -20,6 +20,7 @@ Attributes come from the same table the parser reads (attributes.py).
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Sequence
 
 from hlo.errors import HloError
@@ -48,7 +49,20 @@ def print_hlo_text(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool = 
         raise HloError(f"module {module.name!r} cannot be printed as HLO text: {exc}") from exc
 
 
+_NAME = re.compile(r"(?:[\w.$]|-(?!>))+")
+
+
+def _check_names(module: hlo_pb2.HloModuleProto) -> None:
+    """Every name must read back as one name token (XLA's names always do)."""
+    names = [module.name] + [c.name for c in module.computations]
+    names += [i.name for c in module.computations for i in c.instructions]
+    for name in names:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"name {name!r} cannot be written in HLO text")
+
+
 def _print_module(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool) -> str:
+    _check_names(module)
     comp_names = {c.id: c.name for c in module.computations}
     lines: List[str] = [_header(module), ""]
     stack = _stack_frames(module)
@@ -174,8 +188,9 @@ def _instruction(inst: hlo_pb2.HloInstructionProto, by_id: Dict[int, hlo_pb2.Hlo
         parts = []
         for oid in inst.operand_ids:
             op = by_id.get(oid)
-            name = "%" + (op.name if op is not None else f"unknown.{oid}")
-            parts.append(f"{print_shape(op.shape)} {name}" if operand_shapes and op is not None else name)
+            if op is None:
+                raise ValueError(f"instruction {inst.name!r} has operand id {oid}, which its computation does not have")
+            parts.append(f"{print_shape(op.shape)} %{op.name}" if operand_shapes else f"%{op.name}")
         operands = _indexed(parts)
     shapes: List[xla_data_pb2.ShapeProto] = [by_id[o].shape for o in inst.operand_ids if o in by_id]
     ctx = A.WriteContext(comp_names, inst_names, shapes)

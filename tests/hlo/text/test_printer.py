@@ -119,3 +119,17 @@ def test_unprintable_proto_is_an_hlo_error():
     constant.literal.s8s = b"\x01"  # one value for a shape of two
     with pytest.raises(HloError, match="cannot be printed"):
         print_hlo_text(broken)
+
+
+def test_bad_names_and_dangling_ids_are_hlo_errors():
+    from hlo.errors import HloError
+
+    m = parse_hlo_text(SIMPLE)
+    for mutate in (lambda p: setattr(p.computations[0].instructions[0], "name", "a b"),
+                   lambda p: p.computations[1].instructions[2].operand_ids.append(999),
+                   lambda p: p.computations[1].instructions[2].called_computation_ids.__setitem__(0, 77)):
+        broken = hlo_pb2.HloModuleProto()
+        broken.CopyFrom(m)
+        mutate(broken)
+        with pytest.raises(HloError, match="cannot be printed"):
+            print_hlo_text(broken)
