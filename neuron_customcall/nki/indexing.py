@@ -10,7 +10,7 @@ is what lets the emulator turn every access into a strided view. Comparisons of 
 
 from __future__ import annotations
 
-from typing import Iterator, Union
+from typing import Union
 
 import numpy as np
 
@@ -307,6 +307,3 @@ def ds(start: IdxLike, size: int) -> slice:
     """A dynamic slice of a static ``size`` starting at a (possibly symbolic) ``start``."""
     return slice(start, start + size)
 
-
-def iter_exprs(key) -> Iterator:
-    yield from (key if isinstance(key, tuple) else (key,))

@@ -14,11 +14,11 @@ import sys
 from typing import Iterator
 
 from emulator import machine
-from emulator.kernel_ir import (DEFINED, INTERNAL, UNINIT, Access, Const, Instruction,
-                                KernelIR, Loop, SourceLoc, Statement, TensorDecl)
+from emulator.kernel_ir import (DEFINED, INTERNAL, UNINIT, Access, Instruction, KernelIR, Loop,
+                                SourceLoc, Statement, TensorDecl)
 
 from . import checks
-from .errors import KernelTraceError, NonAffineIndexError
+from .errors import KernelTraceError
 from .indexing import Idx, Pred, symbol
 from .views import identity_index
 
@@ -78,6 +78,11 @@ class Trace:
         checks.check_declaration(self, decl)
         self.tensors[unique] = decl
         return decl
+
+    def next_seed(self) -> int:
+        """A fresh integer per call (seeds of ``random`` instructions)."""
+        self._counter += 1
+        return self._counter
 
     def temp(self, shape: tuple[int, ...], dtype: str, memory: str = machine.SBUF) -> TensorDecl:
         """A tile fully written by the instruction about to be emitted."""
@@ -153,10 +158,5 @@ def deactivate(token) -> None:
     _current.reset(token)
 
 
-def const(value) -> Const:
-    return Const(value.item() if hasattr(value, "item") else value)
-
-
 __all__ = ["Trace", "current", "current_or_none", "activate", "deactivate", "user_location",
-           "in_front_end",
-           "const", "NonAffineIndexError"]
+           "in_front_end"]

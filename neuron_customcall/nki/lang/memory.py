@@ -69,8 +69,7 @@ def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
     decl = tr.declare(as_shape(shape), nkd.name_of(dtype), buffer_name(buffer), name=name,
                       init="defined")
     t = Tile(tr, decl)
-    tr._counter += 1
-    tr.emit("random", t.access(), (), {"seed": tr._counter})
+    tr.emit("random", t.access(), (), {"seed": tr.next_seed()})
     return t
 
 
