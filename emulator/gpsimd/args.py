@@ -1,10 +1,12 @@
-"""Turning op arguments into the runtime's ``ncc_arg`` array, on the host and in the worker."""
+"""Op arguments as the runtime's ``ncc_arg``: one description (a small dict, also the worker
+protocol's argument format) built on the host, and one way to fill an ``ncc_arg`` from it, used
+by host shape calls and by the worker alike."""
 
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Callable, Sequence, Union
 
 from emulator.gpsimd import abi
 from emulator.gpsimd.errors import GpSimdError
@@ -31,46 +33,59 @@ class TensorSpec:
 Value = Union[TensorSpec, float, int, bool]
 
 
-def _tensor(arg: abi.NccArg, spec: TensorSpec, address: int | None) -> None:
+def tensor_fields(spec: TensorSpec, offset: int = 0) -> dict:
+    """The description of a tensor argument (its data at `offset` in a shared file)."""
     if spec.dtype not in abi.DTYPES:
         raise GpSimdError(f"dtype {spec.dtype} is not a GpSimd dtype ({', '.join(abi.DTYPES)})")
     if len(spec.shape) > abi.MAX_DIMS:
         raise GpSimdError(f"tensors have at most {abi.MAX_DIMS} dims, got {len(spec.shape)}")
-    arg.kind = abi.KIND_TENSOR
-    arg.dtype = abi.DTYPES[spec.dtype].code
-    arg.ndim = len(spec.shape)
-    for k, s in enumerate(spec.shape):
-        arg.sizes[k] = s
-    arg.data = address
+    return {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[spec.dtype].code, "shape": list(spec.shape),
+            "offset": offset}
 
 
-def _scalar(arg: abi.NccArg, value: float | int) -> None:
+def _scalar(value: object) -> dict:
     if isinstance(value, (bool, int)):
-        arg.kind, arg.i = abi.KIND_SCALAR_INT, int(value)
-    else:
-        arg.kind, arg.f = abi.KIND_SCALAR_DOUBLE, float(value)
+        return {"kind": abi.KIND_SCALAR_INT, "i": int(value)}
+    return {"kind": abi.KIND_SCALAR_DOUBLE, "f": float(value)}
 
 
-def _double(arg: abi.NccArg, value: float | int) -> None:
-    arg.kind, arg.f = abi.KIND_DOUBLE, float(value)
-
-
-def _int64(arg: abi.NccArg, value: float | int) -> None:
+def _int64(value: object) -> dict:
     if not isinstance(value, (bool, int)):
         raise GpSimdError(f"an int64_t argument needs an integer, got {value!r}")
-    arg.kind, arg.i = abi.KIND_INT64, int(value)
+    return {"kind": abi.KIND_INT64, "i": int(value)}
 
 
-_NON_TENSOR = {"scalar": _scalar, "double": _double, "int64": _int64}
+# argument kind -> description of a non-tensor value
+_SCALAR_FIELDS: dict[str, Callable[[object], dict]] = {
+    "scalar": _scalar,
+    "double": lambda value: {"kind": abi.KIND_DOUBLE, "f": float(value)},
+    "int64": _int64,
+}
 
 
-def pack(
-    op_name: str,
-    kinds: Sequence[str],
-    values: Sequence[Value],
-    addresses: Sequence[int | None] | None = None,
-) -> ctypes.Array:
-    """Builds the ncc_arg array for `values`; `addresses` gives tensor data (None: data-less)."""
+def scalar_fields(kind: str, value: object) -> dict:
+    """The description of a Scalar, double or int64_t argument."""
+    if isinstance(value, TensorSpec) or hasattr(value, "spec"):
+        raise GpSimdError(f"a {kind} argument can not be a tensor")
+    return _SCALAR_FIELDS[kind](value)
+
+
+def fill(arg: abi.NccArg, fields: dict, data: int | None) -> None:
+    """Fills an ncc_arg from its description; `data` is the tensor's address (None: data-less)."""
+    arg.kind = fields["kind"]
+    if fields["kind"] == abi.KIND_TENSOR:
+        arg.dtype = fields["dtype"]
+        arg.ndim = len(fields["shape"])
+        for k, s in enumerate(fields["shape"]):
+            arg.sizes[k] = s
+        arg.data = data
+    else:
+        arg.f = fields.get("f", 0.0)
+        arg.i = fields.get("i", 0)
+
+
+def pack(op_name: str, kinds: Sequence[str], values: Sequence[Value]) -> ctypes.Array:
+    """The ncc_arg array of a shape call: data-less tensors and scalar values."""
     if len(values) != len(kinds):
         raise GpSimdError(f"op '{op_name}' takes {len(kinds)} arguments, got {len(values)}")
     array = (abi.NccArg * max(len(kinds), 1))()
@@ -78,11 +93,9 @@ def pack(
         if kind == "tensor":
             if not isinstance(value, TensorSpec):
                 raise GpSimdError(f"op '{op_name}': argument {k} must be a tensor")
-            _tensor(array[k], value, addresses[k] if addresses else None)
+            fill(array[k], tensor_fields(value), None)
         else:
-            if isinstance(value, TensorSpec):
-                raise GpSimdError(f"op '{op_name}': argument {k} must be a {kind}, not a tensor")
-            _NON_TENSOR[kind](array[k], value)
+            fill(array[k], scalar_fields(kind, value), None)
     return array
 
 

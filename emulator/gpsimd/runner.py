@@ -21,7 +21,7 @@ from typing import Sequence, TextIO, Union
 
 import numpy as np
 
-from emulator.gpsimd import abi, protocol
+from emulator.gpsimd import abi, args, protocol
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.descriptor import OpDescriptor
@@ -172,10 +172,6 @@ class _WorkerProcess:
         self.stderr.close()
 
 
-def _tensor_spec(spec: TensorSpec, offset: int) -> dict:
-    return {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[spec.dtype].code, "shape": list(spec.shape), "offset": offset}
-
-
 def _layout(values: Sequence[Argument], kinds: Sequence[str]) -> tuple[list[dict], int]:
     """Assigns the input tensors their offsets in the arena; returns the specs and the size."""
     offset, specs = 0, []
@@ -183,21 +179,11 @@ def _layout(values: Sequence[Argument], kinds: Sequence[str]) -> tuple[list[dict
         if kind == "tensor":
             if not isinstance(value, TensorValue):
                 raise GpSimdError("a tensor argument needs a TensorValue")
-            specs.append(_tensor_spec(value.spec, offset))
+            specs.append(args.tensor_fields(value.spec, offset))
             offset = protocol.align(offset + value.spec.nbytes)
         else:
-            specs.append(_scalar_spec(kind, value))
+            specs.append(args.scalar_fields(kind, value))
     return specs, max(offset, 1)
-
-
-def _scalar_spec(kind: str, value: object) -> dict:
-    is_int = isinstance(value, (bool, int))
-    table = {
-        "scalar": {"kind": abi.KIND_SCALAR_INT, "i": int(value)} if is_int else {"kind": abi.KIND_SCALAR_DOUBLE, "f": float(value)},
-        "double": {"kind": abi.KIND_DOUBLE, "f": float(value)},
-        "int64": {"kind": abi.KIND_INT64, "i": int(value)},
-    }
-    return table[kind]
 
 
 def print_device_output(op: OpDescriptor, text: str, lost: int, stream: TextIO | None = None) -> None:
@@ -242,7 +228,7 @@ class GpSimdRunner:
         ncores = abi.CORE_COUNT if op.multicore else 1
         specs, size = _layout(values, op.args)
         slab = self._slabs.acquire(max(out.nbytes, 1))
-        out_spec = {**_tensor_spec(out, 0), **slab.describe()}
+        out_spec = {**args.tensor_fields(out), **slab.describe()}
         try:
             with self._lock:
                 worker = self._ensure_worker()

@@ -13,7 +13,7 @@ import sys
 from collections import OrderedDict
 from typing import Callable
 
-from emulator.gpsimd import abi, protocol
+from emulator.gpsimd import abi, args, protocol
 
 
 class _Mappings:
@@ -95,16 +95,8 @@ class Worker:
 
 
 def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings) -> None:
-    arg.kind = spec["kind"]
-    if spec["kind"] == abi.KIND_TENSOR:
-        arg.dtype = spec["dtype"]
-        arg.ndim = len(spec["shape"])
-        for k, s in enumerate(spec["shape"]):
-            arg.sizes[k] = s
-        arg.data = mappings.base(spec) + spec["offset"]
-    else:
-        arg.f = spec.get("f", 0.0)
-        arg.i = spec.get("i", 0)
+    data = mappings.base(spec) + spec["offset"] if spec["kind"] == abi.KIND_TENSOR else None
+    args.fill(arg, spec, data)
 
 
 def main(argv: list[str]) -> int:
