@@ -41,6 +41,17 @@ class Program:
 
 
 def prepare(kernel: KernelIR) -> Program:
+    """The analysis of ``kernel``, memoised on the IR object (traced IR is never modified), so
+    callers that keep an IR and run it repeatedly pay for it once."""
+    cached = kernel.__dict__.get("_exec_program")
+    if cached is not None and cached.kernel is kernel:
+        return cached
+    prog = _analyse(kernel)
+    kernel.__dict__["_exec_program"] = prog
+    return prog
+
+
+def _analyse(kernel: KernelIR) -> Program:
     instrs = list(walk_instructions(kernel.body))
     written = frozenset(i.dst.tensor for i in instrs if i.dst is not None)
     prog = Program(kernel, written)

@@ -48,14 +48,11 @@ class TracedKernel:
     ir: KernelIR
     outputs: tuple[TensorSpec, ...]
     returns: str
-    _program: Program | None = None
 
     @property
     def program(self) -> Program:
-        """The executor's per-kernel analysis, done once and reused by every NumPy call."""
-        if self._program is None:
-            self._program = prepare(self.ir)
-        return self._program
+        """The executor's per-kernel analysis (memoised on the IR): done once per trace."""
+        return prepare(self.ir)
 
 
 def _is_tensor_arg(x: Any) -> bool:
