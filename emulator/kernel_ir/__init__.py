@@ -7,6 +7,7 @@ from .ir import (AFFINE_LOOP, CONSTANT, DEFINED, INPUT, INTERNAL, IR_VERSION, OU
                  walk_instructions, walk_loops)
 from .printer import format_kernel
 from .serialise import KernelIRFormatError, from_bytes, to_bytes
+from .validate import KernelIRValidationError, validate
 
 __all__ = [
     "AFFINE_LOOP", "CONSTANT", "DEFINED", "INPUT", "INTERNAL", "IR_VERSION", "OUTPUT",
@@ -14,5 +15,6 @@ __all__ = [
     "UNINIT", "Access", "Affine", "Const", "Instruction", "KernelIR", "Loop", "Operand",
     "SourceLoc", "Statement", "TensorDecl", "affine_from_json", "affine_to_json",
     "walk_instructions", "walk_loops",
-    "KernelIRFormatError", "from_bytes", "to_bytes", "format_kernel",
+    "KernelIRFormatError", "from_bytes", "to_bytes", "format_kernel", "KernelIRValidationError",
+    "validate",
 ]

@@ -32,6 +32,9 @@ INTERNAL = "internal"
 CONSTANT = "constant"  # data carried by the IR itself (nl.shared_constant)
 ROLES = (INPUT, OUTPUT, INTERNAL, CONSTANT)
 
+#: Memory spaces (the emulator's machine model names the same four).
+MEMORY_SPACES = ("hbm", "shared_hbm", "sbuf", "psum")
+
 AFFINE_LOOP = "affine"
 SEQUENTIAL_LOOP = "sequential"
 LOOP_KINDS = (AFFINE_LOOP, SEQUENTIAL_LOOP)

@@ -21,6 +21,7 @@ import struct
 from typing import Any
 
 from . import ops
+from .validate import KernelIRValidationError, validate
 from .ir import (IR_VERSION, LOOP_KINDS, ROLES, Access, Const, Instruction, KernelIR, Loop,
                  SourceLoc, Statement, TensorDecl, affine_from_json, affine_to_json)
 
@@ -70,6 +71,10 @@ def from_bytes(data: bytes) -> KernelIR:
         if off < 0 or off + size > len(blob):
             raise KernelIRFormatError(f"constant {entry['name']!r} lies outside the data section")
         kernel.constants[str(entry["name"])] = bytes(blob[off:off + size])
+    try:
+        validate(kernel)
+    except KernelIRValidationError as e:
+        raise KernelIRFormatError(f"invalid kernel IR: {e}") from e
     return kernel
 
 

@@ -30,7 +30,11 @@ def kernel(tensors, body, inputs, outputs, grid=(1,)):
 
 
 def test_every_op_has_a_handler_and_every_alu_name_an_implementation():
+    from emulator import machine
+    from emulator.kernel_ir import ir
+
     assert set(HANDLERS) == set(ops.INSTRUCTIONS)
+    assert machine.MEMORY_SPACES == ir.MEMORY_SPACES
     assert set(ALU) == set(ops.ALU_OPS)
     assert set(ACTIVATIONS) == set(ops.ACTIVATIONS)
 

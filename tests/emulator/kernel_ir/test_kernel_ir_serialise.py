@@ -65,3 +65,26 @@ def test_printer_shows_loops_accesses_masks_and_lines():
     assert "for l1 in affine_range(2):" in text and "# k.py:2" in text
     assert "t[t0, t1] = load x[128*p0 + t0, 512*l1 + t1 - 1]  mask(-t0 + 10 >= 0)" in text
     assert "x[128*p0 + t0, 512*l1 + t1 - 1] add= store t[t0, t1]" in text
+
+
+def test_structurally_invalid_ir_is_refused_on_read():
+    def reencode(mutate):
+        data = to_bytes(sample())
+        doc = json.loads(data[12:])
+        mutate(doc)
+        body = json.dumps(doc).encode()
+        return data[:8] + struct.pack("<I", len(body)) + body
+
+    def loop_body(doc):
+        return doc["body"][0]["loop"]["body"]
+
+    cases = [
+        (lambda d: loop_body(d)[0]["srcs"][0]["access"].update(tensor="nope"), "unknown tensor"),
+        (lambda d: loop_body(d)[0]["srcs"][0]["access"]["index"].pop(), "1 indices for tensor"),
+        (lambda d: d["tensors"][0].update(dtype="float64"), "unknown dtype"),
+        (lambda d: loop_body(d)[1]["attrs"].update(op0="system"), "unknown ALU operator"),
+        (lambda d: d["body"].append(loop_body(d)[0]), "symbol 'l1' is out of scope"),
+    ]
+    for mutate, message in cases:
+        with pytest.raises(KernelIRFormatError, match=message):
+            from_bytes(reencode(mutate))

@@ -1,0 +1,88 @@
+"""Structural checks of a kernel IR, run on every deserialised kernel.
+
+IR read from bytes (an HLO backend_config, an artifact) may come from another version or be
+corrupt; these checks turn what would be an obscure executor failure into a
+``KernelIRFormatError`` naming the problem: unknown names, dtypes and memory spaces, index arity,
+symbols out of scope, negative shapes.
+"""
+
+from __future__ import annotations
+
+from . import ops
+from .dtypes import DTYPES
+from .ir import (CONSTANT, INPUT, LOOP_KINDS, MEMORY_SPACES, OUTPUT, Access, Const, Instruction,
+                 KernelIR, Loop, Statement)
+
+
+class KernelIRValidationError(ValueError):
+    """A kernel IR that is well-formed JSON but not a valid kernel."""
+
+
+def validate(kernel: KernelIR) -> None:
+    """Raise ``KernelIRValidationError`` if ``kernel`` is not executable as described."""
+    if not 1 <= len(kernel.grid) <= 3 or any(g < 1 for g in kernel.grid):
+        raise KernelIRValidationError(f"grid {list(kernel.grid)} must be 1 to 3 positive sizes")
+    for name, t in kernel.tensors.items():
+        if t.name != name:
+            raise KernelIRValidationError(f"tensor {name!r} is declared as {t.name!r}")
+        if t.dtype not in DTYPES:
+            raise KernelIRValidationError(f"tensor {name!r} has unknown dtype {t.dtype!r}")
+        if t.memory not in MEMORY_SPACES:
+            raise KernelIRValidationError(f"tensor {name!r} has unknown memory {t.memory!r}")
+        if any(d < 0 for d in t.shape):
+            raise KernelIRValidationError(f"tensor {name!r} has a negative dimension")
+    for role, names in ((INPUT, kernel.inputs), (OUTPUT, kernel.outputs)):
+        for n in names:
+            if n not in kernel.tensors:
+                raise KernelIRValidationError(f"{role} {n!r} is not a declared tensor")
+    for name, t in kernel.tensors.items():
+        if t.role == CONSTANT and name not in kernel.constants:
+            raise KernelIRValidationError(f"constant {name!r} has no data")
+    scope = {f"p{i}" for i in range(len(kernel.grid))}
+    _body(kernel, kernel.body, scope)
+
+
+def _body(kernel: KernelIR, body: list[Statement], scope: set[str]) -> None:
+    for st in body:
+        if isinstance(st, Loop):
+            if st.kind not in LOOP_KINDS or st.extent < 0:
+                raise KernelIRValidationError(f"loop {st.var}: kind {st.kind!r}, extent "
+                                              f"{st.extent}")
+            _body(kernel, st.body, scope | {st.var})
+        else:
+            _instruction(kernel, st, scope)
+
+
+def _instruction(kernel: KernelIR, ins: Instruction, scope: set[str]) -> None:
+    if ins.op not in ops.INSTRUCTIONS:
+        raise KernelIRValidationError(f"unknown instruction {ins.op!r}")
+    where = f"{ins.op} at {ins.loc}"
+    if ins.acc is not None and ins.acc not in ops.ALU_OPS:
+        raise KernelIRValidationError(f"{where}: unknown accumulation {ins.acc!r}")
+    for key in ("op", "op0", "op1"):
+        if key in ins.attrs and ins.attrs[key] is not None and ins.attrs[key] not in ops.ALU_OPS:
+            raise KernelIRValidationError(f"{where}: unknown ALU operator {ins.attrs[key]!r}")
+    if "func" in ins.attrs and ins.attrs["func"] not in ops.ACTIVATIONS:
+        raise KernelIRValidationError(f"{where}: unknown activation {ins.attrs['func']!r}")
+    accesses = ([ins.dst] if ins.dst is not None else []) + [
+        s for s in ins.srcs if isinstance(s, Access)]
+    for s in ins.srcs:
+        if not isinstance(s, (Access, Const)):
+            raise KernelIRValidationError(f"{where}: operand {s!r}")
+    for a in accesses:
+        t = kernel.tensors.get(a.tensor)
+        if t is None:
+            raise KernelIRValidationError(f"{where}: unknown tensor {a.tensor!r}")
+        if len(a.index) != len(t.shape):
+            raise KernelIRValidationError(
+                f"{where}: {len(a.index)} indices for tensor {a.tensor!r} of rank {len(t.shape)}")
+        tiles = {f"t{j}" for j in range(len(a.shape))}
+        for expr in a.index:
+            for sym, _ in expr.terms:
+                if sym not in scope and sym not in tiles:
+                    raise KernelIRValidationError(f"{where}: symbol {sym!r} is out of scope")
+    dst_tiles = {f"t{j}" for j in range(len(ins.dst.shape))} if ins.dst is not None else set()
+    for m in ins.mask:
+        for sym, _ in m.terms:
+            if sym not in scope and sym not in dst_tiles:
+                raise KernelIRValidationError(f"{where}: mask symbol {sym!r} is out of scope")
