@@ -118,6 +118,7 @@ def canonical_module(module: hlo_pb2.HloModuleProto, fill_defaults: bool = True)
                 ni.custom_call_api_version = hlo_pb2.API_VERSION_ORIGINAL
             ni.metadata.SetInParent()
             ni.frontend_attributes.SetInParent()
+            ni.statistics_viz.SetInParent()
         params = sorted((i for i in insts if i.opcode == "parameter"), key=lambda i: i.parameter_number)
         if len(params) == len(new.program_shape.parameter_names):
             new.program_shape.ClearField("parameter_names")
