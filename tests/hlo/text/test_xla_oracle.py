@@ -58,6 +58,21 @@ def test_framework_module_text(name):
 
 
 @pytest.mark.parametrize("name", fm.names())
+def test_binary_proto_prints_and_reads_back(name):
+    """A framework's binary proto, printed by us directly: our reading gives it back (up to what
+    XLA fills on load, canonical form), and XLA reads our text as it loads the binary."""
+    data = fm.serialized(name)
+    raw = hlo_pb2.HloModuleProto()
+    raw.ParseFromString(data)
+    text = print_hlo_text(raw)
+    ours = parse_hlo_text(text)
+    diff = canonical_diff(ours, raw, strict=False)
+    assert not diff, diff
+    diff = canonical_diff(xla_parse(text), xla_roundtrip(data))
+    assert not diff, diff
+
+
+@pytest.mark.parametrize("name", fm.names())
 def test_printing_is_xlas_byte_for_byte(name):
     """Our printer writes what XLA's printer writes (operand shapes inline), character for character;
     the one deliberate difference: XLA writes api_version=API_VERSION_UNSPECIFIED, which its own
