@@ -57,6 +57,11 @@ class Worker:
         abi.bind(self.lib)
         self.mappings = _Mappings()
         self.functions: dict[str, int] = {}
+        # Reused by every run (the worker runs one request at a time).
+        self.counters = abi.NccCounters()
+        self.text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
+        self.text_len = ctypes.c_size_t(0)
+        self.err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
         self.handlers: dict[str, Callable[[dict], dict]] = {"run": self.run, "ping": self.ping}
 
     def ping(self, request: dict) -> dict:
@@ -74,10 +79,7 @@ class Worker:
             _fill(arg, spec, self.mappings)
         dst = abi.NccArg()
         _fill(dst, request["out"], self.mappings)
-        counters = abi.NccCounters()
-        text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
-        text_len = ctypes.c_size_t(0)
-        err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
+        counters, text, text_len, err = self.counters, self.text, self.text_len, self.err
         code = self.lib.ncc_gpsimd_run(
             request["index"], self.function(request["symbol"]), array, len(specs),
             ctypes.byref(dst), request["ncores"], ctypes.byref(counters),
@@ -86,7 +88,7 @@ class Worker:
         reply = {
             "ok": code == 0,
             "counters": counters.as_dict(),
-            "text": text.raw[: text_len.value].decode("utf-8", "replace"),
+            "text": ctypes.string_at(text, text_len.value).decode("utf-8", "replace"),
         }
         if code != 0:
             reply["kind"] = abi.ERROR_KINDS.get(code, "other")

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -120,11 +121,13 @@ void* core_main(void* p) {
   return nullptr;
 }
 
-// A painted stack with a guard page below it; returns the measured use after the run.
+// A painted stack with a guard page below it; used() measures the high-water mark of a run.
+// Stacks are kept between runs, and only the part a run used is painted again.
 struct PaintedStack {
   unsigned char* base = nullptr;  // guard page
   size_t total = 0;
   size_t page = 4096;
+  size_t dirty = 0;  // bytes at the top that the last run wrote
   explicit PaintedStack(size_t size) {
     total = size + page;
     void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -136,13 +139,30 @@ struct PaintedStack {
   ~PaintedStack() { munmap(base, total); }
   unsigned char* lo() const { return base + page; }
   size_t size() const { return total - page; }
-  size_t used() const {
+  void repaint() {
+    std::memset(lo() + size() - dirty, kStackPaint, dirty);
+    dirty = 0;
+  }
+  size_t used() {
     const unsigned char* p = lo();
     size_t k = 0;
     while (k < size() && p[k] == kStackPaint) ++k;
-    return size() - k;
+    dirty = size() - k;
+    return dirty;
   }
 };
+
+// The stack of emulated core `core`, of `size` bytes, painted and ready.
+PaintedStack& stack_for(size_t core, size_t size) {
+  static std::vector<std::unique_ptr<PaintedStack>> pool;
+  if (pool.size() <= core) pool.resize(core + 1);
+  if (!pool[core] || pool[core]->size() != size) {
+    pool[core] = std::make_unique<PaintedStack>(size);
+  } else {
+    pool[core]->repaint();
+  }
+  return *pool[core];
+}
 
 }  // namespace
 
@@ -228,9 +248,11 @@ int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_a
     copy_error(err, errlen, "bad op index, argument count or core count");
     return kOtherError;
   }
+  static std::mutex one_run_at_a_time;  // the stacks are shared between runs
+  std::lock_guard<std::mutex> guard(one_run_at_a_time);
   size_t limit = declared_stack() ? declared_stack() : kDefaultStackLimit;
   std::vector<CoreRun> runs(static_cast<size_t>(ncores));
-  std::vector<std::unique_ptr<PaintedStack>> stacks;
+  std::vector<PaintedStack*> stacks;
   std::vector<pthread_t> threads(static_cast<size_t>(ncores));
   std::vector<bool> started(static_cast<size_t>(ncores), false);
   for (int c = 0; c < ncores; ++c) {
@@ -245,7 +267,7 @@ int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_a
     run.state->multicore = ncores > 1 || r.multicore;
     run.state->op_name = run.op->name;
     run.state->dst = dst;
-    stacks.push_back(std::make_unique<PaintedStack>(limit + kHostAllowance + kStackSlack));
+    stacks.push_back(&stack_for(static_cast<size_t>(c), limit + kHostAllowance + kStackSlack));
     run.stack_lo = stacks.back()->lo();
     run.stack_size = stacks.back()->size();
     pthread_attr_t attr;
