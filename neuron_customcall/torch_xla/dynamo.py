@@ -80,7 +80,7 @@ class NeuronFxGraph:
 
     def _trace(self, args: Sequence[Any]) -> _Trace:
         device = torch_xla.device()
-        xla_args = [a.detach().to(device) if isinstance(a, torch.Tensor) else a for a in args]
+        xla_args = [_stand_in(a).to(device) if isinstance(a, torch.Tensor) else a for a in args]
         with torch.no_grad():
             result = self._gm(*xla_args)
         returns_tuple = isinstance(result, (tuple, list))
@@ -103,6 +103,20 @@ class NeuronFxGraph:
         log.debug("traced FX graph: %d parameters (%d arguments), %d outputs",
                   len(sources), len(by_param), len(graph_outputs))
         return _Trace(sources, outputs, returns_tuple, compiled.executable)
+
+
+def _stand_in(t: torch.Tensor) -> torch.Tensor:
+    """The tensor to trace with in place of argument `t`.
+
+    torch_xla folds 0-d tensors holding 0 or 1 into the graph as constants ("special scalars"),
+    which would freeze such an argument (BatchNorm's num_batches_tracked, a step counter) at its
+    trace-time value; a 0-d number is therefore traced as 2, which stays a parameter. The value
+    does not matter otherwise: the trace only yields the graph, never results.
+    """
+    t = t.detach()
+    if t.dim() == 0 and t.dtype != torch.bool:
+        return torch.full((), 2, dtype=t.dtype)
+    return t
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:

@@ -68,3 +68,39 @@ def test_changing_batch_sizes_recompile_or_retrace_correctly() -> None:
         out.sum().backward()
         torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
         assert all(p.grad is not None for p in model.parameters())
+
+
+def test_batchnorm_buffers_and_zero_dim_counters_are_updated_every_step() -> None:
+    # torch_xla folds 0-d tensors holding 0 or 1 into constants; num_batches_tracked starts at 0.
+    # The reference is torch_xla on its PJRT CPU device (its running_var differs from eager CPU's).
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    dev = torch_xla.device()
+    ref = clone_to(model, dev)
+    compiled = torch.compile(model, backend="neuron")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref)]
+    for _ in range(4):
+        x = torch.randn(16, 6)
+        for fwd, opt, inp in ((compiled, opts[0], x), (ref, opts[1], x.to(dev))):
+            opt.zero_grad()
+            fwd(inp).pow(2).mean().backward()
+            opt.step()
+        torch_xla.sync()
+    assert int(model[1].num_batches_tracked) == int(ref[1].num_batches_tracked.cpu()) == 4
+    for name in ("running_mean", "running_var"):
+        torch.testing.assert_close(getattr(model[1], name), getattr(ref[1], name).cpu(), rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach().cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_zero_dim_arguments_are_not_frozen_at_trace_time() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x, s):
+            return x * s
+
+    graph = NeuronFxGraph(torch.fx.symbolic_trace(M()))
+    x = torch.ones(3)
+    for s in (0.0, 1.0, 2.5, 0.0):
+        torch.testing.assert_close(graph(x, torch.tensor(s)), x * s)
+    assert graph.trace_count == 1
