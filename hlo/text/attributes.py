@@ -512,10 +512,10 @@ class SkippedKind(Kind):
         cur = ctx.cur
         if cur.at_punct("{"):
             cur.lexer.raw_balanced()
+        elif cur.peek().kind == STRING:
+            cur.next()
         else:
-            tok = cur.next()
-            if tok.kind not in (WORD, STRING):
-                raise cur.error(f"as value of {spec.name}", tok, expected="a value")
+            cur.lexer.raw_run()
 
     def write(self, inst, spec, ctx):
         return None

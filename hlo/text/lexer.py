@@ -37,6 +37,7 @@ _TOKEN_RE = re.compile(
     + r")|(?P<punct1>[{}\[\](),=:*?#+~<>/|@!^&;])"
 )
 _SPACE_RE = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*", re.S)
+_RAW_RUN_RE = re.compile(r"[^\s,{}]+")
 _KIND = {"number": WORD, "word": WORD, "punct2": PUNCT, "punct1": PUNCT}
 _SIMPLE_ESCAPES = {
     "n": b"\n",
@@ -107,6 +108,11 @@ class Lexer:
         return HloParseError(
             message, filename=self.filename, line=line, column=col, expected=expected, found=found
         )
+
+    @property
+    def position(self) -> int:
+        """Offset the lexer has read up to (for error reports)."""
+        return self._pos
 
     # -- state -----------------------------------------------------------------------------------
     def save(self) -> Tuple[int, Optional[Token]]:
@@ -204,6 +210,18 @@ class Lexer:
                 raise self.error(f"unknown escape '\\{e}' in string", end)
         self._pos = pos
         return Token(STRING, text[start:pos], start, bytes(out))
+
+    def raw_run(self) -> Tuple[str, int]:
+        """Take raw text up to the next space, ',' or '}' (values like `sparsity=L.1@2:4`)."""
+        if self._peeked is not None:
+            self._pos = self._peeked.offset
+            self._peeked = None
+        self._skip_space_and_comments()
+        m = _RAW_RUN_RE.match(self.text, self._pos)
+        if m is None or not m.group():
+            raise self.error("expected a value", self._pos, expected="a value")
+        self._pos = m.end()
+        return m.group(), m.start()
 
     def raw_balanced(self) -> Tuple[str, int]:
         """Take raw text from the next '{' to its matching '}' (strings respected).

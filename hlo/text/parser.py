@@ -6,8 +6,14 @@ literals.py.  The proto is filled as XLA's own parser + `HloModule::ToProto` fil
 canonical.py for what differs and why), so that a module read from text and one deserialised
 from XLA's binary proto are the same module.
 
-Ids follow XLA's parser: computations are numbered 0, 1, ... in text order, and instruction k of
-computation c gets id (c << 32) | k, unique module-wide.
+Ids follow XLA's parser: computations are numbered 0, 1, ... in proto order (text order, with
+the computations made for XLA's async shorthand `negate-start(...)` placed before their caller),
+and instruction k of computation c gets id (c << 32) | k, unique module-wide.
+
+As in XLA, operands and called computations must be defined before they are used (so the proto
+is in dependency order and calls cannot form cycles).  Unlike XLA, names are kept as written:
+XLA renames an instruction whose name another computation already used (`a` -> `a.1`); we only
+require names to be unique within their computation.
 """
 from __future__ import annotations
 
@@ -65,7 +71,7 @@ def parse_hlo_text(text: str, filename: str = "<string>") -> hlo_pb2.HloModulePr
         raise HloParseError("input too large to read", filename=filename) from None
     except Exception as exc:  # a reader bug must still surface as a parse error, with a position
         log.debug("internal error while reading HLO text", exc_info=True)
-        offset = cur.lexer._pos if cur is not None else 0
+        offset = cur.lexer.position if cur is not None else 0
         line, col = cur.lexer.line_col(offset) if cur is not None else (0, 0)
         raise HloParseError(
             f"internal error while reading: {type(exc).__name__}: {exc}",
