@@ -68,8 +68,14 @@ def _bitonic_argsort(xs: list[np.ndarray], less: Callable[..., Any]) -> np.ndarr
 def _sort(ctx: HandlerContext) -> Callable:
     dim = ctx.attrs["dim"]
     fast = ctx.attrs["fast"]
+    if fast not in ("", "lt", "gt"):
+        raise ValueError(f"unknown sort fast path {fast!r}")
     n = len(ctx.in_types)
     cmp = None if fast else lifted(ctx.computation("computation"), 1)
+    k = ctx.attrs["key"]
+    if k >= len(ctx.program.program.computations):
+        raise ValueError(f"no key computation {k}")
+    key_fn = lifted(ctx.program.runner(k), 1) if k >= 0 else None
 
     def less(a: list[np.ndarray], b: list[np.ndarray]) -> Any:
         args = [v for pair in zip(a, b) for v in pair]
@@ -79,6 +85,9 @@ def _sort(ctx: HandlerContext) -> Callable:
         moved = [np.moveaxis(np.asarray(x), dim, -1) for x in xs]
         if moved[0].shape[-1] <= 1:
             perm = np.zeros(moved[0].shape, np.int64)
+        elif key_fn is not None:
+            key = np.broadcast_to(key_fn(*[v for m in moved for v in (m, m)])[0], moved[0].shape)
+            perm = _argsort_fast(np.asarray(key), fast)
         elif fast:
             perm = _argsort_fast(moved[0], fast)
         else:

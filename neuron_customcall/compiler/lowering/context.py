@@ -85,3 +85,64 @@ def sort_fast_path(comp: Any) -> str:
     if a is params[1] and b is params[0] and direction in ("LT", "GT"):
         return "gt" if direction == "LT" else "lt"
     return ""
+
+
+_IGNORED_FIELDS = ("name", "id", "operand_ids", "control_predecessor_ids", "called_computation_ids", "metadata",
+                   "frontend_attributes", "statistics_viz", "original_value")
+
+
+def _signature(inst: Any) -> bytes:
+    """An instruction's attributes without identity fields: equal for the same operation."""
+    a = type(inst.attributes)()
+    a.CopyFrom(inst.attributes)
+    for f in _IGNORED_FIELDS:
+        a.ClearField(f)
+    return inst.opcode.encode() + b"|" + a.SerializeToString(deterministic=True)
+
+
+def _mirrored(x: Any, y: Any, params: list[Any], memo: dict[tuple[int, int], bool]) -> bool:
+    """Whether y is x with every parameter 2k replaced by parameter 2k+1 (same ops, same attrs)."""
+    key = (id(x), id(y))
+    if key in memo:
+        return memo[key]
+    if x.opcode == "parameter":
+        k = next((i for i, p in enumerate(params) if p is x), -1)
+        ok = k % 2 == 0 and k + 1 < len(params) and y is params[k + 1]
+    else:
+        ok = (_signature(x) == _signature(y) and len(x.operands) == len(y.operands) and not x.called_computations
+              and all(_mirrored(a, b, params, memo) for a, b in zip(x.operands, y.operands)))
+    memo[key] = ok
+    return ok
+
+
+class KeyComputation:
+    """A view of a comparator whose root is the key expression f(lhs params) of `f(a) < f(b)`.
+
+    It quacks like an HloComputation for the compiler's pipeline (name, root, parameters,
+    instructions); the instructions stay owned by the comparator (nothing is modified)."""
+
+    def __init__(self, comp: Any, root: Any) -> None:
+        self.name = comp.name + ".key"
+        self.root = root
+        self.parameters = comp.parameters
+        self.instructions = comp.instructions
+        self.module = comp.module
+        self._comp = comp
+
+    def instruction(self, name: str) -> Any:
+        return self._comp.instruction(name)
+
+
+def sort_key_view(comp: Any) -> tuple[KeyComputation, str] | None:
+    """(key computation, "lt"/"gt") if the comparator is `compare(f(lhs...), f(rhs...))` with LT or
+    GT: then sorting is a stable argsort of f(operands). JAX canonicalises floats that way."""
+    root = comp.root
+    params = comp.parameters
+    if root.opcode != "compare" or len(root.operands) != 2 or root.attributes.comparison_direction not in ("LT", "GT"):
+        return None
+    x, y = root.operands
+    if x.shape.is_tuple or x.shape.dimensions:
+        return None
+    if not _mirrored(x, y, params, {}):
+        return None
+    return KeyComputation(comp, x), root.attributes.comparison_direction.lower()

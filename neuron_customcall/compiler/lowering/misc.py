@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path
+from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: Custom-call targets that only annotate their operand (sharding, placement): identities here.
@@ -16,8 +16,14 @@ _RNG = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
 
 def _sort(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     comp = called(inst, 0, "comparator")
+    fast, key = sort_fast_path(comp), -1
+    if not fast:
+        view = sort_key_view(comp)
+        if view is not None:
+            key = ctx.computation(view[0], lifted=True)
+            fast = view[1]
     return "sort", {"dim": int(inst.attributes.dimensions[0]), "stable": bool(inst.attributes.is_stable),
-                    "computation": ctx.computation(comp, lifted=True), "fast": sort_fast_path(comp)}
+                    "computation": ctx.computation(comp, lifted=True), "fast": fast, "key": key}
 
 
 def _topk(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
