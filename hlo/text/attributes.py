@@ -18,11 +18,10 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 import numpy as np
 from google.protobuf.message import Message
 
-from hlo.errors import HloParseError
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text import values as V
 from hlo.text.cursor import Cursor
-from hlo.text.lexer import STRING, WORD, Lexer, Token
+from hlo.text.lexer import STRING, WORD, Token
 from hlo.text.literals import format_float
 from hlo.text.shapes import parse_shape, print_shape
 from hlo.text.types import FLOAT_TYPES, SIGNED_TYPES, COMPLEX_TYPES
@@ -247,22 +246,9 @@ class BytesKind(Kind):
         value = _get(inst, spec.field)
         if not value:
             return None
-        if self.raw_braces and _reads_back_raw(value):
+        if self.raw_braces and V.reads_back_raw(value):
             return value.decode("utf-8")  # XLA prints `{...}` configs (JSON, MLIR dicts) unquoted
         return V.escape(value)
-
-
-def _reads_back_raw(value: bytes) -> bool:
-    """Would `value`, printed unquoted, read back as exactly itself (balanced braces, clean strings)?"""
-    if not (value.startswith(b"{") and value.endswith(b"}")):
-        return False
-    try:
-        text = value.decode("utf-8")
-        lexer = Lexer(text)
-        raw, _ = lexer.raw_balanced()
-    except (UnicodeDecodeError, HloParseError):
-        return False
-    return raw == text and "\n" not in text and "\r" not in text
 
 
 class EnumKind(Kind):

@@ -11,7 +11,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text.cursor import MAX_LIST, Cursor, parse_int_text
-from hlo.text.lexer import STRING, WORD
+from hlo.errors import HloParseError
+from hlo.text.lexer import STRING, WORD, Lexer
 from hlo.text.shapes import parse_shape, print_shape
 
 __all__ = [
@@ -67,6 +68,20 @@ def escape(data: bytes) -> str:
 
 def quote(text: str) -> str:
     return escape(text.encode("utf-8"))
+
+
+def reads_back_raw(value: bytes) -> bool:
+    """Would `value`, printed unquoted, read back as exactly itself?  XLA prints `{...}` values
+    (JSON or MLIR backend configs, Shardy frontend attributes) unquoted; we do when it is safe:
+    balanced braces, well-formed strings, one line."""
+    if not (value.startswith(b"{") and value.endswith(b"}")):
+        return False
+    try:
+        text = value.decode("utf-8")
+        raw, _ = Lexer(text).raw_balanced()
+    except (UnicodeDecodeError, HloParseError):
+        return False
+    return raw == text and "\n" not in text and "\r" not in text
 
 
 def _split_ints(cur: Cursor, tok_text: str, sep: str, context: str) -> List[int]:
@@ -452,6 +467,8 @@ def read_frontend_attributes(cur: Cursor, attrs: xla_data_pb2.FrontendAttributes
             value = cur.expect_text("as frontend attribute value")
         elif tok.kind == WORD:
             value = cur.next().text
+        elif cur.at_punct("{"):
+            value, _ = cur.lexer.raw_balanced()  # e.g. xla.sdy.meshes={mesh = #sdy.mesh<...>}
         else:
             raise cur.error("in frontend_attributes", tok, expected="a quoted value")
         attrs.map[key] = value
@@ -461,7 +478,11 @@ def read_frontend_attributes(cur: Cursor, attrs: xla_data_pb2.FrontendAttributes
 
 def write_frontend_attributes(attrs: xla_data_pb2.FrontendAttributes) -> str:
     items = sorted(attrs.map.items())
-    return "{" + ",".join(f"{_key(k)}={quote(v)}" for k, v in items) + "}"
+    return "{" + ",".join(f"{_key(k)}={_value(v)}" for k, v in items) + "}"
+
+
+def _value(value: str) -> str:
+    return value if reads_back_raw(value.encode("utf-8")) else quote(value)
 
 
 def _key(key: str) -> str:

@@ -244,3 +244,38 @@ def test_xla_dump_to_text_files(tmp_path):
         ours = check_text(text)
         # byte for byte, but for the header's HloModuleConfig attributes (no proto field holds them)
         assert print_hlo_text(ours, print_operand_shapes=False).split("\n")[1:] == text.split("\n")[1:]
+
+
+SHARDED_SCRIPT = """
+import json, sys
+import jax, jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(jax.devices()).reshape(2, 2), ("x", "y"))
+f = jax.jit(lambda a, b: jnp.sin(a) @ b + 1,
+            in_shardings=(NamedSharding(mesh, P("x", "y")), NamedSharding(mesh, P("y", None))),
+            out_shardings=NamedSharding(mesh, P("x", "y")))
+low = f.lower(jnp.ones((8, 8)), jnp.ones((8, 8)))
+json.dump([low.as_text(dialect="hlo"), low.compiler_ir("hlo").get_hlo_module().to_string(),
+           low.compile().as_text()], open(sys.argv[1], "w"))
+"""
+
+
+def test_jax_sharded_module_texts(tmp_path):
+    """A 4-device sharded jit: shardings, Shardy frontend attributes (`{mesh = #sdy.mesh<...>}`
+    values, unquoted), sharding custom-calls, and the SPMD-partitioned compiled module."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "texts.json"
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    subprocess.run([sys.executable, "-c", SHARDED_SCRIPT, str(out)], env=env, check=True, timeout=240,
+                   capture_output=True)
+    lowered, module_text, compiled = json.loads(out.read_text())
+    assert "xla.sdy.meshes={mesh = #sdy.mesh<" in lowered
+    for text in (lowered, module_text, compiled):
+        check_text(text)
+    for text in (module_text, compiled):  # XLA's ToString style, which is ours
+        ours = print_hlo_text(parse_hlo_text(text), print_operand_shapes=False)
+        assert ours.split("\n")[1:] == text.split("\n")[1:]
