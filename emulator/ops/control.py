@@ -1,6 +1,5 @@
 """Control flow as sub-programs: while (cond/body computations), conditional (by pred or index;
-an out-of-range index picks the last branch, as XLA does), call, map (a lifted computation), and
-the placeholder for kernel payloads."""
+an out-of-range index picks the last branch, as XLA does), call and map (a lifted computation)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,17 +7,38 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import EmulatorError, Factory, HandlerContext
+from emulator.executor import Factory, HandlerContext
+
+
+def _own_state(state: Any, seen: set[int], always: bool) -> Any:
+    """The loop state with every array leaf owned by the loop: a writeable array owning its data
+    and appearing once (copied if not, or always on entry, so user and constant arrays are never
+    written). The body's in-place dynamic-update-slices rely on it."""
+    if isinstance(state, tuple):
+        return tuple(_own_state(v, seen, always) for v in state)
+    if isinstance(state, np.ndarray):
+        if always or not (state.flags.writeable and state.flags.owndata) or id(state) in seen:
+            state = np.array(state, copy=True)
+        seen.add(id(state))
+    return state
 
 
 def _while(ctx: HandlerContext) -> Callable:
     cond, body = ctx.computation("cond"), ctx.computation("body")
+    body_comp = ctx.program.program.computations[ctx.attrs["body"]]
+    in_place = any(i.op == "dynamic_update_slice" and i.reuse == 0 for i in body_comp.instructions)
 
     def loop(state: Any) -> Any:
         while bool(cond(state)):
             state = body(state)
         return state
-    return loop
+
+    def owning_loop(state: Any) -> Any:
+        state = _own_state(state, set(), True)
+        while bool(cond(state)):
+            state = _own_state(body(state), set(), False)
+        return state
+    return owning_loop if in_place else loop
 
 
 def _conditional(ctx: HandlerContext) -> Callable:
@@ -50,14 +70,6 @@ def _map(ctx: HandlerContext) -> Callable:
     return lambda *xs: np.broadcast_to(np.asarray(f(*xs)).astype(dt, copy=False), shape)
 
 
-def _kernel(ctx: HandlerContext) -> Callable:
-    payload = ctx.attrs["payload"]
-
-    def run(*args: Any) -> Any:
-        raise EmulatorError(f"kernel payloads are not supported yet (payload {payload})")
-    return run
-
-
 HANDLERS: dict[str, Factory] = {
-    "while": _while, "conditional": _conditional, "call": _call, "map": _map, "kernel": _kernel,
+    "while": _while, "conditional": _conditional, "call": _call, "map": _map,
 }

@@ -91,7 +91,7 @@ _SPECS: list[OpSpec] = [
     OpSpec("batch_norm_training", 3, {"epsilon": "float", "feature_index": "int"}),
     OpSpec("batch_norm_inference", 5, {"epsilon": "float", "feature_index": "int"}),
     OpSpec("batch_norm_grad", 5, {"epsilon": "float", "feature_index": "int"}),
-    OpSpec("kernel", None, {"payload": "int"}, "run kernel payload N (not supported yet)"),
+    OpSpec("kernel", None, {"payload": "int"}, "run kernel payload N (emulator.kernel_payload)"),
 ]
 
 #: op name -> its spec; the instruction set.

@@ -1,11 +1,12 @@
 """Sort, top-k, rng-bit-generator, batch norm, and custom-calls (Neuron kernels become kernel
-payloads of the artifact; the emulator will run them in a later issue)."""
+payloads of the artifact: see neuron_customcall.kernels.inline)."""
 from __future__ import annotations
 
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
+from neuron_customcall.kernels.inline import payload_for
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: Custom-call targets that only annotate their operand (sharding, placement): identities here.
@@ -53,9 +54,8 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
         return "copy", {}
     if target != NEURON_TARGET:
         raise CompileError(f"custom-call target {target!r} is not supported", inst)
-    config = inst.attributes.backend_config
-    data = config if isinstance(config, bytes) else str(config).encode()
-    return "kernel", {"payload": ctx.kernel(inst.name, "neuron-custom-native-kernel", data)}
+    _name, kind, data = payload_for(inst)  # decoded, checked against inst, emulator-native
+    return "kernel", {"payload": ctx.kernel(inst.name, kind, data)}
 
 
 LOWERINGS = {

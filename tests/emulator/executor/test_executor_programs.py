@@ -117,11 +117,10 @@ def test_inputs_are_checked_and_outputs_are_fresh():
         exe.run([])
 
 
-def test_kernel_payload_op_is_not_supported_yet():
+def test_kernel_op_naming_a_missing_payload_is_an_artifact_error():
     comp = Computation("main", 2, [0], [F], [Instruction("kernel", 1, [0], F, {"payload": 0}, name="k")], 1, F)
-    exe = _load([comp], [F], [F])
-    with pytest.raises(EmulatorError, match="kernel payloads are not supported yet"):
-        exe.run([np.ones(3, np.float32)])
+    with pytest.raises(ArtifactError, match="kernel payload 0 does not exist"):
+        _load([comp], [F], [F])
 
 
 def test_attribute_schema_is_enforced_at_load():

@@ -87,15 +87,12 @@ def test_bad_shapes_are_compile_errors():
         compile_module(module)
 
 
-def test_neuron_custom_call_compiles_to_a_kernel_payload_that_reports_unsupported():
+def test_neuron_custom_call_without_a_kernel_descriptor_is_a_compile_error():
     from tests.hlo import framework_modules as fm
 
     module = hlo.load(fm.serialized("jax/custom_call"))
-    data = compile_module(module)
-    exe = load_artifact(data)
-    assert len(exe.artifact.kernels) == 1
-    with pytest.raises(EmulatorError, match="kernel payloads are not supported yet"):
-        exe.run([np.ones((4, 4), np.float32)])
+    with pytest.raises(CompileError, match="invalid kernel descriptor in backend_config"):
+        compile_module(module)
 
 
 def _sgd(w, x, y):

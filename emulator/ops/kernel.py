@@ -1,0 +1,106 @@
+"""The ``kernel`` instruction: runs a kernel payload of the artifact (see emulator.kernel_payload).
+
+A table maps each payload kind to a factory. Everything that depends only on the payload (the
+NKI program's analysis, the GpSimd library file and its worker) is prepared when the artifact is
+loaded, so a run costs the kernel's own execution.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from emulator.artifact import ArtifactError
+from emulator.executor import Factory, HandlerContext
+from emulator.gpsimd.args import TensorSpec
+from emulator.kernel_payload import GPSIMD, NKI_IR, KernelPayloadError, unpack_gpsimd
+
+log = logging.getLogger(__name__)
+
+#: Where GpSimd library images from artifacts are written (content-addressed) to be dlopen'ed.
+LIBRARY_DIR = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
+
+
+def _tuple_result(ctx: HandlerContext) -> bool:
+    return ctx.type[0] == "tuple"
+
+
+def _nki(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
+    from emulator.kernel_exec import run_kernel
+    from emulator.kernel_exec.program import prepare
+    from emulator.kernel_ir import serialise
+
+    try:
+        program = prepare(serialise.from_bytes(data))
+    except serialise.KernelIRFormatError as e:
+        raise ArtifactError(f"kernel payload {name!r}: {e}") from None
+    as_tuple = _tuple_result(ctx)
+
+    def run(*args: Any) -> Any:
+        outs = run_kernel(program, [np.asarray(a) for a in args])
+        return tuple(outs) if as_tuple else outs[0]
+    return run
+
+
+def _gpsimd(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
+    from emulator.gpsimd.library import materialise
+    from emulator.gpsimd.runner import TensorValue, runner_for
+
+    try:
+        payload = unpack_gpsimd(data)
+    except KernelPayloadError as e:
+        raise ArtifactError(f"kernel payload {name!r}: {e}") from None
+    path = materialise(payload.library, LIBRARY_DIR)
+    arguments = [(a["kind"], a.get("value")) for a in payload.arguments]
+    out = payload.output
+    out_dtype = GPSIMD_NUMPY[out.dtype]
+
+    def run(*args: Any) -> Any:
+        operands = iter(args)
+        values: list[Any] = []
+        for kind, value in arguments:
+            if kind != "tensor":
+                values.append(value)
+                continue
+            a = np.ascontiguousarray(next(operands))
+            values.append(TensorValue(TensorSpec(_GPSIMD_NAMES[a.dtype], tuple(a.shape)), a))
+        result = runner_for(path).run(payload.op, values, out)
+        return np.array(result.output[:out.nbytes].view(out_dtype).reshape(out.shape), copy=True)
+    return run
+
+
+#: GpSimd runtime dtype names (emulator.gpsimd.abi.DTYPES) and their NumPy storage.
+GPSIMD_NUMPY: dict[str, np.dtype] = {
+    "uint8": np.dtype(np.uint8), "int8": np.dtype(np.int8), "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32), "int64": np.dtype(np.int64), "float16": np.dtype(np.float16),
+    "float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16),
+}
+_GPSIMD_NAMES = {dt: name for name, dt in GPSIMD_NUMPY.items()}
+
+
+#: payload kind -> factory(ctx, payload name, payload bytes)
+PAYLOADS: dict[str, Callable[[HandlerContext, str, bytes], Callable[..., Any]]] = {
+    NKI_IR: _nki, GPSIMD: _gpsimd,
+}
+
+
+def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
+    index = ctx.attrs["payload"]
+    kernels = ctx.program.kernels
+    if not 0 <= index < len(kernels):
+        raise ArtifactError(f"instruction {ctx.name}: kernel payload {index} does not exist "
+                            f"(the artifact has {len(kernels)})")
+    payload = kernels[index]
+    factory = PAYLOADS.get(payload.kind)
+    if factory is None:
+        raise ArtifactError(f"kernel payload {payload.name!r} has kind {payload.kind!r}; this "
+                            f"emulator runs {sorted(PAYLOADS)}")
+    return factory(ctx, payload.name, payload.data)
+
+
+HANDLERS: dict[str, Factory] = {"kernel": _kernel}

@@ -1,0 +1,103 @@
+"""Kernel descriptors from the two front ends, framework-free: an NKI kernel traced for argument
+specs, or a GpSimd op of a loaded library with its argument specs. Adapters (torch_xla, JAX) turn
+their tensors into specs, call these, and put ``encode(descriptor)`` in the custom-call.
+
+Encoded configs are memoised: a training loop calls the same kernel with the same shapes every
+step, and base64 of a library image is not free.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from emulator.gpsimd import OpDescriptor
+from emulator.gpsimd.args import TensorSpec as GpSimdSpec
+from emulator.kernel_ir import serialise
+from neuron_customcall.kernels import dtypes
+from neuron_customcall.kernels.descriptor import (GPSIMD, NKI, Argument, KernelDescriptor,
+                                                  TensorSig, encode)
+from neuron_customcall.nki.jit import Kernel, TensorSpec, TracedKernel
+
+
+@dataclass(frozen=True)
+class NkiCall:
+    """What an adapter needs to emit one NKI custom-call."""
+
+    config: str                     # the backend_config
+    operands: tuple[str, ...]       # kernel parameter names, in custom-call operand order
+    outputs: tuple[TensorSig, ...]  # result shapes and HLO dtypes
+    returns: str                    # "single" | "tuple" | "none" (results are written inputs)
+    traced: TracedKernel
+
+
+_NKI_MEMO: dict[int, tuple[TracedKernel, NkiCall]] = {}
+
+
+def _sig(ir: Any, name: str) -> TensorSig:
+    decl = ir.tensors[name]
+    return TensorSig(name, tuple(decl.shape), dtypes.nki_to_hlo(decl.dtype))
+
+
+def nki_call(kernel: Kernel, grid: tuple[int, ...], args: Sequence[Any],
+             kwargs: dict[str, Any] | None = None) -> NkiCall:
+    """Trace ``kernel`` (cached by the kernel) for args whose tensors are ``TensorSpec``s."""
+    traced = kernel.trace(args, kwargs or {}, tuple(grid))
+    hit = _NKI_MEMO.get(id(traced))
+    if hit is not None and hit[0] is traced:
+        return hit[1]
+    ir = traced.ir
+    desc = KernelDescriptor(
+        kind=NKI, name=ir.name, grid=tuple(ir.grid),
+        inputs=tuple(_sig(ir, n) for n in ir.inputs),
+        outputs=tuple(_sig(ir, n) for n in ir.outputs),
+        payload=serialise.to_bytes(ir))
+    call = NkiCall(encode(desc), tuple(ir.inputs), desc.outputs, traced.returns, traced)
+    _NKI_MEMO[id(traced)] = (traced, call)
+    return call
+
+
+def bind_tensors(kernel: Kernel, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Parameter name -> argument, as the kernel's signature binds the call."""
+    return dict(inspect.signature(kernel.func).bind(*args, **kwargs).arguments)
+
+
+def nki_spec(shape: Sequence[int], hlo_dtype: str) -> TensorSpec:
+    """A tracing spec from a framework tensor's shape and HLO element type name."""
+    if hlo_dtype not in dtypes.HLO_TO_NKI:
+        raise dtypes.KernelDtypeError(f"element type {hlo_dtype} is not an NKI dtype; use one of "
+                                      f"{sorted(dtypes.HLO_TO_NKI)}")
+    return TensorSpec(tuple(int(s) for s in shape), dtypes.HLO_TO_NKI[hlo_dtype])
+
+
+_GPSIMD_MEMO: dict[tuple, str] = {}
+_IMAGES: dict[Path, bytes] = {}
+
+
+def gpsimd_config(op: OpDescriptor, library: Path, values: Sequence[Any], out: GpSimdSpec) -> str:
+    """The backend_config of one call of GpSimd ``op``: ``values`` are the op's arguments with
+    tensors as GpSimd TensorSpecs (operands, in order) and scalars as Python numbers (inline)."""
+    key = (op, str(library), tuple((v.dtype, v.shape) if isinstance(v, GpSimdSpec) else
+                                   ("value", type(v).__name__, v) for v in values), out)
+    hit = _GPSIMD_MEMO.get(key)
+    if hit is not None:
+        return hit
+    image = _IMAGES.get(library)
+    if image is None:
+        image = _IMAGES[library] = Path(library).read_bytes()
+    inputs, arguments = [], []
+    for k, (kind, v) in enumerate(zip(op.args, values)):
+        if kind == "tensor":
+            inputs.append(TensorSig(f"a{k}", tuple(v.shape), dtypes.gpsimd_to_hlo(v.dtype)))
+            arguments.append(Argument("tensor"))
+        else:
+            arguments.append(Argument(kind, v.item() if hasattr(v, "item") else v))
+    desc = KernelDescriptor(
+        kind=GPSIMD, name=f"{op.library}::{op.name}", grid=(1,),
+        inputs=tuple(inputs),
+        outputs=(TensorSig("out", tuple(out.shape), dtypes.gpsimd_to_hlo(out.dtype)),),
+        payload=image, op=json.loads(op.to_json()), arguments=tuple(arguments))
+    config = _GPSIMD_MEMO[key] = encode(desc)
+    return config
