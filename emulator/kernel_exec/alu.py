@@ -2,7 +2,8 @@
 
 Engines compute in fp32 (ScalarE and VectorE convert on the way in and out), so float operands are
 widened to float32 before an operation and the result is converted to the destination dtype when
-it is written.
+it is written. Floating-point exceptions are not errors on the engines: callers run these under
+``numpy.errstate(all="ignore")`` (the runner does, for a whole kernel).
 """
 
 from __future__ import annotations
@@ -155,10 +156,9 @@ def binary(op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None)
     """``op(a, b)`` on engine-width operands; ``out`` (float32) receives the result when the
     operands are floats and the result is not boolean."""
     a, b = widen(a), widen(b)
-    with np.errstate(all="ignore"):
-        if out is not None and op not in _BOOL_OPS and a.dtype == b.dtype == np.float32:
-            return ALU[op](a, b, out=out)
-        return ALU[op](a, b)
+    if out is not None and op not in _BOOL_OPS and a.dtype == b.dtype == np.float32:
+        return ALU[op](a, b, out=out)
+    return ALU[op](a, b)
 
 
 _BOOL_OPS = frozenset({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
@@ -169,7 +169,6 @@ def activation(func: str, x: np.ndarray, out: np.ndarray | None = None) -> np.nd
     """``func(x)``; ``out`` (float32) receives the result when ``func`` is a NumPy ufunc."""
     fn = ACTIVATIONS[func]
     x = widen(x)
-    with np.errstate(all="ignore"):
-        if out is not None and isinstance(fn, np.ufunc) and x.dtype == np.float32:
-            return fn(x, out=out)
-        return fn(x)
+    if out is not None and isinstance(fn, np.ufunc) and x.dtype == np.float32:
+        return fn(x, out=out)
+    return fn(x)

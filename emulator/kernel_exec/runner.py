@@ -83,6 +83,12 @@ class Runner:
     # --- driving -------------------------------------------------------------------------------
 
     def run(self) -> list[np.ndarray]:
+        # Engines do not trap on overflow, 0/0 or log(-1): they produce inf/NaN, and so do we.
+        with np.errstate(all="ignore"):
+            self._run_grid()
+        return [self.storage[name].array for name in self.kernel.outputs]
+
+    def _run_grid(self) -> None:
         reason = self.program.grid_reason
         if reason is None:
             ctx = self.ctx
@@ -106,7 +112,6 @@ class Runner:
             for ids in np.ndindex(*self.kernel.grid):
                 ctx.bound.update(zip(syms, ids))
                 self._run_body(self.kernel.body)
-        return [self.storage[name].array for name in self.kernel.outputs]
 
     def _run_body(self, body: list[Statement]) -> None:
         for st in body:

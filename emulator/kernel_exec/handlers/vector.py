@@ -68,8 +68,7 @@ def tensor_reduce(r: Runner, ins: Instruction) -> None:
     nb = len(r.ctx.batch_shape)
     axes = tuple(nb + int(a) for a in ins.attrs["axes"])
     keep = bool(ins.attrs.get("keepdims", False))
-    with np.errstate(all="ignore"):
-        y = alu.reduce(ins.attrs["op"], x, axis=axes, keepdims=keep)
+    y = alu.reduce(ins.attrs["op"], x, axis=axes, keepdims=keep)
     if ins.attrs.get("negate"):
         y = -y
     r.write(ins, y.reshape(r.ctx.batch_shape + tuple(ins.dst.shape)))
@@ -79,8 +78,7 @@ def partition_reduce(r: Runner, ins: Instruction) -> None:
     """Reduce across the partition axis ([P, F] -> [1, F]); GpSimd's job on the hardware."""
     x = alu.widen(r.read(ins.srcs[0]))
     nb = len(r.ctx.batch_shape)
-    with np.errstate(all="ignore"):
-        r.write(ins, alu.reduce(ins.attrs["op"], x, axis=nb, keepdims=True))
+    r.write(ins, alu.reduce(ins.attrs["op"], x, axis=nb, keepdims=True))
 
 
 def bn_stats(r: Runner, ins: Instruction) -> None:
@@ -103,9 +101,8 @@ def bn_aggr(r: Runner, ins: Instruction) -> None:
     s = s.reshape(s.shape[:-1] + (-1, 3))
     n, m, v = s[..., 0], s[..., 1], s[..., 2]
     total = n.sum(axis=-1)
-    with np.errstate(all="ignore"):
-        mean = (n * m).sum(axis=-1) / total
-        var = (n * (v + (m - mean[..., None]) ** 2)).sum(axis=-1) / total
+    mean = (n * m).sum(axis=-1) / total
+    var = (n * (v + (m - mean[..., None]) ** 2)).sum(axis=-1) / total
     r.write(ins, np.stack([mean, var], axis=-1))
 
 

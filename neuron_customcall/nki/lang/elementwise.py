@@ -35,8 +35,9 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
                 pass
         if is_scalar(x) and is_scalar(y):
             from emulator.kernel_exec import alu
-            return alu.binary(op, np.float32(x) if isinstance(x, float) else x,
-                              np.float32(y) if isinstance(y, float) else y).item()
+            with np.errstate(all="ignore"):
+                return alu.binary(op, np.float32(x) if isinstance(x, float) else x,
+                                  np.float32(y) if isinstance(y, float) else y).item()
     x, y = operand(x), operand(y)
     if op in _COMPARISONS:
         out_dtype = "bool"
@@ -73,7 +74,8 @@ def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
     x = operand(x)
     if not isinstance(x, Tile):
         from emulator.kernel_exec import alu
-        return alu.activation(func, np.float32(x)).item()
+        with np.errstate(all="ignore"):
+            return alu.activation(func, np.float32(x)).item()
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
     elif func == "logical_not":
