@@ -665,8 +665,11 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
     AttrSpec("replica_groups", "collective_device_list",
              InstKind(V.read_replica_groups, V.write_replica_groups, lambda i: True), _COLLECTIVES),
     AttrSpec("constrain_layout", "constrain_layout", BoolKind(), _COLLECTIVES),
+    # XLA: all-gather and all-to-all print dimensions before use_global_device_ids,
+    # reduce-scatter (an all-reduce underneath) after it
+    AttrSpec("dimensions", "dimensions", IntListKind(), _COLLECTIVE_DIMENSION_OPS - _ops("reduce-scatter")),
     AttrSpec("use_global_device_ids", "use_global_device_ids", BoolKind(), _COLLECTIVES),
-    AttrSpec("dimensions", "dimensions", IntListKind(), _COLLECTIVE_DIMENSION_OPS),
+    AttrSpec("dimensions", "dimensions", IntListKind(), _ops("reduce-scatter")),
     AttrSpec("source_target_pairs", "source_target_pairs",
              InstKind(lambda c, i: [i.source_target_pairs.add(source=p[0], target=p[1]) if len(p) == 2 else _bad_pair(c)
                                     for p in c.nested_int_lists("as source_target_pairs")],

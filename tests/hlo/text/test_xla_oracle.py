@@ -256,14 +256,28 @@ f = jax.jit(lambda a, b: jnp.sin(a) @ b + 1,
             in_shardings=(NamedSharding(mesh, P("x", "y")), NamedSharding(mesh, P("y", None))),
             out_shardings=NamedSharding(mesh, P("x", "y")))
 low = f.lower(jnp.ones((8, 8)), jnp.ones((8, 8)))
+from jax import lax
+def body(a):
+    s = lax.psum(a, "x")
+    g = lax.all_gather(a, "y", tiled=True)
+    p = lax.ppermute(a, "x", [(0, 1), (1, 0)])
+    t = lax.all_to_all(a, "y", 0, 0, tiled=True)
+    r = lax.psum_scatter(a, "y", scatter_dimension=0, tiled=True)
+    return s + p, g, t, r
+spmd = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), check_vma=False,
+                             out_specs=(P("x", "y"), P("x", None), P("x", "y"), P("x", "y"))))
+low2 = spmd.lower(jnp.ones((8, 8)))
 json.dump([low.as_text(dialect="hlo"), low.compiler_ir("hlo").get_hlo_module().to_string(),
-           low.compile().as_text()], open(sys.argv[1], "w"))
+           low.compile().as_text(), low2.as_text(dialect="hlo"),
+           low2.compiler_ir("hlo").get_hlo_module().to_string(), low2.compile().as_text()],
+          open(sys.argv[1], "w"))
 """
 
 
 def test_jax_sharded_module_texts(tmp_path):
     """A 4-device sharded jit: shardings, Shardy frontend attributes (`{mesh = #sdy.mesh<...>}`
-    values, unquoted), sharding custom-calls, and the SPMD-partitioned compiled module."""
+    values, unquoted), sharding custom-calls, the SPMD-partitioned compiled module; and a
+    shard_map with psum, all_gather, ppermute, all_to_all and psum_scatter (collectives)."""
     import json
     import subprocess
     import sys
@@ -272,10 +286,12 @@ def test_jax_sharded_module_texts(tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     subprocess.run([sys.executable, "-c", SHARDED_SCRIPT, str(out)], env=env, check=True, timeout=240,
                    capture_output=True)
-    lowered, module_text, compiled = json.loads(out.read_text())
+    lowered, module_text, compiled, spmd_lowered, spmd_text, spmd_compiled = json.loads(out.read_text())
     assert "xla.sdy.meshes={mesh = #sdy.mesh<" in lowered
-    for text in (lowered, module_text, compiled):
+    assert all(op in spmd_text for op in ("all-reduce(", "all-gather(", "collective-permute(", "all-to-all(",
+                                          "reduce-scatter("))
+    for text in (lowered, module_text, compiled, spmd_lowered, spmd_text, spmd_compiled):
         check_text(text)
-    for text in (module_text, compiled):  # XLA's ToString style, which is ours
+    for text in (module_text, compiled, spmd_text, spmd_compiled):  # XLA's ToString style, which is ours
         ours = print_hlo_text(parse_hlo_text(text), print_operand_shapes=False)
         assert ours.split("\n")[1:] == text.split("\n")[1:]
