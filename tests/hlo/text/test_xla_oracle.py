@@ -127,7 +127,19 @@ def _jax_functions() -> dict:
         "custom_vjp": (_custom_vjp(), (f32,)),
         "while_loop": (lambda x: lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2), (0, x))[1], (f32,)),
         "complex_fft": (lambda x: jnp.fft.fft(x.astype(jnp.complex64)).real, (f32,)),
+        "neuron_custom_call": (_neuron_custom_call, (f32, np.arange(3, dtype=np.int32))),
     }
+
+
+def _neuron_custom_call(x, y):
+    """Our target as JAX lowers an FFI call: aliasing, side effect, an MLIR-dictionary backend config."""
+    import jax
+
+    return jax.ffi.ffi_call(
+        "AwsNeuronCustomNativeKernel",
+        (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(y.shape, y.dtype)),
+        input_output_aliases={0: 0}, has_side_effect=True,
+    )(x, y, name="k", scale=np.float32(0.5), flags=np.array([1, 2], np.int32))
 
 
 def _custom_vjp():
@@ -152,7 +164,7 @@ def _lowered(name: str):
 
 JAX_NAMES = ["matmul", "conv", "reduce_max", "fori_loop", "cond", "switch", "scan", "sort", "argsort",
              "gather_scatter", "argmax", "cumsum", "random", "dynamic_slice", "pad_concat", "iota", "dtypes",
-             "constants", "grad", "custom_vjp", "while_loop", "complex_fft"]
+             "constants", "grad", "custom_vjp", "while_loop", "complex_fft", "neuron_custom_call"]
 
 
 def _without_metadata(proto: hlo_pb2.HloModuleProto) -> hlo_pb2.HloModuleProto:
@@ -181,7 +193,9 @@ def test_jax_module_to_string(name):
     ir = _lowered(name).compiler_ir("hlo")
     binary = hlo_pb2.HloModuleProto()
     binary.ParseFromString(ir.as_serialized_hlo_module_proto())  # JAX's own bytes, as they are
-    check_text(ir.get_hlo_module().to_string(), binary)
+    text = ir.get_hlo_module().to_string()
+    ours = check_text(text, binary)
+    assert print_hlo_text(ours, print_operand_shapes=False) == text  # and we print it as XLA does
 
 
 @pytest.mark.parametrize("name", ["matmul", "conv", "fori_loop", "cond", "sort", "gather_scatter", "random", "dtypes"])
