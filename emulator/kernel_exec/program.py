@@ -163,7 +163,8 @@ def _covered_outputs(kernel: KernelIR) -> set[str]:
     def visit(body: list[Statement], ext: dict[str, int]) -> None:
         for st in body:
             if isinstance(st, Loop):
-                visit(st.body, {**ext, st.var: st.extent})
+                if st.extent > 0:  # an empty loop stores nothing
+                    visit(st.body, {**ext, st.var: st.extent})
                 continue
             if st.op != "store" or st.mask or st.acc is not None:
                 continue
