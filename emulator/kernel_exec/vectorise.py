@@ -47,7 +47,7 @@ def iteration_disjoint(access: Access, iter_syms: set[str], ext: dict[str, int])
             k = a.coef(s)
             if k == 0 or any(a.coef(o) for o in iter_syms if o != s):
                 continue
-            span = sum(abs(c) * (ext.get(sym, 1) - 1) for sym, c in a.terms if sym != s)
+            span = sum(abs(c) * max(ext.get(sym, 1) - 1, 0) for sym, c in a.terms if sym != s)
             if span < abs(k):
                 owned = True
                 break

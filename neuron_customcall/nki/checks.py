@@ -102,7 +102,7 @@ def _check_static_bounds(trace, ins: Instruction, a: Access) -> None:
     for d, (expr, n) in enumerate(zip(a.index, shape)):
         lo = hi = expr.const
         for sym, c in expr.terms:
-            span = c * (ext.get(sym, 1) - 1)
+            span = c * max(ext.get(sym, 1) - 1, 0)
             lo += min(0, span)
             hi += max(0, span)
         if lo < 0 or hi >= n:
