@@ -263,3 +263,33 @@ def test_on_chip_out_of_bounds_is_caught_while_tracing():
 
     raises_at(overrun_sbuf, [x(128, 256)], "# HERE", "out-of-bounds tile access",
               "axis 1 at indices 0..767, outside its extent 512", cls=KernelTraceError)
+
+
+def test_load_store_and_psum_pair_locations():
+    @nki.jit
+    def load_sbuf(a):
+        t = nl.load(a)
+        u = nl.load(t)  # HERE
+        return a
+
+    raises_at(load_sbuf, [x(8, 8)], "# HERE", "load location", "nl.load moves HBM to SBUF",
+              "sbuf -> sbuf")
+
+    @nki.jit
+    def store_to_sbuf(a):
+        t = nl.load(a)
+        nl.store(nl.ndarray((8, 8), nl.float32), value=t)  # HERE
+        return a
+
+    raises_at(store_to_sbuf, [x(8, 8)], "# HERE", "store location", "nl.store writes to HBM")
+
+    @nki.jit
+    def two_psum(a):
+        p = nl.ndarray((8, 8), nl.float32, buffer=nl.psum)
+        q = nl.ndarray((8, 8), nl.float32, buffer=nl.psum)
+        p[...] = 1.0
+        q[...] = 2.0
+        s = nl.add(p, q)  # HERE
+        return a
+
+    raises_at(two_psum, [x(8, 8)], "# HERE", "tensor_tensor operand location", "both operands")
