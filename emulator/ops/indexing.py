@@ -31,12 +31,18 @@ def _dynamic_update_slice(ctx: HandlerContext) -> Callable:
     shape, ushape = ctx.in_shape(0), ctx.in_shape(1)
     limits = [d - u for d, u in zip(shape, ushape)]
 
+    in_place = ctx.reuse == 0
+
     def dus(x: np.ndarray, upd: np.ndarray, *starts: Any) -> np.ndarray:
         idx = []
         for s, lim, n in zip(starts, limits, ushape):
             s = min(max(int(s), 0), lim)
             idx.append(slice(s, s + n))
-        out = np.array(x, copy=True)
+        # in place only on a buffer the loop state owns (see control._own_state); else a copy
+        if in_place and isinstance(x, np.ndarray) and x.flags.writeable and x.flags.owndata:
+            out = x
+        else:
+            out = np.array(x, copy=True)
         out[tuple(idx)] = upd
         return out
     return dus

@@ -94,7 +94,8 @@ IN_PLACE_OPS = frozenset({
 })
 
 
-def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list[list], result: Any) -> list[int]:
+def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list[list], result: Any,
+                 params: list[Any] = (), attrs: list[dict] = ()) -> list[int]:
     """Per instruction, the operand position whose buffer its result may overwrite, or -1.
 
     Allowed when the operand is a non-scalar temporary of the same type as the result, produced by
@@ -112,10 +113,13 @@ def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list
     for i, (_, operands) in enumerate(insts):
         src = producer.get(operands[0]) if ops[i] == "copy" and operands else None
         fresh.append(ops[i] in FRESH_OPS or (src is not None and fresh[src] and uses[operands[0]] == 1))
+    in_place_state = _state_elements_used_once(insts, ops, params, attrs)
     reuse = []
     for i, (_, operands) in enumerate(insts):
         choice = -1
-        if ops[i] in IN_PLACE_OPS and types[i][1]:
+        if ops[i] == "dynamic_update_slice" and operands and operands[0] in in_place_state and uses[operands[0]] == 1:
+            choice = 0
+        elif ops[i] in IN_PLACE_OPS and types[i][1]:
             for k, o in enumerate(operands):
                 p = producer.get(o)
                 if p is not None and fresh[p] and uses[o] == 1 and o != result and types[p] == types[i]:
@@ -123,3 +127,25 @@ def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list
                     break
         reuse.append(choice)
     return reuse
+
+
+def _state_elements_used_once(insts: list[tuple[Any, list[Any]]], ops: list[str], params: list[Any],
+                              attrs: list[dict]) -> set[Any]:
+    """Keys of `get-tuple-element(state, k)` values of a one-parameter computation whose state is
+    read only by get-tuple-elements with distinct indices: the only reference to that element.
+
+    In a while body (the pipeline keeps the result only for computations used solely as bodies)
+    a dynamic-update-slice may then update such an element in place; the emulator's while handler
+    owns the loop state (copies it on entry, re-owns shared or read-only elements per iteration),
+    so a scan's output buffer is written in place instead of copied every iteration."""
+    if len(params) != 1 or not attrs:
+        return set()
+    state = params[0]
+    seen: dict[int, Any] = {}
+    for i, (key, operands) in enumerate(insts):
+        if state not in operands:
+            continue
+        if ops[i] != "get_tuple_element" or len(operands) != 1 or attrs[i]["index"] in seen:
+            return set()
+        seen[attrs[i]["index"]] = key
+    return set(seen.values())

@@ -53,8 +53,59 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
         else:
             param_keys.append(id(p))
             param_types.append(value_type(p.shape, p))
+    alias: dict[Any, Any] = {}
+    _emit_order(order, (), alias, pending, emitted, ctx, flags)
+    result = _resolve(alias, id(comp.root))
+    a = buffers.assign(param_keys, pending, result)
+    reuse = buffers.choose_reuse(pending, [e[0] for e in emitted], [e[2] for e in emitted], result,
+                                 param_keys, [e[1] for e in emitted])
+    insts = []
+    for (key, ops), (op, attrs, t, name, _), free, r in zip(pending, emitted, a.frees, reuse):
+        insts.append(Instruction(op=op, out=a.slots[key], ins=[a.slots[o] for o in ops], type=t, attrs=attrs,
+                                 free=free, name=name if flags.instruction_names else "", reuse=r))
+    return Computation(name=comp.name, num_slots=a.num_slots, params=[a.slots[k] for k in param_keys],
+                       param_types=param_types, instructions=insts, result=a.slots[result],
+                       result_type=value_type(comp.root.shape, comp.root))
+
+
+def _key(prefix: tuple, inst: Any) -> Any:
+    """The value key of `inst` inlined at call-site path `prefix` (top level: its id)."""
+    return (prefix, id(inst)) if prefix else id(inst)
+
+
+def _resolve(alias: dict[Any, Any], key: Any) -> Any:
+    while key in alias:
+        key = alias[key]
+    return key
+
+
+def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending: list, emitted: list,
+                ctx: LowerCtx, flags: CompileFlags) -> None:
+    """Lower `order` into (pending, emitted); `call`s are inlined (their callee's instructions are
+    emitted in place, parameters aliased to the call's operands, the call to the callee's root).
+
+    Why inline: JAX wraps small helpers (relu, dynamic_update_index_in_dim, ...) in calls; inlined,
+    they cost no sub-program call per use, and buffer analysis (in-place updates of a loop's state)
+    sees through them."""
     for inst in order:
+        key = _key(prefix, inst)
         if inst.opcode == "parameter":
+            continue
+        operands = [_resolve(alias, _key(prefix, o)) for o in inst.operands]
+        if inst.opcode == "call" and len(inst.called_computations) == 1:
+            callee = inst.called_computations[0]
+            sub = schedule(callee)
+            if flags.verify:
+                verify.verify_computation(callee, sub)
+            fusion.fuse_dot_transposes(callee, sub, ctx)
+            inner = prefix + (id(inst),)
+            for p in callee.parameters:
+                n = p.attributes.parameter_number
+                if n >= len(operands):
+                    raise CompileError(f"call passes {len(operands)} operands, {callee.name} has parameter {n}", inst)
+                alias[_key(inner, p)] = operands[n]
+            _emit_order(sub, inner, alias, pending, emitted, ctx, flags)
+            alias[key] = _resolve(alias, _key(inner, callee.root))
             continue
         lower = TABLE.get(inst.opcode)
         if lower is None:
@@ -65,18 +116,8 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
             raise
         except Exception as e:  # noqa: BLE001 - a malformed attribute must name the instruction
             raise CompileError(f"can not lower: {type(e).__name__}: {e}", inst) from None
-        pending.append((id(inst), [id(o) for o in inst.operands]))
+        pending.append((key, operands))
         emitted.append((op, attrs, value_type(ctx.type_override.get(id(inst), inst.shape), inst), inst.name, inst))
-    result = id(comp.root)
-    a = buffers.assign(param_keys, pending, result)
-    reuse = buffers.choose_reuse(pending, [e[0] for e in emitted], [e[2] for e in emitted], result)
-    insts = []
-    for (key, ops), (op, attrs, t, name, _), free, r in zip(pending, emitted, a.frees, reuse):
-        insts.append(Instruction(op=op, out=a.slots[key], ins=[a.slots[o] for o in ops], type=t, attrs=attrs,
-                                 free=free, name=name if flags.instruction_names else "", reuse=r))
-    return Computation(name=comp.name, num_slots=a.num_slots, params=[a.slots[k] for k in param_keys],
-                       param_types=param_types, instructions=insts, result=a.slots[result],
-                       result_type=value_type(comp.root.shape, comp.root))
 
 
 def _pack(shape: Any, path: tuple[int, ...], p: Any, pending: list, emitted: list) -> Any:
@@ -99,7 +140,10 @@ def _check_lifted(program: Program, lifted: set[int], ctx: LowerCtx) -> None:
         hcomp = ctx.order[k]
         for inst in comp.instructions:
             if inst.op not in LIFTABLE:
-                hinst = hcomp.instruction(inst.name) if inst.name else hcomp.root
+                try:
+                    hinst = hcomp.instruction(inst.name) if inst.name else hcomp.root
+                except KeyError:  # an instruction inlined from a callee
+                    hinst = hcomp.root
                 raise CompileError(f"computation {hcomp.name} is applied element-wise (reducer, comparator, "
                                    f"scatter update or map) but uses {inst.op}, which needs whole arrays", hinst)
             if inst.op == "call" and inst.attrs["computation"] not in seen:
@@ -119,6 +163,11 @@ def compile_module(module: Any, flags: CompileFlags | None = None) -> bytes:
     while k < len(ctx.order):
         comps.append(_lower_computation(ctx.order[k], ctx, flags, is_entry=(k == 0)))
         k += 1
+    for k, comp in enumerate(comps):  # in-place state updates only where the while handler owns the state
+        if ctx.roles.get(k) != {"body"}:
+            for inst in comp.instructions:
+                if inst.op == "dynamic_update_slice":
+                    inst.reuse = -1
     program = Program(computations=comps, entry=0)
     _check_lifted(program, ctx.lifted, ctx)
     inputs, outputs = emit.io_entries(module.entry)

@@ -22,6 +22,7 @@ class LowerCtx:
         self.order: list[Any] = []          # computations in program order (index = position)
         self.index: dict[int, int] = {}     # id(HloComputation) -> program index
         self.lifted: set[int] = set()       # program indices used element-wise on arrays
+        self.roles: dict[int, set[str]] = {}  # program index -> how it is used ("body", "cond", ...)
         self.constants: list[np.ndarray] = []
         self.kernels: list[KernelPayload] = []
         # layout fusion (compiler/fusion.py): dot -> permutation of its result; absorbed transposes;
@@ -30,7 +31,7 @@ class LowerCtx:
         self.absorbed: set[int] = set()
         self.type_override: dict[int, Any] = {}
 
-    def computation(self, comp: Any, lifted: bool = False) -> int:
+    def computation(self, comp: Any, lifted: bool = False, role: str = "") -> int:
         """The program index of `comp` (queued for lowering on first reference)."""
         k = self.index.get(id(comp))
         if k is None:
@@ -39,6 +40,7 @@ class LowerCtx:
             self.order.append(comp)
         if lifted:
             self.lifted.add(k)
+        self.roles.setdefault(k, set()).add(role or ("lifted" if lifted else "other"))
         return k
 
     def constant(self, value: np.ndarray) -> int:

@@ -12,7 +12,7 @@ def _while(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     body, cond = called(inst, 0, "body"), called(inst, 1, "condition")
     if cond.root.shape.element_type != "PRED":
         body, cond = cond, body
-    return "while", {"cond": ctx.computation(cond), "body": ctx.computation(body)}
+    return "while", {"cond": ctx.computation(cond, role="cond"), "body": ctx.computation(body, role="body")}
 
 
 def _conditional(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:

@@ -35,3 +35,34 @@ def test_sum_and_max_use_ufunc_reducers_and_cumsum_accumulates():
     assert {i.attrs["reducer"] for i in _ops(exe, "reduce")} == {"add", "maximum"}
     assert all(i.attrs["reducer"] == "add" for i in _ops(exe, "reduce_window"))
     assert_close(*run_jax(f, rand(5, 7)))
+
+
+def test_scan_writes_its_outputs_in_place_without_touching_inputs():
+    def rnn(w, xs):
+        return lax.scan(lambda h, x: (jnp.tanh(h @ w + x), h), jnp.zeros(w.shape[0]), xs)
+
+    w, xs = rand(8, 8) * 0.3, rand(20, 8, seed=1)
+    exe = compile_proto(jax_proto(rnn, w, xs))
+    assert [i.reuse for i in _ops(exe, "dynamic_update_slice")] == [0]
+    assert not _ops(exe, "call")  # helpers are inlined
+    w0, xs0 = w.copy(), xs.copy()
+    assert_close(exe.run([w, xs]), run_jax(rnn, w, xs)[1])
+    np.testing.assert_array_equal(w, w0)
+    np.testing.assert_array_equal(xs, xs0)
+
+
+def test_in_place_loop_state_is_safe_with_constants_inputs_and_shared_leaves():
+    def from_constant(n):
+        return lax.fori_loop(0, n, lambda i, b: b.at[i].set(i * 2.0), jnp.zeros(8))
+
+    def from_input(x):
+        return lax.fori_loop(0, 5, lambda i, b: b.at[i].add(1.0), x)
+
+    def shared_leaves(x):
+        return lax.fori_loop(0, 4, lambda i, c: (lambda u: (u, u))(c[0].at[i].add(1.0 + c[1][i])), (x, x))
+
+    x = rand(8)
+    x0 = x.copy()
+    for f, args in ((from_constant, (np.int32(6),)), (from_input, (x,)), (shared_leaves, (x,))):
+        assert_close(*run_jax(f, *args))
+        np.testing.assert_array_equal(x, x0)
