@@ -8,6 +8,7 @@ handler per instruction). Handlers talk to the runner only through ``read`` and 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Sequence
 
 import numpy as np
@@ -93,7 +94,7 @@ class Runner:
         if reason is None:
             ctx = self.ctx
             grid = ctx.batch_shape
-            rest = int(np.prod(grid[1:])) if len(grid) > 1 else 1
+            rest = math.prod(grid[1:])
             chunk = self._chunk(grid[0], self.program.program_bytes * rest) if grid else 1
             if grid and chunk < grid[0]:
                 log.debug("kernel %r: grid %s runs in chunks of %d along axis 0 (memory)",
@@ -125,7 +126,7 @@ class Runner:
         ctx.extents[loop.var] = loop.extent
         reason = self.program.reasons[id(loop)]
         if reason is None:
-            per_iter = self.program.loop_bytes.get(id(loop), 0) * int(np.prod(ctx.batch_shape))
+            per_iter = self.program.loop_bytes.get(id(loop), 0) * math.prod(ctx.batch_shape)
             chunk = self._chunk(loop.extent, per_iter)
             if chunk < loop.extent:
                 log.debug("kernel %r: %s_range loop %s at %s runs in chunks of %d iterations "
