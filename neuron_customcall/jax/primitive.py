@@ -1,0 +1,82 @@
+"""The JAX primitives of Neuron kernels: one custom-call each, whatever the kernel's kind.
+
+Why one module for both kinds: an NKI kernel and a C++ (GpSimd) op look the same to JAX: operands
+in, arrays out, a backend_config (the kernel descriptor) and an eager way to run on concrete
+arrays. ``KernelRef`` carries exactly that; ``make_primitive`` gives a primitive with abstract
+evaluation, the custom-call lowering (``API_VERSION_STATUS_RETURNING``, as the SDK's JAX path
+emits), a ``vmap`` rule (one call per batch element, stacked: the kernel was traced for one
+element) and an eager implementation. No JVP rule: training goes through ``jax.custom_vjp``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src.interpreters import mlir
+from jax.extend.core import Primitive
+from jax.interpreters import batching
+
+from neuron_customcall.kernels import dtypes
+from neuron_customcall.kernels.descriptor import TensorSig
+
+TARGET = "AwsNeuronCustomNativeKernel"
+API_VERSION_STATUS_RETURNING = 2
+
+
+@dataclass(eq=False)
+class KernelRef:
+    """A primitive parameter: one traced kernel call. Hashed and compared by identity, so JAX's
+    caches key on it without hashing the kernel. ``run`` executes it on NumPy arrays."""
+
+    name: str
+    config: str
+    outputs: tuple[TensorSig, ...]
+    run: Callable[[list[np.ndarray]], list[np.ndarray]]
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def avals(self) -> tuple[jax.core.ShapedArray, ...]:
+        return tuple(jax.core.ShapedArray(o.shape, dtypes.HLO_DTYPES[o.dtype]) for o in self.outputs)
+
+
+def make_primitive(name: str) -> Primitive:
+    """A multiple-results primitive whose parameter ``kernel`` is a KernelRef (other parameters
+    only show in the HLO metadata, like the SDK's ``grid`` and ``out_shape``)."""
+    prim = Primitive(name)
+    prim.multiple_results = True
+
+    def abstract_eval(*args: Any, kernel: KernelRef, **_: Any) -> tuple:
+        return kernel.avals()
+
+    def impl(*args: Any, kernel: KernelRef, **_: Any) -> list:
+        return [jnp.asarray(o) for o in kernel.run([np.asarray(a) for a in args])]
+
+    def lowering(ctx: Any, *args: Any, kernel: KernelRef, **_: Any) -> Any:
+        types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
+        op = mlir.custom_call(TARGET, result_types=types, operands=list(args),
+                              backend_config=kernel.config, api_version=API_VERSION_STATUS_RETURNING)
+        return op.results
+
+    def batch(args: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[list, list]:
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        moved = [a if d is None else jnp.moveaxis(a, d, 0) for a, d in zip(args, dims)]
+        rows = [prim.bind(*[a if d is None else a[i] for a, d in zip(moved, dims)], **params)
+                for i in range(size)]
+        outs = [jnp.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
+        return outs, [0] * len(outs)
+
+    prim.def_abstract_eval(abstract_eval)
+    prim.def_impl(impl)
+    mlir.register_lowering(prim, lowering)
+    batching.primitive_batchers[prim] = batch
+    return prim
+
+
+def is_array(x: Any) -> bool:
+    """A JAX array, tracer or shape struct: a tensor argument of a kernel."""
+    return isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct))
