@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 RESERVED_NAME = "builtin"
 MAX_STACK_SIZE = 400 * 1024
 _STACK_FLAG = "-DSTACK_SIZE="
-SHAPE_FLAGS = ("-O1",)  # after the base flags' -O3; the -O3 prelude stays valid for GCC
+SHAPE_FLAGS = ("-O1",)  # host-side code: after the base flags' -O3 (the -O3 prelude stays valid)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,9 @@ def build(request: BuildRequest) -> Path:
     identity = compiler.compiler_identity()
     shared_root = shared_cache_root()
     shared = cache.ObjectCache(shared_root / "objects")
-    runtime_flags = (*compiler.BASE_FLAGS, *request.extra_cflags)
+    # The runtime object only sets cores up and tears them down (its hot paths are header code
+    # inlined into the kernels), so it is not worth -O3's compile time.
+    runtime_flags = (*compiler.BASE_FLAGS, *request.extra_cflags, *SHAPE_FLAGS)
     runtime_tools = compiler.Toolchain(runtime_flags, request.verbose)
     runtime_key = shared.key(RUNTIME_SOURCE, runtime_flags, identity)
     workers = max(1, os.cpu_count() or 1)

@@ -180,12 +180,27 @@ inline CoreState& core() {
   return *tls_core;
 }
 
-[[noreturn]] inline void fail(ErrorKind kind, const std::string& what) {
+// Error paths are out of line and cold: kernels' hot loops stay small, and compile faster.
+#define NCC_COLD __attribute__((noinline, cold))
+
+[[noreturn]] NCC_COLD inline void fail(ErrorKind kind, const std::string& what) {
   std::string msg = "op '";
   msg += tls_core ? tls_core->op_name : "";
   msg += "': ";
   msg += what;
   throw DeviceError(kind, msg);
+}
+
+// fail() with a printf-style message, so that call sites pass numbers, not built strings.
+[[noreturn]] NCC_COLD inline void failf(ErrorKind kind, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+[[noreturn]] inline void failf(ErrorKind kind, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fail(kind, buf);
 }
 
 // printf on a core goes to its device buffer; in a shape function (which runs on the host) and

@@ -322,14 +322,15 @@ template <typename T> class ReadStreamAccessor;
 template <typename T> class WriteStreamAccessor;
 class TcmAccessor;
 
-inline void coherence_violation(const std::string& what) {
-  ncc_gpsimd::CoreState& c = ncc_gpsimd::core();
-  if (c.coherence == ncc_gpsimd::CoherencePolicy::COHERENT) {
-    fail(ErrorKind::kCoherence, std::string("accessor coherence: ") + what +
-                                    " (set torch::neuron::set_coherence_policy to allow it)");
+// The three parts of the message are concatenated (call sites pass constant strings).
+NCC_COLD inline void coherence_violation(const char* a, const char* b = "", const char* c = "") {
+  ncc_gpsimd::CoreState& core = ncc_gpsimd::core();
+  if (core.coherence == ncc_gpsimd::CoherencePolicy::COHERENT) {
+    ncc_gpsimd::failf(ErrorKind::kCoherence,
+                      "accessor coherence: %s%s%s (set torch::neuron::set_coherence_policy to allow it)", a, b, c);
   }
-  if (c.coherence == ncc_gpsimd::CoherencePolicy::INCOHERENT_VERBOSE) {
-    ncc_gpsimd::device_printf("[gpsimd warning] op '%s': incoherent accessors: %s\n", c.op_name, what.c_str());
+  if (core.coherence == ncc_gpsimd::CoherencePolicy::INCOHERENT_VERBOSE) {
+    ncc_gpsimd::device_printf("[gpsimd warning] op '%s': incoherent accessors: %s%s%s\n", core.op_name, a, b, c);
   }
 }
 
@@ -366,9 +367,9 @@ class Tensor {
   // Runtime-internal: the tensor's HBM bytes; fails in shape functions, whose tensors have none.
   void* device_data(const char* why) const {
     if (!impl().has_data) {
-      fail(ErrorKind::kShapeReadsData,
-           std::string("a shape function tried to access tensor data (") + why +
-               "); shape functions get data-less tensors: use sizes(), numel() or dim() only");
+      ncc_gpsimd::failf(ErrorKind::kShapeReadsData,
+                        "a shape function tried to access tensor data (%s); shape functions get data-less "
+                        "tensors: use sizes(), numel() or dim() only", why);
     }
     return impl().data;
   }
@@ -390,9 +391,10 @@ struct AccessorToken {
 };
 
 [[noreturn]] inline void accessor_out_of_range(int64_t i, int64_t size, size_t dims_left) {
-  fail(ErrorKind::kBounds, "element accessor index " + std::to_string(i) +
-                               " out of range for a dimension of size " + std::to_string(size) +
-                               " (" + std::to_string(dims_left) + " dims from the innermost)");
+  ncc_gpsimd::failf(ErrorKind::kBounds,
+                    "element accessor index %lld out of range for a dimension of size %lld "
+                    "(%zu dims from the innermost)", static_cast<long long>(i),
+                    static_cast<long long>(size), dims_left);
 }
 
 // Indexes HBM element by element; every element reference is bounds-checked and counted.
@@ -444,15 +446,14 @@ class TensorAccessor<T, 1> {
 template <typename T>
 inline void check_accessor_type(const Tensor& t, const char* what) {
   if (CppTypeToScalarType<T>::value != t.scalar_type()) {
-    fail(ErrorKind::kDtype, std::string(what) + ": element type " +
-                                dtype_name(CppTypeToScalarType<T>::value) +
-                                " does not match the tensor's dtype " + dtype_name(t.scalar_type()));
+    ncc_gpsimd::failf(ErrorKind::kDtype, "%s: element type %s does not match the tensor's dtype %s", what,
+                      dtype_name(CppTypeToScalarType<T>::value), dtype_name(t.scalar_type()));
   }
 }
 
 inline void check_single_core_accessor(const char* what) {
   if (ncc_gpsimd::core().multicore) {
-    fail(ErrorKind::kMulticore, std::string("the ") + what + " is not allowed in multicore mode; use tcm_accessor()");
+    ncc_gpsimd::failf(ErrorKind::kMulticore, "the %s is not allowed in multicore mode; use tcm_accessor()", what);
   }
 }
 
@@ -463,8 +464,8 @@ TensorAccessor<T, N> Tensor::accessor() const {
   check_single_core_accessor("element-wise accessor");
   check_accessor_type<T>(*this, "accessor");
   if (static_cast<int64_t>(N) != dim()) {
-    fail(ErrorKind::kUsage, "accessor<T, " + std::to_string(N) + ">() on a tensor with " +
-                                std::to_string(dim()) + " dims");
+    ncc_gpsimd::failf(ErrorKind::kUsage, "accessor<T, %zu>() on a tensor with %lld dims", N,
+                      static_cast<long long>(dim()));
   }
   TensorImpl& im = impl();
   if (im.open_read_streams + im.open_write_streams > 0) {
@@ -532,8 +533,8 @@ class ReadStreamAccessor : public StreamBase<T> {
   void refill() {
     if (!this->open_) fail(ErrorKind::kUsage, "read() on a closed read stream accessor");
     if (next_ >= this->n_) {
-      fail(ErrorKind::kBounds, "read stream accessor read past the end of the tensor (" +
-                                   std::to_string(this->n_) + " elements)");
+      ncc_gpsimd::failf(ErrorKind::kBounds, "read stream accessor read past the end of the tensor (%zu elements)",
+                        this->n_);
     }
     size_t k = this->n_ - next_ < this->kCap ? this->n_ - next_ : this->kCap;
     std::memcpy(this->buf_, src_ + next_, k * sizeof(T));
@@ -559,8 +560,8 @@ class WriteStreamAccessor : public StreamBase<T> {
     if (this->pos_ == this->kCap) flush();
     if (base_ + this->pos_ >= this->n_) {
       if (!this->open_) fail(ErrorKind::kUsage, "write() on a closed write stream accessor");
-      fail(ErrorKind::kBounds, "write stream accessor wrote past the end of the tensor (" +
-                                   std::to_string(this->n_) + " elements)");
+      ncc_gpsimd::failf(ErrorKind::kBounds, "write stream accessor wrote past the end of the tensor (%zu elements)",
+                        this->n_);
     }
     this->buf_[this->pos_++] = v;
   }
@@ -589,9 +590,9 @@ void* prepare_stream(const Tensor& t, const char* what, int conflicting) {
   check_single_core_accessor(what);
   check_accessor_type<T>(t, what);
   if (t.impl().live_element_accessors > 0) {
-    coherence_violation(std::string("a ") + what + " was created while an element-wise accessor on the same tensor is live");
+    coherence_violation("a ", what, " was created while an element-wise accessor on the same tensor is live");
   } else if (conflicting > 0) {
-    coherence_violation(std::string("a ") + what + " was created while a conflicting stream accessor on the same tensor is open");
+    coherence_violation("a ", what, " was created while a conflicting stream accessor on the same tensor is open");
   }
   return d;
 }
@@ -632,21 +633,21 @@ class TcmAccessor {
   template <typename T>
   void check(T* tcm_ptr, size_t offset, size_t n, const char* what) const {
     if (sizeof(T) != torch::element_size(t_->dtype)) {
-      fail(ErrorKind::kDtype, std::string(what) + ": element size " + std::to_string(sizeof(T)) +
-                                  " does not match the tensor's dtype " + dtype_name(t_->dtype));
+      ncc_gpsimd::failf(ErrorKind::kDtype, "%s: element size %zu does not match the tensor's dtype %s", what,
+                        sizeof(T), dtype_name(t_->dtype));
     }
     size_t numel = static_cast<size_t>(t_->numel);
     if (offset > numel || n > numel - offset) {
-      fail(ErrorKind::kBounds, std::string(what) + ": range [" + std::to_string(offset) + ", " +
-                                   std::to_string(offset + n) + ") is outside the tensor's " +
-                                   std::to_string(numel) + " elements");
+      ncc_gpsimd::failf(ErrorKind::kBounds, "%s: range [%zu, %zu) is outside the tensor's %zu elements", what,
+                        offset, offset + n, numel);
     }
     ncc_gpsimd::CoreState& c = ncc_gpsimd::core();
     const unsigned char* p = reinterpret_cast<const unsigned char*>(tcm_ptr);
     bool on_stack = p >= c_stack_lo() && p + n * sizeof(T) <= c_stack_hi();
     if (n > 0 && !on_stack && !c.tcm.contains(tcm_ptr, n * sizeof(T))) {
-      fail(ErrorKind::kTcm, std::string(what) + ": the TCM range of " + std::to_string(n * sizeof(T)) +
-                                " bytes is not inside one tcm_malloc'd block (or the core's stack)");
+      ncc_gpsimd::failf(ErrorKind::kTcm,
+                        "%s: the TCM range of %zu bytes is not inside one tcm_malloc'd block (or the core's stack)",
+                        what, n * sizeof(T));
     }
   }
   static const unsigned char* c_stack_lo();
@@ -755,10 +756,10 @@ namespace detail {
 
 inline void same_shape(const Tensor& a, const Tensor& b, const char* op) {
   if (a.sizes() != b.sizes()) {
-    fail(ErrorKind::kUsage, std::string(op) + ": tensors must have the same shape (no broadcasting on the device)");
+    ncc_gpsimd::failf(ErrorKind::kUsage, "%s: tensors must have the same shape (no broadcasting on the device)", op);
   }
   if (a.scalar_type() != b.scalar_type()) {
-    fail(ErrorKind::kDtype, std::string(op) + ": tensors must have the same dtype (no type promotion on the device)");
+    ncc_gpsimd::failf(ErrorKind::kDtype, "%s: tensors must have the same dtype (no type promotion on the device)", op);
   }
 }
 
@@ -810,7 +811,7 @@ Tensor& binary_out(Tensor& out, const Tensor& a, const char* op, F f, G b_at) {
 template <typename G>
 Tensor& integer_out(Tensor& out, const Tensor& a, const char* op, G g) {
   if (is_floating(a.scalar_type())) {
-    fail(ErrorKind::kDtype, std::string(op) + " needs an integer dtype, not " + dtype_name(a.scalar_type()));
+    ncc_gpsimd::failf(ErrorKind::kDtype, "%s needs an integer dtype, not %s", op, dtype_name(a.scalar_type()));
   }
   return map_out(out, a, op, [&](auto tag, auto v, int64_t k) {
     using T = typename decltype(tag)::type;
