@@ -29,7 +29,7 @@ from hlo.text.cursor import MAX_LIST, Cursor
 from hlo.text.lexer import PUNCT, STRING, WORD, Token
 from hlo.text.literals import parse_literal
 from hlo.text.opcodes import OPCODES
-from hlo.text.shapes import normalize_shape, parse_shape
+from hlo.text.shapes import normalize_shape, parse_shape, print_shape
 from hlo.text.types import TYPE_BY_NAME
 
 __all__ = ["parse_hlo_text", "MAX_INSTRUCTIONS"]
@@ -290,8 +290,9 @@ class _ModuleReader:
         comp.proto.id = len(self.computations)
         self.computations.append(comp)
         self.comp_by_name[name] = comp
+        signature: Optional[xla_data_pb2.ProgramShapeProto] = None
         if cur.at_punct("("):
-            self._read_program_shape(named=True)  # informative only: XLA derives it from the body
+            signature = self._read_program_shape(named=True)  # XLA derives it from the body, and checks
         cur.expect("{", "to open computation body")
         root: Optional[hlo_pb2.HloInstructionProto] = None
         while not cur.accept("}"):
@@ -310,6 +311,8 @@ class _ModuleReader:
             root = comp.proto.instructions[-1]
         comp.proto.root_id = root.id
         self._resolve_computation(comp)
+        if signature is not None:
+            self._check_signature(comp, signature)
 
     def _read_instruction(self, comp: _Computation) -> Tuple[hlo_pb2.HloInstructionProto, bool]:
         cur = self.cur
@@ -509,6 +512,18 @@ class _ModuleReader:
             cur, inner, [], p.ctx.computation_refs, [])))
         p.ctx.computation_refs = []
 
+    def _check_signature(self, comp: _Computation, signature: xla_data_pb2.ProgramShapeProto) -> None:
+        """As XLA: the written signature must agree with the body (layouts aside)."""
+        body = comp.proto.program_shape
+        if len(signature.parameters) != len(body.parameters):
+            raise self.cur.fail(f"computation '{comp.proto.name}' declares {len(signature.parameters)} "
+                                f"parameters but has {len(body.parameters)}", comp.token)
+        pairs = list(zip(signature.parameters, body.parameters)) + [(signature.result, body.result)]
+        for declared, actual in pairs:
+            if not _same_shape(declared, actual):
+                raise self.cur.fail(f"computation '{comp.proto.name}' declares shape {print_shape(declared, False)} "
+                                    f"where its body has {print_shape(actual, False)}", comp.token)
+
     # -- whole module ------------------------------------------------------------------------------
     def _finish(self) -> None:
         cur = self.cur
@@ -610,3 +625,14 @@ def _renumber_in_list_order(module: hlo_pb2.HloModuleProto) -> None:
             inst.called_computation_ids[:] = [new_comp[i] for i in inst.called_computation_ids]
         comp.root_id = inst_id(comp.root_id)
         comp.id = new_comp[comp.id]
+
+
+def _same_shape(a: xla_data_pb2.ShapeProto, b: xla_data_pb2.ShapeProto) -> bool:
+    """Equal as shapes, layouts aside."""
+    if a.element_type != b.element_type or list(a.dimensions) != list(b.dimensions):
+        return False
+    if any(a.is_dynamic_dimension) != any(b.is_dynamic_dimension) or (
+            any(a.is_dynamic_dimension) and list(a.is_dynamic_dimension) != list(b.is_dynamic_dimension)):
+        return False
+    return len(a.tuple_shapes) == len(b.tuple_shapes) and all(
+        _same_shape(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes))

@@ -303,3 +303,11 @@ def test_async_shorthand_builds_the_wrapped_computation():
     reduce_ = next(i for i in m.computations[2].instructions if i.opcode == "reduce")
     assert list(reduce_.called_computation_ids) == [0] and list(reduce_.dimensions) == [0]
     assert m.computations[2].execution_thread == "t" and m.computations[0].execution_thread == "t"
+
+
+def test_signature_must_agree_with_the_body():
+    with pytest.raises(HloParseError, match="declares shape f32\\[4\\] where its body has f32\\[2\\]"):
+        parse_hlo_text("HloModule m\nENTRY e (x: f32[2]) -> f32[4] {\n  ROOT x = f32[2] parameter(0)\n}")
+    with pytest.raises(HloParseError, match="declares 2 parameters but has 1"):
+        parse_hlo_text("HloModule m\nENTRY e (x: f32[2], y: f32[2]) -> f32[2] {\n  ROOT x = f32[2] parameter(0)\n}")
+    assert parse_hlo_text("HloModule m\nENTRY e (x: f32[2]{0}) -> f32[2] {\n  ROOT x = f32[2]{0} parameter(0)\n}")
