@@ -99,6 +99,8 @@ def verify_instruction(inst: Any) -> None:
         if body_out is not None and body_out.element_type != "PRED" and \
                 (_leaf_dims(body_out) != _leaf_dims(ops[0]) or _leaf_dims(out) != _leaf_dims(ops[0])):
             _fail(inst, f"while body result {body_out} does not match its init {ops[0]}")
+    elif op == "convolution":
+        _verify_convolution(inst, ops[0], ops[1], out)
     elif op == "pad":
         pc = inst.attributes.padding_config.dimensions
         if len(pc) != ops[0].rank or any(p.interior_padding < 0 for p in pc):
@@ -145,6 +147,37 @@ def verify_instruction(inst: Any) -> None:
         for b in inst.called_computations:
             if _leaf_dims(b.root.shape) != _leaf_dims(out):
                 _fail(inst, f"branch {b.name} returns {b.root.shape}, the conditional {out}")
+
+
+def _verify_convolution(inst: Any, lhs: Any, rhs: Any, out: Any) -> None:
+    """XLA's shape rule for convolution: feature and batch groups, and each output spatial size."""
+    c = inst.attributes.convolution_dimension_numbers
+    fgc = inst.attributes.feature_group_count or 1
+    bgc = inst.attributes.batch_group_count or 1
+    w = inst.attributes.window.dimensions
+    nsp = len(c.input_spatial_dimensions)
+    ranks_ok = lhs.rank == rhs.rank == out.rank == nsp + 2 and len(w) == nsp and \
+        len(c.kernel_spatial_dimensions) == len(c.output_spatial_dimensions) == nsp
+    if not ranks_ok:
+        _fail(inst, f"convolution ranks do not fit: {lhs}, {rhs} -> {out} with {nsp} spatial dims")
+    cin, batch = lhs.dimensions[c.input_feature_dimension], lhs.dimensions[c.input_batch_dimension]
+    kin, kout = rhs.dimensions[c.kernel_input_feature_dimension], rhs.dimensions[c.kernel_output_feature_dimension]
+    if cin != kin * fgc or kout % fgc or kout % bgc or batch % bgc or (fgc > 1 and bgc > 1):
+        _fail(inst, f"convolution features/groups do not fit: input features {cin}, kernel {kin}->{kout}, "
+                    f"feature_group_count {fgc}, batch_group_count {bgc}, batch {batch}")
+    want = [0] * out.rank
+    want[c.output_batch_dimension] = batch // bgc
+    want[c.output_feature_dimension] = kout
+    for k in range(nsp):
+        d = lhs.dimensions[c.input_spatial_dimensions[k]]
+        wd = w[k]
+        if wd.size != rhs.dimensions[c.kernel_spatial_dimensions[k]]:
+            _fail(inst, f"window size {wd.size} differs from kernel spatial size in dim {k}")
+        padded = wd.padding_low + wd.padding_high + ((d - 1) * (wd.base_dilation or 1) + 1 if d else 0)
+        span = (wd.size - 1) * (wd.window_dilation or 1) + 1
+        want[c.output_spatial_dimensions[k]] = (padded - span) // (wd.stride or 1) + 1 if padded >= span else 0
+    if tuple(want) != _dims(out):
+        _fail(inst, f"convolution of {lhs} by {rhs} gives {want}, the result is {out}")
 
 
 def _leaf_dims(shape: Any) -> list[tuple[str, tuple[int, ...]]]:

@@ -66,3 +66,20 @@ def test_in_place_loop_state_is_safe_with_constants_inputs_and_shared_leaves():
     for f, args in ((from_constant, (np.int32(6),)), (from_input, (x,)), (shared_leaves, (x,))):
         assert_close(*run_jax(f, *args))
         np.testing.assert_array_equal(x, x0)
+
+
+def test_convolution_with_mismatched_features_is_a_compile_error():
+    import hlo
+    import pytest
+
+    from neuron_customcall.compiler import CompileError, compile_module
+
+    text = """
+HloModule m
+ENTRY e {
+  x = f32[2,6,9] parameter(0)
+  k = f32[4,2,3] parameter(1)
+  ROOT c = f32[2,4,4] convolution(x, k), window={size=3 stride=2}, dim_labels=bf0_oi0->bf0, feature_group_count=3
+}"""
+    with pytest.raises(CompileError, match="convolution features/groups"):
+        compile_module(hlo.load(text))

@@ -136,6 +136,27 @@ ENTRY e {
   z = f32[] constant(0.25)
   ROOT r = f32[6,9] select-and-scatter(x, s, z), window={size=3x3 stride=3x3}, select=le, scatter=mx
 }""", [np.round(rand(6, 9) * 2), rand(2, 3, seed=1)]),
+    "conv_batch_group_count": ("""
+HloModule m
+ENTRY e {
+  x = f32[4,3,6,5] parameter(0)
+  k = f32[6,3,2,2] parameter(1)
+  ROOT c = f32[2,6,5,4] convolution(x, k), window={size=2x2 pad=0_0x0_0}, dim_labels=bf01_oi01->bf01, batch_group_count=2
+}""", [rand(4, 3, 6, 5), rand(6, 3, 2, 2, seed=1)]),
+    "conv_exotic_dim_labels_dilations": ("""
+HloModule m
+ENTRY e {
+  x = f32[7,3,2,6] parameter(0)
+  k = f32[3,3,4,2] parameter(1)
+  ROOT c = f32[10,2,4,4] convolution(x, k), window={size=2x3 stride=2x1 pad=1_2x0_1 lhs_dilate=1x2 rhs_dilate=2x1 rhs_reversal=1x0}, dim_labels=0fb1_i1o0->1b0f, feature_group_count=1
+}""", [rand(7, 3, 2, 6), rand(3, 3, 4, 2, seed=1)]),
+    "conv_feature_groups_1d_f64": ("""
+HloModule m
+ENTRY e {
+  x = f64[2,6,9] parameter(0)
+  k = f64[6,2,3] parameter(1)
+  ROOT c = f64[2,6,4] convolution(x, k), window={size=3 stride=2}, dim_labels=bf0_oi0->bf0, feature_group_count=3
+}""", [rand(2, 6, 9, dtype=np.float64), rand(6, 2, 3, dtype=np.float64, seed=1)]),
     "scatter_general_update_duplicates": ("""
 HloModule m
 upd {
