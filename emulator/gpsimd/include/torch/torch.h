@@ -676,8 +676,6 @@ inline CoherencePolicy get_coherence_policy() { return ncc_gpsimd::core().cohere
 }  // namespace neuron
 
 // ---------------------------------------------------------------- factories
-enum class Init { kNone, kZero, kFill, kEye };
-
 // Allocates device memory for a new tensor; in single-core mode the first tensor that matches the
 // operator's output (dtype and shape) is placed straight in the output buffer, saving a copy.
 inline Tensor allocate(IntArrayRef size, ScalarType t, bool* zeroed) {
@@ -721,7 +719,12 @@ inline Tensor full(IntArrayRef size, const Scalar& fill_value, TensorOptions opt
 inline Tensor zeros(IntArrayRef size, TensorOptions options) {
   bool zeroed;
   Tensor t = allocate(size, options.dtype(), &zeroed);
-  if (!zeroed && !ncc_gpsimd::core().shape_mode) t.fill_(0);
+  if (ncc_gpsimd::core().shape_mode) return t;
+  if (zeroed) {
+    ncc_gpsimd::core().counters.factory_bytes += t.nbytes();  // the device writes the zeros
+  } else {
+    t.fill_(0);
+  }
   return t;
 }
 
