@@ -37,6 +37,17 @@ SCHEMA_TYPES = {"tensor": "Tensor", "scalar": "Scalar", "double": "float", "int6
 
 _LIBRARIES: dict[str, torch.library.Library] = {}
 _SCHEMAS: dict[str, str] = {}
+#: Callbacks (library object, library name, op name) giving each op more kernels: the torch_xla
+#: adapter adds its XLA kernel this way (so that loading a library never imports torch_xla).
+_REGISTRARS: list[Callable[[torch.library.Library, str, str], None]] = []
+
+
+def add_registrar(registrar: Callable[[torch.library.Library, str, str], None]) -> None:
+    """Calls `registrar` for every op registered so far and every op registered later."""
+    _REGISTRARS.append(registrar)
+    for qualified in _SCHEMAS:
+        library, name = qualified.split("::", 1)
+        registrar(_LIBRARIES[library], library, name)
 
 
 def schema(op: OpDescriptor) -> str:
@@ -117,4 +128,6 @@ def register(loaded: loader.LoadedLibrary) -> None:
         lib.impl(op.name, _cpu_kernel(desc.library, op.name), "CPU")
         torch.library.register_fake(qualified, _fake_kernel(desc.library, op.name), lib=lib)
         _SCHEMAS[qualified] = text
+        for registrar in _REGISTRARS:
+            registrar(lib, desc.library, op.name)
         log.debug("registered torch.ops.%s.%s", desc.library, op.name)

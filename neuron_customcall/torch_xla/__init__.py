@@ -1,8 +1,10 @@
-"""The torch_xla adapter: run torch_xla lazy graphs on the emulator (`mark_step`, `to_cpu`) and the
-`torch.compile` backend named "neuron" (registered when this package is imported).
+"""The torch_xla adapter: run torch_xla lazy graphs on the emulator (`mark_step`, `to_cpu`), the
+`torch.compile` backend named "neuron" (registered when this package is imported), and NKI kernels
+and C++ custom ops on XLA tensors as Neuron custom-calls (`custom_call`).
 
 One of the two places (with neuron_customcall.jax) allowed to import torch and torch_xla."""
+from neuron_customcall.torch_xla import custom_call
 from neuron_customcall.torch_xla.dynamo import neuron_backend
 from neuron_customcall.torch_xla.lazy import live_tensors, mark_step, to_cpu
 
-__all__ = ["live_tensors", "mark_step", "neuron_backend", "to_cpu"]
+__all__ = ["custom_call", "live_tensors", "mark_step", "neuron_backend", "to_cpu"]

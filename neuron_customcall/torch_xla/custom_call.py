@@ -1,0 +1,151 @@
+"""NKI kernels and C++ custom ops on torch tensors: on the XLA device each call becomes one HLO
+custom-call with target ``AwsNeuronCustomNativeKernel`` and ``api_version=API_VERSION_UNSPECIFIED``
+(as torch-neuronx emits), whose backend_config is the kernel descriptor (docs/backend-config.md).
+
+* NKI: ``kernel[grid](xla_a, xla_b)`` goes through the torch op ``neuron::nki_call`` (registered
+  here with ``torch.library.custom_op``): its XLA path emits the custom-call, its CPU path runs
+  the kernel on the emulator, its fake implementation gives the traced output shapes so that
+  ``torch.export`` and AOTAutograd trace through. The traced call is found by an integer key into
+  a process registry (a kernel trace is not a value torch can carry), so an exported program
+  holding one runs in the process that traced it.
+* C++ ops: ``torch.ops.<lib>.<op>`` gets an ``XLA`` kernel next to its CPU and Meta ones; the
+  shape function gives the result, the descriptor carries the library image.
+
+Output shapes and dtypes come from the trace (NKI) or the shape function (C++).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch_xla
+
+from emulator.kernel_exec import run_kernel
+from neuron_customcall.cpp import loader, torch_ops
+from neuron_customcall.kernels import build, dtypes
+from neuron_customcall.kernels.descriptor import TensorSig
+from neuron_customcall.nki.jit import Kernel, register_framework
+from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
+
+log = logging.getLogger(__name__)
+_X = torch_xla._XLAC
+
+TARGET = "AwsNeuronCustomNativeKernel"
+API_VERSION_UNSPECIFIED = 0
+
+_HLO_TO_TORCH: dict[str, torch.dtype] = {
+    "pred": torch.bool, "u8": torch.uint8, "s8": torch.int8, "s16": torch.int16,
+    "u16": torch.uint16, "s32": torch.int32, "u32": torch.uint32, "s64": torch.int64,
+    "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+    "f8e5m2": torch.float8_e5m2,
+}
+_TORCH_TO_HLO = {v: k for k, v in _HLO_TO_TORCH.items()}
+
+
+def hlo_dtype(t: torch.Tensor) -> str:
+    try:
+        return _TORCH_TO_HLO[t.dtype]
+    except KeyError:
+        raise dtypes.KernelDtypeError(f"torch dtype {t.dtype} can not be a kernel argument") from None
+
+
+def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence[Any]) -> list[torch.Tensor]:
+    """One Neuron custom-call on XLA tensors; ``outputs`` are TensorSigs."""
+    shapes = [list(o.shape) for o in outputs]
+    types = [_HLO_TO_TORCH[o.dtype] for o in outputs]
+    return list(_X._xla_custom_call(list(operands), TARGET, shapes, types, False, config,
+                                    API_VERSION_UNSPECIFIED, {}))
+
+
+# --- NKI ----------------------------------------------------------------------------------------
+
+_CALLS: list[build.NkiCall] = []
+_KEYS: dict[int, int] = {}
+_LOCK = threading.Lock()
+
+
+def _key_of(call: build.NkiCall) -> int:
+    with _LOCK:
+        key = _KEYS.get(id(call))
+        if key is None or _CALLS[key] is not call:
+            key = _KEYS[id(call)] = len(_CALLS)
+            _CALLS.append(call)
+        return key
+
+
+@torch.library.custom_op("neuron::nki_call", mutates_args=())
+def nki_call_op(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
+    """Runs traced NKI call ``key`` on its operands: a custom-call on XLA, the emulator on CPU."""
+    call = _CALLS[key]
+    if args and args[0].device.type == "xla":
+        return custom_call(args, call.config, call.outputs)
+    outs = run_kernel(call.traced.program, [to_numpy(a) for a in args])
+    device = args[0].device if args else torch.device("cpu")
+    return [from_numpy(np.array(o, copy=True)).to(device) for o in outs]
+
+
+@nki_call_op.register_fake
+def _nki_call_fake(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
+    call = _CALLS[key]
+    device = args[0].device if args else torch.device("cpu")
+    return [torch.empty(o.shape, dtype=_HLO_TO_TORCH[o.dtype], device=device) for o in call.outputs]
+
+
+def _spec(x: Any) -> Any:
+    return build.nki_spec(x.shape, hlo_dtype(x)) if isinstance(x, torch.Tensor) else x
+
+
+@torch._dynamo.disable
+def nki_call(kernel: Kernel, grid: tuple[int, ...], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A kernel launched on torch tensors (XLA, CPU, meta or fake): results as the kernel returns
+    them. A kernel that writes its inputs and returns nothing gets the new values written back.
+
+    Dynamo does not trace into the kernel's Python (the NKI tracer is not torch code): under
+    ``torch.compile`` the launch is a graph break and runs as above; ``torch.export`` (non-strict)
+    calls it with fake tensors and records ``neuron::nki_call``.
+    """
+    call = build.nki_call(kernel, grid, [_spec(a) for a in args], {k: _spec(v) for k, v in kwargs.items()})
+    named = build.bind_tensors(kernel, args, kwargs)
+    operands = [named[n] for n in call.operands]
+    outs = torch.ops.neuron.nki_call(operands, _key_of(call))
+    if call.returns == "none":
+        for name, value in zip(call.traced.ir.outputs, outs):
+            named[name].copy_(value)
+        return None
+    return outs[0] if call.returns == "single" else tuple(outs)
+
+
+def _accepts(args: Sequence[Any]) -> bool:
+    return any(isinstance(a, torch.Tensor) for a in args)
+
+
+register_framework(_accepts, nki_call)
+
+
+# --- C++ custom ops -----------------------------------------------------------------------------
+
+def _xla_kernel(library: str, name: str):
+    def kernel(*args: Any) -> torch.Tensor:
+        loaded = loader.get(library)
+        op = loaded.descriptor.op(name)
+        specs = [torch_ops.tensor_spec(a, op) if kind == "tensor" else a for kind, a in zip(op.args, args)]
+        out = loaded.host.shape(op, specs)
+        config = build.gpsimd_config(op, loaded.host.path, specs, out)
+        operands = [a for kind, a in zip(op.args, args) if kind == "tensor"]
+        sig = TensorSig("out", tuple(out.shape), dtypes.gpsimd_to_hlo(out.dtype))
+        return custom_call(operands, config, [sig])[0]
+
+    kernel.__name__ = f"{library}_{name}_xla"
+    return kernel
+
+
+def register_xla(lib: torch.library.Library, library: str, name: str) -> None:
+    """Gives torch.ops.<library>.<name> its XLA kernel (called for every op registered)."""
+    lib.impl(name, _xla_kernel(library, name), "XLA")
+    log.debug("registered XLA kernel of %s::%s", library, name)
+
+
+torch_ops.add_registrar(register_xla)

@@ -1,0 +1,169 @@
+"""NKI kernels and C++ custom ops on torch tensors: one AwsNeuronCustomNativeKernel custom-call
+per call on XLA tensors, run by our backend inside the whole graph; forward and backward through
+torch.autograd.Function; eager CPU tensors; an MLP with a C++ ReLU trained through torch_xla and
+through torch.compile(backend="neuron") like the same model with torch.relu on the CPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch_xla
+
+import neuron_customcall.torch_xla  # noqa: F401  (adapters and the "neuron" backend)
+from neuron_customcall.torch_xla import mark_step, to_cpu
+from tests.neuron_customcall.kernels.seed_kernels import nki_tensor_add, scale_and_shift
+from tests.neuron_customcall.torch_xla.mlp_training import batch, make_mlp, train
+
+_X = torch_xla._XLAC
+
+
+def _inputs(shape=(256, 1024)):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)
+
+
+def test_seed_forward_is_one_custom_call_and_matches_torch():
+    device = torch_xla.device()
+    a_cpu, b_cpu = _inputs()
+    a, b = a_cpu.to(device), b_cpu.to(device)
+    c = nki_tensor_add(a, b)  # calling a NKI kernel, instead of the built-in torch op
+    out = a * b * c
+    text = _X._get_xla_tensors_hlo([out])
+    calls = [line for line in text.splitlines() if "custom-call(" in line]
+    assert len(calls) == 1
+    assert 'custom_call_target="AwsNeuronCustomNativeKernel"' in calls[0]
+    assert "api_version=API_VERSION_UNSPECIFIED" in calls[0]
+    torch.testing.assert_close(to_cpu(out), a_cpu * b_cpu * (a_cpu + b_cpu))
+
+
+class NkiAddFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return nki_tensor_add(a, b)
+
+    @staticmethod
+    def backward(ctx, dy, *args):
+        return dy, dy  # gradients for a and b
+
+
+def test_seed_training_graph_forward_and_gradients():
+    device = torch_xla.device()
+    a_cpu, b_cpu = _inputs()
+    a = a_cpu.to(device).detach().requires_grad_()
+    b = b_cpu.to(device).detach().requires_grad_()
+    c = NkiAddFunc.apply(a, b)
+    out = a * b * c
+    loss = out.sum()
+    loss.backward()
+    assert mark_step(out, loss, a.grad, b.grad) == 4
+
+    ra, rb = a_cpu.clone().requires_grad_(), b_cpu.clone().requires_grad_()
+    ref = ra * rb * (ra + rb)
+    ref.sum().backward()
+    torch.testing.assert_close(to_cpu(out), ref.detach())
+    torch.testing.assert_close(to_cpu(a.grad), ra.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(to_cpu(b.grad), rb.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_tensors_run_eagerly_and_tuples_and_statics_work_on_xla():
+    a, b = _inputs()
+    torch.testing.assert_close(nki_tensor_add(a, b), a + b)
+    x = _inputs((128, 64))[0]
+    y, z = scale_and_shift(x, 2.0, 1.0)
+    torch.testing.assert_close(y, 2 * x)
+    xy, xz = scale_and_shift(x.to(torch_xla.device()), 2.0, 1.0)
+    torch.testing.assert_close(to_cpu(xz), x + 1)
+    torch.testing.assert_close(to_cpu(xy), 2 * x)
+
+
+# --- C++ ReLU in training graphs -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def relu_ops():
+    from tests.neuron_customcall.cpp import cpp_kernels
+
+    cpp_kernels.load("relu")
+    return torch.ops.relu_ops
+
+
+class CppRelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.ops.relu_ops.relu_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return torch.ops.relu_ops.relu_backward(grad, x)
+
+
+class CppReLU(torch.nn.Module):
+    def forward(self, x):
+        return CppRelu.apply(x)
+
+
+def _with_cpp_relu(model: torch.nn.Sequential) -> torch.nn.Sequential:
+    return torch.nn.Sequential(*[CppReLU() if isinstance(m, torch.nn.ReLU) else m for m in model])
+
+
+def _cpu_reference(steps: int) -> list[float]:
+    x, y = batch()
+    losses = train(make_mlp(), x, y, steps, lambda *state: None)
+    return [float(loss.detach()) for loss in losses]
+
+
+def test_mlp_with_cpp_relu_trains_on_xla_like_torch_relu_on_cpu(relu_ops):
+    device = torch_xla.device()
+    model = _with_cpp_relu(make_mlp()).to(device)
+    x, y = (t.to(device) for t in batch())
+    losses = train(model, x, y, 20, lambda model, opt, loss: mark_step(model, opt, loss))
+    text = _X._get_xla_tensors_hlo([losses[-1]])
+    got = [float(to_cpu(loss)) for loss in losses]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(_cpu_reference(20)), rtol=1e-4, atol=1e-5)
+    assert got[-1] < got[0]
+    assert "custom-call" not in text  # materialised: the next graph starts from device data
+
+
+def test_mlp_training_graph_holds_forward_and_backward_custom_calls(relu_ops):
+    device = torch_xla.device()
+    model = _with_cpp_relu(make_mlp()).to(device)
+    x, y = (t.to(device) for t in batch())
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    text = _X._get_xla_tensors_hlo([loss, *grads])
+    assert text.count('custom_call_target="AwsNeuronCustomNativeKernel"') == 4  # 2 relus, 2 grads
+    mark_step(loss, *grads)
+
+
+def test_mlp_with_cpp_relu_under_torch_compile(relu_ops):
+    torch._dynamo.reset()
+    model = _with_cpp_relu(make_mlp())
+    x, y = batch()
+    losses = train(model, x, y, 20, lambda *state: None,
+                   forward=torch.compile(model, backend="neuron"))
+    got = [float(loss.detach()) for loss in losses]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(_cpu_reference(20)), rtol=1e-4, atol=1e-5)
+
+
+def test_torch_export_traces_the_cpp_op(relu_ops):
+    model = _with_cpp_relu(make_mlp())
+    exported = torch.export.export(model, (batch()[0],))
+    targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    assert "relu_ops.relu_forward.default" in targets
+
+
+def test_nki_kernel_under_torch_compile_and_torch_export():
+    a, b = _inputs()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b: nki_tensor_add(a, b) * a, backend="neuron")
+    torch.testing.assert_close(compiled(a, b), (a + b) * a)
+
+    class Model(torch.nn.Module):
+        def forward(self, a, b):
+            return nki_tensor_add(a, b) * a
+
+    exported = torch.export.export(Model(), (a, b), strict=False)
+    targets = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+    assert "neuron.nki_call.default" in targets
+    torch.testing.assert_close(exported.module()(a, b), (a + b) * a)
