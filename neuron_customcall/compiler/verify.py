@@ -101,6 +101,8 @@ def verify_instruction(inst: Any) -> None:
             _fail(inst, f"while body result {body_out} does not match its init {ops[0]}")
     elif op == "convolution":
         _verify_convolution(inst, ops[0], ops[1], out)
+    elif op == "gather":
+        _verify_gather(inst, ops[0], ops[1], out)
     elif op == "pad":
         pc = inst.attributes.padding_config.dimensions
         if len(pc) != ops[0].rank or any(p.interior_padding < 0 for p in pc):
@@ -178,6 +180,30 @@ def _verify_convolution(inst: Any, lhs: Any, rhs: Any, out: Any) -> None:
         want[c.output_spatial_dimensions[k]] = (padded - span) // (wd.stride or 1) + 1 if padded >= span else 0
     if tuple(want) != _dims(out):
         _fail(inst, f"convolution of {lhs} by {rhs} gives {want}, the result is {out}")
+
+
+def _verify_gather(inst: Any, operand: Any, indices: Any, out: Any) -> None:
+    """XLA's shape rule for gather: batch dims of the indices and the kept slice sizes, placed."""
+    g = inst.attributes.gather_dimension_numbers
+    sizes = list(inst.attributes.gather_slice_sizes)
+    ivd = g.index_vector_dim
+    if len(sizes) != operand.rank or any(not 0 <= z <= d for z, d in zip(sizes, operand.dimensions)):
+        _fail(inst, f"slice sizes {sizes} do not fit {operand}")
+    removed = set(g.collapsed_slice_dims) | set(g.operand_batching_dims)
+    if any(sizes[d] != 1 for d in removed):
+        _fail(inst, "collapsed and batching dims must have slice size 1")
+    nvec = indices.dimensions[ivd] if ivd < indices.rank else 1
+    if nvec != len(g.start_index_map):
+        _fail(inst, f"index vectors of {nvec} do not match start_index_map {list(g.start_index_map)}")
+    batch = [d for k, d in enumerate(indices.dimensions) if k != ivd]
+    offsets = [sizes[d] for d in range(operand.rank) if d not in removed]
+    if out.rank != len(batch) + len(offsets) or len(g.offset_dims) != len(offsets):
+        _fail(inst, f"gather from {operand} with indices {indices} can not give {out}")
+    want, bi, oi = [], iter(batch), iter(offsets)
+    for k in range(out.rank):
+        want.append(next(oi) if k in g.offset_dims else next(bi))
+    if tuple(want) != _dims(out):
+        _fail(inst, f"gather gives {want}, the result is {out}")
 
 
 def _leaf_dims(shape: Any) -> list[tuple[str, tuple[int, ...]]]:

@@ -83,3 +83,21 @@ ENTRY e {
 }"""
     with pytest.raises(CompileError, match="convolution features/groups"):
         compile_module(hlo.load(text))
+
+
+def test_gather_with_a_wrong_result_shape_is_a_compile_error():
+    import hlo
+    import pytest
+
+    from neuron_customcall.compiler import CompileError, compile_module
+
+    text = """
+HloModule m
+ENTRY e {
+  x = f32[6,5] parameter(0)
+  i = s32[3] parameter(1)
+  ROOT g = f32[3,4] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
+}"""
+    with pytest.raises(CompileError, match="gather gives"):
+        compile_module(hlo.load(text))
+    assert compile_module(hlo.load(text.replace("f32[3,4] gather", "f32[3,5] gather")))
