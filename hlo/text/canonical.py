@@ -26,9 +26,10 @@ equality of a text round trip (or of our reading vs XLA's) is defined on this fo
    it out and every reader (ours, XLA's) then fills ORIGINAL.
 7. What XLA fills when it loads a proto is filled where missing (the defaults of the attribute
    table, e.g. DEFAULT operand precisions, group counts of 1, a compare's comparison type, the
-   empty sparsity_config of a convolution; and for shapes the default layout, the tail padding
-   alignment of 1 and all-false is_dynamic_dimension): a framework's builder may leave them
-   unset, and text written from such a proto reads back with them set.
+   empty sparsity_config of a convolution; for shapes the default layout, the tail padding
+   alignment of 1 and all-false is_dynamic_dimension; the host_program_shape, from the entry
+   computation): a framework's builder may leave them unset, and text written from such a proto
+   reads back with them set.
 8. Empty-but-present submessages are made present: XLA's ToProto always writes `metadata`,
    `frontend_attributes`, `statistics_viz` on instructions and `input_output_alias`,
    `buffer_donor`, `frontend_attributes` on the module; presence alone carries no meaning.
@@ -219,6 +220,13 @@ def _fill_xla_defaults(module: hlo_pb2.HloModuleProto) -> None:
         if comp.HasField("program_shape"):
             for shape in list(comp.program_shape.parameters) + [comp.program_shape.result]:
                 normalize_shape(shape)
+    if not module.HasField("host_program_shape"):  # XLA derives it from the entry on load
+        entry = next((c for c in module.computations if c.id == module.entry_computation_id), None)
+        if entry is not None and entry.HasField("program_shape"):
+            host = module.host_program_shape
+            host.parameters.extend(entry.program_shape.parameters)
+            host.result.CopyFrom(entry.program_shape.result)
+            host.parameter_names.extend(f"p{i}" for i in range(len(host.parameters)))
     if module.HasField("host_program_shape"):
         for shape in list(module.host_program_shape.parameters) + [module.host_program_shape.result]:
             normalize_shape(shape)
