@@ -72,6 +72,11 @@ class SharedFile:
         self.map = mmap.mmap(self.fd, self.size)
         self.ident = os.fstat(self.fd).st_ino
         self.path = f"/proc/{os.getpid()}/fd/{self.fd}"
+        # The mapping's address (the temporary array's buffer export ends with it).
+        self.address = int(np.frombuffer(self.map, dtype=np.uint8, count=1).ctypes.data)
+
+    def contains(self, address: int, nbytes: int) -> bool:
+        return self.address <= address and address + nbytes <= self.address + self.size
 
     def describe(self) -> dict:
         """The request fields that let the worker map this file."""
@@ -143,9 +148,31 @@ class SlabPool:
     def view(self, slab: SharedFile, nbytes: int) -> np.ndarray:
         """A uint8 array over the slab's first `nbytes`; the slab is released with the array."""
         array = np.frombuffer(slab.map, dtype=np.uint8, count=nbytes)
-        weakref.finalize(array, self.release, slab)
+        with _VIEWED_LOCK:
+            _VIEWED[slab.ident] = slab
+        weakref.finalize(array, self._unview, slab)
         return array
+
+    def _unview(self, slab: SharedFile) -> None:
+        with _VIEWED_LOCK:
+            _VIEWED.pop(slab.ident, None)
+        self.release(slab)
 
     def close(self) -> None:
         with self._lock:
             self._free = [f for f in self._free if not f.close()]
+
+
+# Slabs whose outputs are alive somewhere in this process, of every pool: an input that lies in
+# one (the output of an earlier op) is passed to the worker where it is, without a copy.
+_VIEWED: dict[int, SharedFile] = {}
+_VIEWED_LOCK = threading.Lock()
+
+
+def locate(address: int, nbytes: int) -> tuple[SharedFile, int] | None:
+    """The viewed slab holding [address, address + nbytes) and the offset there, if any."""
+    with _VIEWED_LOCK:
+        for slab in _VIEWED.values():
+            if slab.contains(address, nbytes):
+                return slab, address - slab.address
+    return None

@@ -43,6 +43,7 @@ class TensorValue:
 
     spec: TensorSpec
     data: object
+    location: tuple[protocol.SharedFile, int] | None = None  # already in shared memory here
 
     def write_to(self, view: memoryview) -> None:
         if callable(self.data):
@@ -179,6 +180,10 @@ def _layout(values: Sequence[Argument], kinds: Sequence[str]) -> tuple[list[dict
         if kind == "tensor":
             if not isinstance(value, TensorValue):
                 raise GpSimdError("a tensor argument needs a TensorValue")
+            if value.location is not None:
+                shared, at = value.location
+                specs.append({**args.tensor_fields(value.spec, at), **shared.describe()})
+                continue
             specs.append(args.tensor_fields(value.spec, offset))
             offset = protocol.align(offset + value.spec.nbytes)
         else:
@@ -234,7 +239,7 @@ class GpSimdRunner:
                 worker = self._ensure_worker()
                 with worker.arena.ensure(size) as view:
                     for kind, value, spec in zip(op.args, values, specs):
-                        if kind == "tensor":
+                        if kind == "tensor" and value.location is None:
                             start = spec["offset"]
                             with view[start : start + value.spec.nbytes] as slot:
                                 value.write_to(slot)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from emulator.gpsimd import OpDescriptor, TensorSpec
+from emulator.gpsimd import OpDescriptor, TensorSpec, protocol
 from emulator.gpsimd.runner import TensorValue
 from neuron_customcall.cpp import loader
 from neuron_customcall.cpp.errors import BuildError
@@ -67,7 +67,12 @@ def _specs(op: OpDescriptor, args: tuple) -> list[Any]:
 
 
 def _value(t: torch.Tensor, spec: TensorSpec) -> TensorValue:
-    """An input that torch copies (in parallel) straight into the runner's shared memory."""
+    """An input passed where it is when it already lives in shared memory (the output of an
+    earlier op), else one that torch copies (in parallel) straight into the runner's arena."""
+    if t.is_contiguous() and spec.nbytes:
+        found = protocol.locate(t.data_ptr(), spec.nbytes)
+        if found is not None:
+            return TensorValue(spec, None, location=found)
     source = t.detach().reshape(-1)
 
     def write(slot: memoryview) -> None:

@@ -209,3 +209,17 @@ def test_opcheck_schema_fake_and_aot_dispatch(op: str) -> None:
     checks = torch.library.opcheck(getattr(torch.ops.relu_ops, op).default, (torch.randn(8, 8),),
                                    test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
     assert set(checks.values()) == {"SUCCESS"}
+
+
+def test_chained_ops_pass_earlier_outputs_without_a_copy() -> None:
+    from emulator.gpsimd import protocol
+
+    load("relu")
+    load("dtype_ops")
+    x = torch.randn(64, 32)
+    y = torch.ops.relu_ops.relu_tcm(x)
+    assert protocol.locate(y.data_ptr(), y.numel() * 4) is not None  # y lives in shared memory
+    z = torch.ops.dtype_ops.axpb(y.reshape(-1), y[16:48].reshape(-1).repeat(2), 2, 1.0, 0)
+    torch.testing.assert_close(z, 2 * torch.relu(x).reshape(-1) + torch.relu(x)[16:48].reshape(-1).repeat(2))
+    w = torch.ops.relu_ops.relu_tcm(y[8:40])  # a contiguous slice at an offset in the slab
+    assert torch.equal(w, torch.relu(x)[8:40])
