@@ -3,7 +3,8 @@
 Inputs: truncations and character mutations of real modules, random text and random bytes,
 token-level (grammar-aware) mutations of real modules, and hand-made extremes (deep nesting, absurd
 dimensions, huge numbers).  An HloParseError whose message says "internal error" is a reader bug
-caught by the safety net, so it fails the test too.
+caught by the safety net, so it fails the test too; and a mutant that reads must print back to
+the same module.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from hlo.errors import HloParseError
 from hlo.schema import hlo_pb2
-from hlo.text import parse_hlo_text, print_hlo_text
+from hlo.text import canonical_module, parse_hlo_text, print_hlo_text
 from tests.hlo.text.snippets import SNIPPETS
 
 #: Real modules: the hand-written snippets and their printed forms (XLA style, % names, shapes).
@@ -39,6 +40,10 @@ def check(text: str) -> None:
         assert err.filename == "fuzz.hlo"
     else:
         assert isinstance(result, hlo_pb2.HloModuleProto)
+        # whatever we accept, we print back faithfully
+        again = parse_hlo_text(print_hlo_text(result))
+        assert canonical_module(again).SerializeToString(deterministic=True) == canonical_module(
+            result).SerializeToString(deterministic=True)
     assert time.perf_counter() - start < TIME_LIMIT_S
 
 
