@@ -243,10 +243,11 @@ def test_framework_debug_dumps_each_new_graph_once(tmp_path: Path, calls: dict[s
     monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG_DIR", str(tmp_path / "dumps"))
     for _ in range(2):
         backend.compile_cached(ADD_HLO.encode(), cache=False)
-    (dump,) = (tmp_path / "dumps").iterdir()
-    assert dump.name == f"add.{hlo.load(ADD_HLO).fingerprint()[:12]}.pbtxt"
-    assert hlo.modules_equal(hlo.load(dump), hlo.load(ADD_HLO))
+    stem = f"add.{hlo.load(ADD_HLO).fingerprint()[:12]}"
+    assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == [f"{stem}.hlo.txt", f"{stem}.pbtxt"]
+    for dump in (tmp_path / "dumps").iterdir():
+        assert hlo.modules_equal(hlo.load(dump), hlo.load(ADD_HLO))
     monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG", "0")
     backend.clear_memo()
     backend.compile_cached(ADD_HLO.replace("add(", "multiply("), cache=False)
-    assert len(list((tmp_path / "dumps").iterdir())) == 1
+    assert len(list((tmp_path / "dumps").iterdir())) == 2
