@@ -197,14 +197,17 @@ class Executable:
             args.append(a)
         with np.errstate(all="ignore"):
             result = self._entry(*args)
-        outs = []
-        ids = {id(a) for a in args}
+        outs: list[np.ndarray] = []
         for k, (v, (name, dt, shape)) in enumerate(zip(_leaves(result), self._outputs)):
             a = np.asarray(v)
             if a.dtype != dt or a.shape != shape:
                 raise EmulatorError(f"output {k} ({name}) came out as {a.dtype}{list(a.shape)}, the program "
                                     f"declares {dt}{list(shape)}")
-            if id(v) in ids or not a.flags.writeable or not a.flags.owndata:
+            # Outputs must be the caller's own: copy read-only values (constants, broadcasts) and
+            # anything that may share memory with an input or an earlier output; a view of an
+            # internal temporary is returned as is (copying 32 MB weights costs milliseconds).
+            if not a.flags.writeable or any(np.may_share_memory(a, x) for x in args) or \
+                    any(np.may_share_memory(a, o) for o in outs):
                 a = np.array(a, copy=True)
             outs.append(a)
         return outs

@@ -101,3 +101,13 @@ ENTRY e {
     with pytest.raises(CompileError, match="gather gives"):
         compile_module(hlo.load(text))
     assert compile_module(hlo.load(text.replace("f32[3,4] gather", "f32[3,5] gather")))
+
+
+def test_outputs_never_alias_each_other_inputs_or_constants():
+    x = rand(3, 4)
+    exe = compile_proto(jax_proto(lambda x: (x + 1, (x + 1).T, x, jnp.ones(3), x.T), x))
+    outs = exe.run([x])
+    for k, a in enumerate(outs):
+        assert a.flags.writeable
+        assert not np.may_share_memory(a, x)
+        assert not any(np.may_share_memory(a, b) for b in outs[:k])
