@@ -9,6 +9,7 @@ needs only shapes and dtypes, to get the IR and the output shapes.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import traceback
 from dataclasses import dataclass
@@ -142,6 +143,19 @@ def register_framework(accepts: Callable[[Sequence[Any]], bool], run: Callable[.
     _FRAMEWORKS.append((accepts, run))
 
 
+#: Top-level module of a tensor type -> the adapter that registers itself for it when imported,
+#: so that ``kernel[grid](xla_tensor)`` works without importing the adapter first.
+_ADAPTERS = {"torch": "neuron_customcall.torch_xla", "jax": "neuron_customcall.jax",
+             "jaxlib": "neuron_customcall.jax"}
+
+
+def _import_adapters(modules: Sequence[str]) -> None:
+    for root in {m.split(".")[0] for m in modules}:
+        adapter = _ADAPTERS.get(root)
+        if adapter is not None:
+            importlib.import_module(adapter)
+
+
 # --- kernels -------------------------------------------------------------------------------------
 
 class Kernel:
@@ -209,11 +223,14 @@ class Launch:
         self.grid = grid
 
     def __call__(self, *args, **kwargs):
-        for accepts, run in _FRAMEWORKS:
-            if accepts(list(args) + list(kwargs.values())):
-                return run(self.kernel, self.grid, args, kwargs)
-        foreign = [type(a).__module__ for a in list(args) + list(kwargs.values())
+        values = list(args) + list(kwargs.values())
+        foreign = [type(a).__module__ for a in values
                    if _is_tensor_arg(a) and not isinstance(a, np.ndarray)]
+        if foreign:
+            _import_adapters(foreign)
+        for accepts, run in _FRAMEWORKS:
+            if accepts(values):
+                return run(self.kernel, self.grid, args, kwargs)
         if foreign:
             raise NKIError(f"kernel {self.kernel.func.__name__!r}: no framework adapter for "
                            f"arguments of {sorted(set(foreign))}; pass NumPy arrays")
