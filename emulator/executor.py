@@ -9,6 +9,7 @@ instruction's `free` are dropped right after it, so temporaries die at their las
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,8 +126,23 @@ class LoadedProgram:
         return _make_runner(comp, steps, names)
 
 
+def _bind(fn: Callable[..., Any], ins: tuple[int, ...]) -> Callable[[list[Any]], Any]:
+    """fn applied to the given slots of a register list (arity-specialised: the loop's hot path)."""
+    if not ins:
+        return lambda r: fn()
+    if len(ins) == 1:
+        (i,) = ins
+        return lambda r: fn(r[i])
+    if len(ins) == 2:
+        i, j = ins
+        return lambda r: fn(r[i], r[j])
+    get = operator.itemgetter(*ins)
+    return lambda r: fn(*get(r))
+
+
 def _make_runner(comp: Computation, steps: list[tuple], names: list[str]) -> Callable[..., Any]:
     n, params, result, cname = comp.num_slots, tuple(comp.params), comp.result, comp.name
+    bound = [(_bind(fn, ins), out, free) for fn, ins, out, free in steps]
 
     def run(*args: Any) -> Any:
         regs: list[Any] = [None] * n
@@ -134,8 +150,8 @@ def _make_runner(comp: Computation, steps: list[tuple], names: list[str]) -> Cal
             regs[p] = a
         k = 0
         try:
-            for fn, ins, out, free in steps:
-                regs[out] = fn(*[regs[i] for i in ins])
+            for call, out, free in bound:
+                regs[out] = call(regs)
                 for f in free:
                     regs[f] = None
                 k += 1

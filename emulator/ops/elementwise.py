@@ -145,6 +145,8 @@ def _arith(f: Callable) -> Factory:
             return lambda a, b: f(a, b, out=b)
         if dt in NARROW:
             return lambda a, b: f(a.astype(F32), b.astype(F32)).astype(dt)
+        if ctx.in_dtype(0) == dt and ctx.in_dtype(1) == dt and isinstance(f, np.ufunc):
+            return f  # same-dtype ufunc: NumPy keeps the dtype (0-d results are NumPy scalars)
         return lambda a, b: np.asarray(f(a, b)).astype(dt, copy=False)
     return make
 
