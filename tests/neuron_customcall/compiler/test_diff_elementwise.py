@@ -113,6 +113,16 @@ CONVERT = [
 ]
 
 
-@pytest.mark.parametrize(CASE_ARGS, UNARY + BINARY + COMPARE + CONVERT)
+C64 = (rand(4, 6, seed=7) + 1j * rand(4, 6, seed=8)).astype(np.complex64)
+COMPLEX = [
+    case("complex_mul_add", lambda a, b: a * b + a, C64, C64[::-1]), case("complex_abs", jnp.abs, C64),
+    case("complex_exp", jnp.exp, C64 * 0.5), case("complex_conj_real_imag", lambda z: (jnp.conj(z), z.real, z.imag), C64),
+    case("complex_divide", jnp.divide, C64, C64 + 2), case("complex_from_parts", lax.complex, X, POS),
+    case("complex_eq", jnp.equal, C64, C64.conj()), case("complex_sqrt_log", lambda z: (jnp.sqrt(z), jnp.log(z)), C64),
+    case("complex_matmul", jnp.matmul, C64, C64.T),
+]
+
+
+@pytest.mark.parametrize(CASE_ARGS, UNARY + BINARY + COMPARE + CONVERT + COMPLEX)
 def test_matches_xla_cpu(f, args, x64, rtol, atol):
     check_case(f, args, x64, rtol, atol)
