@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def _nki(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
 
 def _gpsimd(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
     from emulator.gpsimd.library import materialise
-    from emulator.gpsimd.runner import TensorValue, runner_for
+    from emulator.gpsimd.runner import runner_for
 
     try:
         payload = unpack_gpsimd(data)
@@ -57,21 +57,26 @@ def _gpsimd(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
         raise ArtifactError(f"kernel payload {name!r}: {e}") from None
     path = materialise(payload.library, LIBRARY_DIR)
     arguments = [(a["kind"], a.get("value")) for a in payload.arguments]
-    out = payload.output
-    out_dtype = GPSIMD_NUMPY[out.dtype]
+    return lambda *args: gpsimd_call(runner_for(path), payload.op, arguments, payload.output, args)
 
-    def run(*args: Any) -> Any:
-        operands = iter(args)
-        values: list[Any] = []
-        for kind, value in arguments:
-            if kind != "tensor":
-                values.append(value)
-                continue
-            a = np.ascontiguousarray(next(operands))
-            values.append(TensorValue(TensorSpec(_GPSIMD_NAMES[a.dtype], tuple(a.shape)), a))
-        result = runner_for(path).run(payload.op, values, out)
-        return np.array(result.output[:out.nbytes].view(out_dtype).reshape(out.shape), copy=True)
-    return run
+
+def gpsimd_call(runner: Any, op: Any, arguments: Sequence[tuple[str, Any]], out: TensorSpec,
+                arrays: Sequence[Any]) -> np.ndarray:
+    """Runs GpSimd ``op`` once: ``arguments`` are (kind, value) with value None for tensors,
+    which come from ``arrays`` in order. Returns a fresh array holding the output."""
+    from emulator.gpsimd.runner import TensorValue
+
+    operands = iter(arrays)
+    values: list[Any] = []
+    for kind, value in arguments:
+        if kind != "tensor":
+            values.append(value)
+            continue
+        a = np.ascontiguousarray(next(operands))
+        # Raw bytes: memoryviews refuse ml_dtypes such as bfloat16.
+        values.append(TensorValue(TensorSpec(_GPSIMD_NAMES[a.dtype], tuple(a.shape)), a.reshape(-1).view(np.uint8)))
+    result = runner.run(op, values, out)
+    return np.array(result.output[:out.nbytes].view(GPSIMD_NUMPY[out.dtype]).reshape(out.shape), copy=True)
 
 
 #: GpSimd runtime dtype names (emulator.gpsimd.abi.DTYPES) and their NumPy storage.

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from emulator.gpsimd.args import TensorSpec
-from emulator.gpsimd.runner import TensorValue
+from emulator.ops.kernel import gpsimd_call
 from neuron_customcall.cpp import loader
 from neuron_customcall.jax.primitive import KernelRef, is_array, make_primitive
 from neuron_customcall.kernels import build, dtypes
@@ -32,15 +32,12 @@ def _split_name(op: str) -> tuple[str, str]:
 
 
 def _runner(library: str, op_name: str, values: list[Any], out: TensorSpec):
+    arguments = [("tensor", None) if isinstance(v, TensorSpec) else (kind, v)
+                 for kind, v in zip(loader.get(library).descriptor.op(op_name).args, values)]
+
     def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
         loaded = loader.get(library)
-        op = loaded.descriptor.op(op_name)
-        operands = iter(arrays)
-        args = [v if not isinstance(v, TensorSpec) else TensorValue(v, np.ascontiguousarray(next(operands)))
-                for v in values]
-        result = loaded.runner.run(op, args, out)
-        dtype = dtypes.HLO_DTYPES[dtypes.gpsimd_to_hlo(out.dtype)]
-        return [np.array(result.output[:out.nbytes].view(dtype).reshape(out.shape), copy=True)]
+        return [gpsimd_call(loaded.runner, loaded.descriptor.op(op_name), arguments, out, arrays)]
     return run
 
 

@@ -198,3 +198,16 @@ def test_mlp_with_cpp_relu_trains_like_jax(relu_ops):
         losses[name] = out
     np.testing.assert_allclose(losses["cpp"], losses["jax"], rtol=1e-4, atol=1e-5)
     assert losses["cpp"][-1] < losses["cpp"][0]
+
+
+def test_cpp_ops_with_inline_scalars_multicore_and_bf16():
+    from tests.neuron_customcall.cpp import cpp_kernels
+
+    for name in ("dtype_ops", "relu_multicore"):
+        cpp_kernels.load(name)
+    x, y = _inputs((4, 50))
+    f = nj.jit(lambda x, y: cpp_call("dtype_ops::axpb", x, y, -1.25, 2.0, -2))
+    np.testing.assert_allclose(f(x, y), -1.25 * x + 2 * y - 2, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(nj.jit(lambda x: cpp_call("relu_mc::relu_forward", x))(x), jax.nn.relu(x))
+    h = x[0].astype(jnp.bfloat16)  # add_one takes 1-D tensors
+    np.testing.assert_array_equal(nj.jit(lambda h: cpp_call("dtype_ops::add_one", h))(h), h + 1)

@@ -167,3 +167,18 @@ def test_nki_kernel_under_torch_compile_and_torch_export():
     targets = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
     assert "neuron.nki_call.default" in targets
     torch.testing.assert_close(exported.module()(a, b), (a + b) * a)
+
+
+def test_cpp_ops_with_inline_scalars_multicore_and_bf16_on_xla():
+    from tests.neuron_customcall.cpp import cpp_kernels
+
+    for name in ("dtype_ops", "relu_multicore"):
+        cpp_kernels.load(name)
+    device = torch_xla.device()
+    x, y = _inputs((4, 50))
+    z = torch.ops.dtype_ops.axpb(x.to(device), y.to(device), -1.25, 2.0, -2)
+    torch.testing.assert_close(to_cpu(z), -1.25 * x + 2 * y - 2)
+    r = torch.ops.relu_mc.relu_forward(x.to(device))
+    torch.testing.assert_close(to_cpu(r), torch.relu(x))
+    h = x[0].to(torch.bfloat16)  # add_one takes 1-D tensors
+    torch.testing.assert_close(to_cpu(torch.ops.dtype_ops.add_one(h.to(device))), h + 1)
