@@ -21,9 +21,9 @@ Attributes come from the same table the parser reads (attributes.py).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from hlo.errors import HloError
+from hlo.errors import HloError, HloParseError
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text import attributes as A
 from hlo.text import values as V
@@ -44,9 +44,72 @@ def print_hlo_text(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool = 
     schema, a literal whose data does not fit its shape).
     """
     try:
-        return _print_module(module, print_operand_shapes)
+        plan = _async_shorthand_plan(module)
+        if plan.wrapped:
+            # XLA writes async ops wrapping one instruction as `negate-start(...)` and leaves the
+            # wrapped computation out; its parser rebuilds that computation with made-up names.
+            # We write the shorthand only when reading it back gives this very module.
+            text = _print_module(module, print_operand_shapes, plan)
+            if _reads_back_as(text, module):
+                return text
+        return _print_module(module, print_operand_shapes, _AsyncPlan())
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise HloError(f"module {module.name!r} cannot be printed as HLO text: {exc}") from exc
+
+
+class _AsyncPlan:
+    """Async instructions to write in XLA's shorthand, with the instruction each one wraps."""
+
+    def __init__(self) -> None:
+        self.wrapped: Dict[Tuple[int, int], hlo_pb2.HloInstructionProto] = {}  # (comp id, inst id) ->
+        self.hidden: Set[int] = set()  # computations the shorthand stands for
+
+
+def _async_shorthand_plan(module: hlo_pb2.HloModuleProto) -> _AsyncPlan:
+    plan = _AsyncPlan()
+    comps = {c.id: c for c in module.computations}
+    calls: Dict[int, int] = {}
+    for comp in module.computations:
+        for inst in comp.instructions:
+            for cid in inst.called_computation_ids:
+                calls[cid] = calls.get(cid, 0) + 1
+    for comp in module.computations:
+        by_id = {i.id: i for i in comp.instructions}
+        for inst in comp.instructions:
+            if inst.opcode != "async-start" or len(inst.called_computation_ids) != 1:
+                continue
+            callee = comps.get(inst.called_computation_ids[0])
+            if callee is None or calls.get(callee.id) != 1 or callee.id == module.entry_computation_id:
+                continue
+            *params, root = list(callee.instructions) or [None]
+            if (root is None or root.id != callee.root_id or root.opcode in ("parameter", "constant")
+                    or [p.opcode for p in params] != ["parameter"] * len(params)
+                    or [p.parameter_number for p in params] != list(range(len(params)))
+                    or list(root.operand_ids) != [p.id for p in params]
+                    or len(params) != len(inst.operand_ids)):
+                continue
+            plan.wrapped[(comp.id, inst.id)] = root
+            plan.hidden.add(callee.id)
+        for inst in comp.instructions:  # updates and dones follow their start through operand 0
+            if inst.opcode in ("async-update", "async-done") and inst.operand_ids:
+                source = by_id.get(inst.operand_ids[0])
+                while source is not None and source.opcode == "async-update" and (comp.id, source.id) not in plan.wrapped:
+                    source = by_id.get(source.operand_ids[0]) if source.operand_ids else None
+                if source is not None and (comp.id, source.id) in plan.wrapped:
+                    plan.wrapped[(comp.id, inst.id)] = plan.wrapped[(comp.id, source.id)]
+    return plan
+
+
+def _reads_back_as(text: str, module: hlo_pb2.HloModuleProto) -> bool:
+    from hlo.text.canonical import canonical_module  # canonical imports the attribute table too
+    from hlo.text.parser import parse_hlo_text
+
+    try:
+        again = parse_hlo_text(text)
+    except HloParseError:
+        return False
+    return canonical_module(again).SerializeToString(deterministic=True) == canonical_module(
+        module).SerializeToString(deterministic=True)
 
 
 _NAME = re.compile(r"(?:[\w.$]|-(?!>))+")
@@ -61,7 +124,7 @@ def _check_names(module: hlo_pb2.HloModuleProto) -> None:
             raise ValueError(f"name {name!r} cannot be written in HLO text")
 
 
-def _print_module(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool) -> str:
+def _print_module(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool, plan: _AsyncPlan) -> str:
     _check_names(module)
     comp_names = {c.id: c.name for c in module.computations}
     lines: List[str] = [_header(module), ""]
@@ -73,12 +136,14 @@ def _print_module(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool) ->
         if comp.id == module.entry_computation_id and comp.name == module.entry_computation_name:
             entry = comp
             continue
-        lines.extend(_computation(module, comp, comp_names, False, print_operand_shapes))
+        if comp.id in plan.hidden:
+            continue
+        lines.extend(_computation(module, comp, comp_names, False, print_operand_shapes, plan))
         lines.append("")
     if entry is None:
         entry = next((c for c in module.computations if c.name == module.entry_computation_name), None)
     if entry is not None:
-        lines.extend(_computation(module, entry, comp_names, True, print_operand_shapes))
+        lines.extend(_computation(module, entry, comp_names, True, print_operand_shapes, plan))
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -162,7 +227,7 @@ def _ordered(module: hlo_pb2.HloModuleProto, comp: hlo_pb2.HloComputationProto) 
 
 
 def _computation(module: hlo_pb2.HloModuleProto, comp: hlo_pb2.HloComputationProto, comp_names: Dict[int, str],
-                 is_entry: bool, operand_shapes: bool) -> List[str]:
+                 is_entry: bool, operand_shapes: bool, plan: _AsyncPlan) -> List[str]:
     by_id = {i.id: i for i in comp.instructions}
     inst_names = {i.id: i.name for i in comp.instructions}
     head = ("ENTRY " if is_entry else "") + f"%{comp.name} "
@@ -170,7 +235,9 @@ def _computation(module: hlo_pb2.HloModuleProto, comp: hlo_pb2.HloComputationPro
         head += _signature(comp) + " "
     lines = [head + "{"]
     for inst in _ordered(module, comp):
-        lines.append("  " + _instruction(inst, by_id, comp_names, inst_names, inst.id == comp.root_id, operand_shapes))
+        wrapped = plan.wrapped.get((comp.id, inst.id))
+        lines.append("  " + _instruction(inst, by_id, comp_names, inst_names, inst.id == comp.root_id, operand_shapes,
+                                         wrapped))
     tail = "}"
     if comp.execution_thread and comp.execution_thread != "main":
         tail += f", execution_thread={V.quote(comp.execution_thread)}"
@@ -179,7 +246,8 @@ def _computation(module: hlo_pb2.HloModuleProto, comp: hlo_pb2.HloComputationPro
 
 
 def _instruction(inst: hlo_pb2.HloInstructionProto, by_id: Dict[int, hlo_pb2.HloInstructionProto],
-                 comp_names: Dict[int, str], inst_names: Dict[int, str], is_root: bool, operand_shapes: bool) -> str:
+                 comp_names: Dict[int, str], inst_names: Dict[int, str], is_root: bool, operand_shapes: bool,
+                 wrapped: Optional[hlo_pb2.HloInstructionProto] = None) -> str:
     if inst.opcode == "parameter":
         operands = str(inst.parameter_number)
     elif inst.opcode == "constant":
@@ -194,8 +262,17 @@ def _instruction(inst: hlo_pb2.HloInstructionProto, by_id: Dict[int, hlo_pb2.Hlo
         operands = _indexed(parts)
     shapes: List[xla_data_pb2.ShapeProto] = [by_id[o].shape for o in inst.operand_ids if o in by_id]
     ctx = A.WriteContext(comp_names, inst_names, shapes)
-    text = f"{'ROOT ' if is_root else ''}%{inst.name} = {print_shape(inst.shape)} {inst.opcode}({operands})"
-    attrs = A.write_attributes(inst, ctx)
+    opcode = inst.opcode
+    if wrapped is not None and inst.opcode == "async-start":
+        opcode = f"{wrapped.opcode}-start"
+        attrs = [f"async_execution_thread={V.quote(inst.async_execution_thread)}"] if inst.async_execution_thread else []
+        attrs += A.write_attributes(wrapped, ctx)
+        attrs += [a for a in A.write_attributes(inst, ctx) if a.startswith("control-predecessors=")]
+    else:
+        if wrapped is not None:
+            opcode = f"{wrapped.opcode}-{inst.opcode[len('async-'):]}"
+        attrs = A.write_attributes(inst, ctx)
+    text = f"{'ROOT ' if is_root else ''}%{inst.name} = {print_shape(inst.shape)} {opcode}({operands})"
     if attrs:
         text += ", " + ", ".join(attrs)
     return text

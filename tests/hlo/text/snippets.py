@@ -369,7 +369,3 @@ ENTRY e {
   ROOT t = ((f32[2], f32[2]), f32[2]) tuple(a, s)
 }""",
 }
-
-#: Snippets XLA prints with its async shorthand (`negate-start(...)`, the wrapped computation left
-#: out), which we read but do not write: our printing spells the async computation out.
-XLA_PRINTS_ASYNC_SUGAR = frozenset({"async_wrapped", "async_shorthand"})

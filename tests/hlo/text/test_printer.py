@@ -133,3 +133,13 @@ def test_bad_names_and_dangling_ids_are_hlo_errors():
         mutate(broken)
         with pytest.raises(HloError, match="cannot be printed"):
             print_hlo_text(broken)
+
+
+def test_async_shorthand_only_when_it_reads_back_the_same():
+    explicit = parse_hlo_text(SNIPPETS["async_wrapped"])  # wrapped computation named %wrapped
+    text = print_hlo_text(explicit)
+    assert "async-start(" in text and "calls=%wrapped" in text and "negate-start" not in text
+    shorthand = parse_hlo_text(SNIPPETS["async_shorthand"])  # names as XLA makes them up
+    text = print_hlo_text(shorthand)
+    assert "add-start(" in text and "reduce-update(" in text and "%async_wrapped" not in text
+    assert canonical_module(parse_hlo_text(text)) == canonical_module(shorthand)

@@ -21,7 +21,7 @@ from hlo.text.canonical import canonical_module
 from tests.hlo import framework_corpus  # noqa: F401  (registers the corpus)
 from tests.hlo import framework_modules as fm
 from tests.hlo.text.oracle import canonical_diff, instruction_summary, xla_parse, xla_roundtrip, xla_text
-from tests.hlo.text.snippets import SNIPPETS, XLA_PRINTS_ASYNC_SUGAR
+from tests.hlo.text.snippets import SNIPPETS
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
@@ -82,7 +82,7 @@ def test_printing_is_xlas_byte_for_byte(name):
     assert ours == theirs.replace(" api_version=API_VERSION_UNSPECIFIED,", "")
 
 
-@pytest.mark.parametrize("name", sorted(set(SNIPPETS) - XLA_PRINTS_ASYNC_SUGAR))
+@pytest.mark.parametrize("name", sorted(SNIPPETS))
 def test_snippet_printing_is_xlas(name):
     """XLA's printing of each snippet, read and printed by us, comes out identical (the header may
     lose HloModuleConfig attributes such as replica_count, which no proto field holds)."""
