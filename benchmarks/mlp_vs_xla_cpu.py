@@ -9,7 +9,9 @@ of several runs after warm-up, XLA:CPU and emulator alternating run by run. Also
 (a fresh process's first call: fingerprint, read, load) and the in-process memo hit.
 
 Targets (issue 3): emulator <= 1.5x XLA:CPU on both graphs; compile <= 100 ms; cache hit <= 10 ms.
-Run: ``python benchmarks/mlp_vs_xla_cpu.py [--runs N] [--quick]``; prints a table and the ratios.
+Run: ``python benchmarks/mlp_vs_xla_cpu.py [--runs N] [--quick] [--blas-threads N]``; prints a table and
+the ratios. On a loaded machine OpenBLAS's worker threads spin for cores they do not get and the
+emulator's matmuls slow down several times; ``--blas-threads 1`` shows the emulator without that.
 """
 from __future__ import annotations
 
@@ -24,6 +26,21 @@ from dataclasses import dataclass
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def _blas_threads_from_argv(argv: list[str]) -> str | None:
+    """--blas-threads N must act before NumPy loads OpenBLAS, so it is read ahead of argparse."""
+    for k, arg in enumerate(argv):
+        if arg == "--blas-threads" and k + 1 < len(argv):
+            return argv[k + 1]
+        if arg.startswith("--blas-threads="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+if (_threads := _blas_threads_from_argv(sys.argv[1:])) is not None:
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _threads
 
 import numpy as np  # noqa: E402
 
@@ -177,11 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs per measurement (median reported)")
     parser.add_argument("--quick", action="store_true", help="a 10x smaller MLP and 5 runs, to check the script")
+    parser.add_argument("--blas-threads", type=int, help="threads of NumPy's BLAS (the emulator's matmuls); on a "
+                        "machine shared with other work, 1 avoids OpenBLAS's spinning threads losing their cores")
     args = parser.parse_args(argv)
     sizes, runs = (SIZES, args.runs) if not args.quick else ((78, 409, 204, 10), 5)
     graphs = _graphs(sizes, BATCH)
     rows = [measure(name, proto, inputs, runs) for name, (proto, inputs) in graphs.items()]
-    print(f"MLP {'-'.join(map(str, sizes))}, batch {BATCH}, float32; median of {runs} runs after warm-up")
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    print(f"MLP {'-'.join(map(str, sizes))}, batch {BATCH}, float32; median of {runs} runs after warm-up; "
+          f"BLAS threads: {blas}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(report(rows))
     return 0
 
