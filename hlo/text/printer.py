@@ -16,7 +16,13 @@ The output is what XLA's `HloModule::ToString()` writes with operand shapes prin
 
 Non-entry computations come first (in proto order), the entry last.  A scheduled module (one with
 a `schedule`) prints `is_scheduled=true` and each computation's instructions in schedule order.
-Attributes come from the same table the parser reads (attributes.py).
+Attributes come from the same table the parser reads (attributes.py).  Async ops wrapping one
+instruction are written in XLA's shorthand (`negate-start(...)`, wrapped computation left out)
+when reading that back gives the same module, else spelled out (`async-start(...), calls=...`).
+
+On the live corpus the output is XLA's own printing character for character, except that
+`api_version=API_VERSION_UNSPECIFIED` (which XLA prints but its parser refuses) is left out and
+header attributes of XLA's HloModuleConfig (replica_count...) have no proto field to come from.
 """
 from __future__ import annotations
 
