@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 from emulator.gpsimd.sources import PRELUDE_HEADER, header_files
@@ -25,11 +26,29 @@ def key(flags: tuple[str, ...], identity: str) -> str:
     return cache.digest("\0".join(parts).encode())
 
 
+KEEP = 8  # precompiled preludes kept (about 40 MB each)
+STALE_SECONDS = 3600.0  # only preludes unused this long are removed: no build still uses them
+
+
+def _prune(pch_root: Path) -> None:
+    """Removes the least recently used preludes beyond KEEP (flags and runtime versions change)."""
+    ages = []
+    for entry in pch_root.iterdir():
+        try:
+            ages.append((time.time() - entry.stat().st_mtime, entry))
+        except FileNotFoundError:  # pruned by a concurrent build
+            continue
+    for age, stale in sorted(ages)[KEEP:]:
+        if age > STALE_SECONDS:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def ensure(toolchain: Toolchain, identity: str, root: Path) -> Path:
     """The directory holding the prelude and its .gch for these flags, built if missing."""
     directory = root / "pch" / key(toolchain.flags, identity)[:32]
     gch = directory / f"{PRELUDE_NAME}.gch"
     if gch.exists():
+        os.utime(directory)  # recently used
         return directory
     directory.mkdir(parents=True, exist_ok=True)
     suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
@@ -40,6 +59,7 @@ def ensure(toolchain: Toolchain, identity: str, root: Path) -> Path:
     tmp = gch.with_name(gch.name + suffix)
     toolchain.precompile(header, tmp)
     os.replace(tmp, gch)
+    _prune(directory.parent)
     return directory
 
 

@@ -169,3 +169,17 @@ def test_load_library_in_another_process() -> None:
 def test_shared_build_root_is_reused() -> None:
     assert (load("negate").parent / ".ncc-objects").is_dir()
     assert load("negate").parent.parent == BUILD_ROOT
+
+
+def test_stale_precompiled_preludes_are_pruned(tmp_path: Path) -> None:
+    from neuron_customcall.cpp import prelude
+
+    pch = tmp_path / "pch"
+    for k in range(prelude.KEEP + 3):
+        (pch / f"p{k}").mkdir(parents=True)
+        old = 10_000 + k  # seconds since the epoch: all long unused, p0 the oldest
+        os.utime(pch / f"p{k}", (old, old))
+    (pch / "fresh").mkdir()
+    prelude._prune(pch)
+    left = sorted(p.name for p in pch.iterdir())
+    assert "fresh" in left and len(left) == prelude.KEEP and "p0" not in left
