@@ -161,11 +161,13 @@ def _replace(t: torch.Tensor, data: torch.Tensor, *, commit: bool) -> None:
         torch._functionalize_commit_update(t)
 
 
-def mark_step(*sources: Any, flags: Any = None, cache: backend.CacheSetting = None) -> int:
-    """Executes the pending graphs of `sources` (tensors, modules, optimizers, iterables; none:
-    every live XLA tensor) on the emulator and writes the results back. Returns how many tensors
-    were materialised."""
-    tensors = pending(sources)
+def mark_step(*sources: Any, tensors: Any = None, flags: Any = None, cache: backend.CacheSetting = None) -> int:
+    """Executes the pending graphs of `sources` (tensors, modules, optimizers, iterables; none, or
+    only None: every live XLA tensor) on the emulator and writes the results back. `tensors=` is
+    one more source, for callers that spell it as a keyword. Returns how many tensors were
+    materialised."""
+    given = tuple(s for s in (*sources, tensors) if s is not None)
+    tensors = pending(given)
     if not tensors:
         return 0
     write_back(tensors, execute(tensors, flags=flags, cache=cache))

@@ -47,6 +47,9 @@ def test_mark_step_without_sources_finds_live_tensors() -> None:
     model, _ = _train_on_xla(lambda *state: mark_step(), steps=3)
     for p, q in zip(_params(model), _params(ref_model)):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    model, _ = _train_on_xla(lambda *state: mark_step(tensors=None), steps=3)
+    for p, q in zip(_params(model), _params(ref_model)):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
 
 
 def test_to_cpu_and_nothing_pending() -> None:
@@ -57,7 +60,7 @@ def test_to_cpu_and_nothing_pending() -> None:
     assert out.device.type == "cpu"
     torch.testing.assert_close(out, torch.tensor([8.0, 12.0, 16.0]))
     assert not _X._check_tensor_need_materialization([b])[0]
-    assert mark_step(b) == 0
+    assert mark_step(b) == 0 and mark_step(tensors=[b]) == 0
     torch.testing.assert_close(to_cpu(b), out)  # already device data: a plain copy
     c = b.to(torch.bfloat16) * 3
     torch.testing.assert_close(to_cpu(c), (out * 3).to(torch.bfloat16))
