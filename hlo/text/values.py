@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Sequence, Tuple
 
+from hlo.errors import HloParseError
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text.cursor import MAX_LIST, Cursor, parse_int_text
-from hlo.errors import HloParseError
 from hlo.text.lexer import STRING, WORD, Lexer
 from hlo.text.shapes import parse_shape, print_shape
 
@@ -37,6 +37,14 @@ __all__ = [
     "write_shape_index",
     "read_output_operand_aliasing",
     "write_output_operand_aliasing",
+    "read_shape_list",
+    "write_shape_list",
+    "read_statistics",
+    "write_statistics",
+    "read_original_value",
+    "write_original_value",
+    "quote",
+    "reads_back_raw",
 ]
 
 OpSharding = xla_data_pb2.OpSharding
