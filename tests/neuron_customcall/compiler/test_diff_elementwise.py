@@ -96,7 +96,7 @@ CONVERT = [
       for t in (np.float16, np.int32, np.uint8, np.float32)],
     case("convert_f64_to_f32", lambda x: x.astype(np.float32), SPECIAL.astype(np.float64) * 1e10, x64=True),
     case("convert_f64_to_s64", lambda x: x.astype(np.int64), SPECIAL.astype(np.float64) * 1e10, x64=True),
-    case("convert_f32_to_u64", lambda x: x.astype(np.uint64), SPECIAL * np.float32(2.0**33), x64=True),
+    case("convert_f32_to_u64", lambda x: x.astype(np.uint64), np.where(np.abs(SPECIAL) < 1e20, SPECIAL, 1).astype(np.float32) * np.float32(2.0**33), x64=True),
     case("convert_s64_to_f16", lambda x: x.astype(np.float16), I32.astype(np.int64), x64=True),
     case("convert_u32_to_f32", lambda x: x.astype(np.float32), U32),
     case("convert_pred_to_f32", lambda x: x.astype(np.float32), I32 > 0),
