@@ -222,10 +222,22 @@ def _torch_graphs():
             x.reshape(1, 2, 4, 4), torch.ones(3, 2, 3, 3).to(dev), padding=1), 2)],
         "index_sort_cat": [torch.sort(torch.cat([x, x * 2])[torch.tensor([0, 5, 2]).to(dev)], dim=-1)[0]],
         "dtypes_where": [torch.where(x > 0, x.to(torch.bfloat16).float(), x.to(torch.float16).float()).to(torch.int32)],
+        "neuron_custom_call": [_torch_custom_call(x) + 1],
     }
 
 
-@pytest.mark.parametrize("name", ["softmax_matmul", "conv_pool", "index_sort_cat", "dtypes_where"])
+def _torch_custom_call(x):
+    """Our target as torch_xla emits it; its text says api_version=API_VERSION_UNSPECIFIED, which
+    XLA's own parser refuses and ours reads."""
+    import torch
+    from torch_xla.experimental.stablehlo_custom_call import stablehlo_custom_call
+
+    return stablehlo_custom_call([x], "AwsNeuronCustomNativeKernel", [list(x.shape)], [torch.float32],
+                                 backend_config="e30=", has_side_effect=True,
+                                 frontend_attributes={"neuron_kernel": "demo"})
+
+
+@pytest.mark.parametrize("name", ["softmax_matmul", "conv_pool", "index_sort_cat", "dtypes_where", "neuron_custom_call"])
 def test_torch_xla_tensors_hlo(name):
     import torch_xla
 
