@@ -208,6 +208,7 @@ def test_jax_compiled_scheduled_text(name):
 
 
 # ------------------------------------------------------------------------------------ torch_xla
+@functools.cache
 def _torch_graphs():
     import torch
     import torch_xla
