@@ -23,7 +23,6 @@ def _dot(ctx: HandlerContext) -> Callable:
     rf = [d for d in range(len(rs)) if d not in rc and d not in rb]
     lperm = tuple(lb + lf + lc)
     rperm = tuple(rb + rc + rf)
-    B = math.prod(ls[d] for d in lb)
     M = math.prod(ls[d] for d in lf)
     K = math.prod(ls[d] for d in lc)
     N = math.prod(rs[d] for d in rf)
@@ -53,9 +52,13 @@ def _dot(ctx: HandlerContext) -> Callable:
             return r if r.dtype == dt else r.astype(dt)
         return dot2
 
+    batch = tuple(ls[d] for d in lb)
+
     def dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        x = np.transpose(x, lperm).reshape(B, M, K).astype(cdt, copy=False)
-        y = np.transpose(y, rperm).reshape(B, K, N).astype(cdt, copy=False)
+        # batch dims stay separate axes: a transposed operand is then a strided view matmul reads
+        # directly, instead of a copy forced by merging non-adjacent dims
+        x = np.transpose(x, lperm).reshape(batch + (M, K)).astype(cdt, copy=False)
+        y = np.transpose(y, rperm).reshape(batch + (K, N)).astype(cdt, copy=False)
         r = np.matmul(x, y)
         if out_perm:
             r = np.ascontiguousarray(np.transpose(r.reshape(dot_shape), out_perm))
