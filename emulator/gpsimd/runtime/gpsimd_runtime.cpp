@@ -106,6 +106,10 @@ void* core_main(void* p) {
   ncc_gpsimd::tls_stack_hi = run.stack_lo + run.stack_size;
   try {
     torch::Tensor result = run.op->compute_invoke(run.fn, run.args);
+    if (size_t overrun = run.state->tcm.overrun_block()) {
+      ncc_gpsimd::failf(ncc_gpsimd::ErrorKind::kTcm,
+                        "TCM buffer overrun: a write past the end of a tcm_malloc'd block of %zu bytes", overrun);
+    }
     if (!run.state->multicore) finish_single_core(run, result);
   } catch (const ncc_gpsimd::DeviceError& e) {
     run.code = error_code(e);

@@ -101,3 +101,10 @@ def test_declared_stack_size_is_honoured() -> None:
 def test_the_400_kb_maximum_stack_is_accepted() -> None:
     result = run("stack_ops", "big_stack", tensor(X), flags=("-DSTACK_SIZE=409600",))
     assert result.output.view(np.float32)[0] == sum(range(0, 8192, 1024))
+
+
+@pytest.mark.parametrize("op", ["tcm_overrun_freed", "tcm_overrun_kept"])
+def test_writing_past_a_tcm_buffer_is_an_error_not_corruption(op: str) -> None:
+    with pytest.raises(KernelError, match=f"op '{op}': TCM buffer overrun: .* block of 256 bytes") as info:
+        run("access_ops", op, tensor(X))
+    assert info.value.kind == "tcm"

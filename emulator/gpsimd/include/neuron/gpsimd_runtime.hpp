@@ -69,9 +69,16 @@ inline const char* error_kind_name(ErrorKind k) {
 
 enum class CoherencePolicy { COHERENT, INCOHERENT_VERBOSE, INCOHERENT_QUIET };
 
-// First-fit allocator over one core's TCM pool; blocks are 16-byte aligned.
+// First-fit allocator over one core's TCM pool; blocks are 16-byte aligned. Each block is
+// followed by a red zone outside the 16 KB budget, checked when the block is freed and when the
+// kernel ends, so that a kernel writing past its TCM buffer through a raw pointer is an error
+// naming the op rather than silent corruption.
 class TcmPool {
  public:
+  enum class Release { kOk, kUnknown, kOverrun };
+  static constexpr size_t kRedZone = 16;
+  static constexpr unsigned char kRedZoneByte = 0xFD;
+
   void reset() {
     nblocks_ = 0;
     used_ = 0;
@@ -80,36 +87,47 @@ class TcmPool {
   void* allocate(size_t nbytes) {
     if (nbytes == 0) nbytes = 1;
     size_t need = (nbytes + 15) & ~size_t(15);
-    if (nblocks_ == kMaxBlocks) return nullptr;
+    if (nblocks_ == kMaxBlocks || used_ + need > kTcmPoolBytes) return nullptr;
+    size_t span = need + kRedZone;
     size_t pos = 0;
     size_t at = 0;
     for (; at < nblocks_; ++at) {
-      if (blocks_[at].offset - pos >= need) break;
-      pos = blocks_[at].offset + blocks_[at].size;
+      if (blocks_[at].offset - pos >= span) break;
+      pos = blocks_[at].offset + blocks_[at].size + kRedZone;
     }
-    if (at == nblocks_ && kTcmPoolBytes - pos < need) return nullptr;
+    if (at == nblocks_ && kPhysicalBytes - pos < span) return nullptr;
     for (size_t k = nblocks_; k > at; --k) blocks_[k] = blocks_[k - 1];
     blocks_[at] = Block{pos, need};
     ++nblocks_;
+    std::memset(memory_ + pos + need, kRedZoneByte, kRedZone);
     used_ += need;
     if (used_ > peak_) peak_ = used_;
     return memory_ + pos;
   }
-  bool release(void* p) {
+  Release release(void* p, size_t* size = nullptr) {
     for (size_t k = 0; k < nblocks_; ++k) {
       if (memory_ + blocks_[k].offset == p) {
+        bool intact = red_zone_intact(k);
+        if (size != nullptr) *size = blocks_[k].size;
         used_ -= blocks_[k].size;
         for (size_t j = k; j + 1 < nblocks_; ++j) blocks_[j] = blocks_[j + 1];
         --nblocks_;
-        return true;
+        return intact ? Release::kOk : Release::kOverrun;
       }
     }
-    return false;
+    return Release::kUnknown;
+  }
+  // The size of a live block whose red zone was overwritten, or 0.
+  size_t overrun_block() const {
+    for (size_t k = 0; k < nblocks_; ++k) {
+      if (!red_zone_intact(k)) return blocks_[k].size;
+    }
+    return 0;
   }
   // True when [p, p + nbytes) lies inside one allocated block.
   bool contains(const void* p, size_t nbytes) const {
     const unsigned char* c = static_cast<const unsigned char*>(p);
-    if (c < memory_ || c >= memory_ + kTcmPoolBytes) return false;
+    if (c < memory_ || c >= memory_ + kPhysicalBytes) return false;
     size_t off = static_cast<size_t>(c - memory_);
     for (size_t k = 0; k < nblocks_; ++k) {
       if (off >= blocks_[k].offset && off + nbytes <= blocks_[k].offset + blocks_[k].size) return true;
@@ -124,7 +142,15 @@ class TcmPool {
     size_t size;
   };
   static constexpr size_t kMaxBlocks = 64;
-  alignas(64) unsigned char memory_[kTcmPoolBytes];
+  static constexpr size_t kPhysicalBytes = kTcmPoolBytes + kMaxBlocks * kRedZone;
+  bool red_zone_intact(size_t k) const {
+    const unsigned char* z = memory_ + blocks_[k].offset + blocks_[k].size;
+    for (size_t j = 0; j < kRedZone; ++j) {
+      if (z[j] != kRedZoneByte) return false;
+    }
+    return true;
+  }
+  alignas(64) unsigned char memory_[kPhysicalBytes];
   Block blocks_[kMaxBlocks];
   size_t nblocks_ = 0;
   size_t used_ = 0;

@@ -665,7 +665,16 @@ namespace neuron {
 inline void* tcm_malloc(size_t nbytes) { return ncc_gpsimd::core().tcm.allocate(nbytes); }
 inline void tcm_free(void* p) {
   if (p == nullptr) return;
-  if (!ncc_gpsimd::core().tcm.release(p)) fail(ErrorKind::kTcm, "tcm_free of a pointer that tcm_malloc did not return");
+  size_t size = 0;
+  switch (ncc_gpsimd::core().tcm.release(p, &size)) {
+    case ncc_gpsimd::TcmPool::Release::kOk:
+      return;
+    case ncc_gpsimd::TcmPool::Release::kUnknown:
+      fail(ErrorKind::kTcm, "tcm_free of a pointer that tcm_malloc did not return");
+    case ncc_gpsimd::TcmPool::Release::kOverrun:
+      ncc_gpsimd::failf(ErrorKind::kTcm, "TCM buffer overrun: a write past the end of a tcm_malloc'd block of %zu bytes",
+                        size);
+  }
 }
 using CoherencePolicy = ncc_gpsimd::CoherencePolicy;
 constexpr CoherencePolicy COHERENT = CoherencePolicy::COHERENT;

@@ -48,3 +48,18 @@ torch::Tensor five_streams(const torch::Tensor& t) {
 
 // Returns a tensor whose shape differs from what the shape function declared.
 torch::Tensor wrong_shape(const torch::Tensor& t) { return torch::zeros({1, 2}, torch::kFloat); }
+
+// Writes one float past the end of a 64-float TCM buffer through a raw pointer, then frees it.
+torch::Tensor tcm_overrun_freed(const torch::Tensor& t) {
+    float* buf = (float*)torch::neuron::tcm_malloc(64 * sizeof(float));
+    for (int k = 0; k <= 64; k++) buf[k] = 1.0f;
+    torch::neuron::tcm_free(buf);
+    return t;
+}
+
+// The same overrun in a buffer the kernel never frees: found when the kernel ends.
+torch::Tensor tcm_overrun_kept(const torch::Tensor& t) {
+    float* buf = (float*)torch::neuron::tcm_malloc(64 * sizeof(float));
+    for (int k = 0; k <= 64; k++) buf[k] = 1.0f;
+    return t;
+}

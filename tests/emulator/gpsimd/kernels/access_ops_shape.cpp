@@ -19,4 +19,6 @@ NEURON_LIBRARY(access_ops, m) {
     m.def("five_streams", &like_shape, "five_streams");
     m.def("wrong_shape", &like_shape, "wrong_shape");
     m.def("noisy", &noisy_shape, "copy_tcm");
+    m.def("tcm_overrun_freed", &like_shape, "tcm_overrun_freed");
+    m.def("tcm_overrun_kept", &like_shape, "tcm_overrun_kept");
 }
