@@ -151,8 +151,11 @@ def _check_lifted(program: Program, lifted: set[int], ctx: LowerCtx) -> None:
                 todo.append(inst.attrs["computation"])
 
 
-def compile_module(module: Any, flags: CompileFlags | None = None) -> bytes:
-    """Compile an HLO module (hlo.HloModule) into artifact bytes (deterministic)."""
+def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprint: str | None = None) -> bytes:
+    """Compile an HLO module (hlo.HloModule) into artifact bytes (deterministic).
+
+    `fingerprint`: hlo.fingerprint(module), if the caller has it already (a compile cache does);
+    it is recorded in the manifest and otherwise computed here (a good part of compile time)."""
     flags = flags or CompileFlags()
     if module.entry is None:
         raise CompileError(f"module {module.name} has no entry computation")
@@ -176,7 +179,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None) -> bytes:
         "module_name": module.name,
         "inputs": inputs,
         "outputs": outputs,
-        "hlo_fingerprint": hlo.fingerprint(module),
+        "hlo_fingerprint": fingerprint if fingerprint is not None else hlo.fingerprint(module),
         "compiler_version": COMPILER_VERSION,
         "flags": flags.to_json(),
         "aliases": buffers.output_aliases(module),

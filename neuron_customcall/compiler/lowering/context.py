@@ -24,6 +24,7 @@ class LowerCtx:
         self.lifted: set[int] = set()       # program indices used element-wise on arrays
         self.roles: dict[int, set[str]] = {}  # program index -> how it is used ("body", "cond", ...)
         self.constants: list[np.ndarray] = []
+        self._constant_index: dict[tuple, int] = {}
         self.kernels: list[KernelPayload] = []
         # layout fusion (compiler/fusion.py): dot -> permutation of its result; absorbed transposes;
         # instructions whose emitted type differs from their HLO shape
@@ -44,8 +45,14 @@ class LowerCtx:
         return k
 
     def constant(self, value: np.ndarray) -> int:
-        self.constants.append(np.array(value, order="C", copy=True))
-        return len(self.constants) - 1
+        """The index of `value` in the constants section (equal constants are stored once)."""
+        value = np.array(value, order="C", copy=True)
+        key = (value.dtype.str, value.shape, value.tobytes())
+        k = self._constant_index.get(key)
+        if k is None:
+            k = self._constant_index[key] = len(self.constants)
+            self.constants.append(value)
+        return k
 
     def kernel(self, name: str, kind: str, data: bytes) -> int:
         self.kernels.append(KernelPayload(name, kind, data))

@@ -111,3 +111,19 @@ def test_outputs_never_alias_each_other_inputs_or_constants():
         assert a.flags.writeable
         assert not np.may_share_memory(a, x)
         assert not any(np.may_share_memory(a, b) for b in outs[:k])
+
+
+def test_equal_constants_are_stored_once_and_a_known_fingerprint_is_reused():
+    import hlo
+
+    from emulator import load_artifact
+    from neuron_customcall.compiler import compile_module
+
+    f = lambda x: (x * 2.0 + 2.0, x - 2.0, x * -0.0 + 0.0)  # noqa: E731
+    module = hlo.load(jax_proto(f, rand(3)))
+    exe = load_artifact(compile_module(module))
+    values = [c.item() for c in exe.artifact.constants]
+    assert len(values) == len({(v, np.signbit(v)) for v in values})
+    assert_close(exe.run([rand(3)]), run_jax(f, rand(3))[1])
+    assert compile_module(module, fingerprint=hlo.fingerprint(module)) == compile_module(module)
+    assert load_artifact(compile_module(module, fingerprint="f" * 64)).manifest["hlo_fingerprint"] == "f" * 64
