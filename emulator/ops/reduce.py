@@ -47,7 +47,12 @@ def _reduce(ctx: HandlerContext) -> Callable:
         uf = reducer_ufunc(ctx.attrs["reducer"], dt)
         cdt = compute_dtype(dt)
 
+        empty = any(ctx.in_shape(0)[d] == 0 for d in dims)
+        out_shape = outs[0][1]
+
         def fast(x: np.ndarray, init: np.ndarray) -> np.ndarray:
+            if empty:  # XLA: the init value (NumPy refuses max/min over nothing)
+                return np.full(out_shape, init, dt)
             if cdt != dt:
                 return uf(uf.reduce(x.astype(cdt), axis=dims), init.astype(cdt)).astype(dt)
             return np.asarray(uf(uf.reduce(x, axis=dims), init)).astype(dt, copy=False)

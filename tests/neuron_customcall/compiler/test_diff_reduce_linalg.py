@@ -35,6 +35,8 @@ REDUCE = [
     case("argmax", lambda x: jnp.argmax(x, 1), M), case("argmin", lambda x: jnp.argmin(x, 0), M),
     case("argmax_nan_ties", lambda x: (jnp.argmax(x, 1), jnp.argmin(x, 1)), NANS),
     case("argmax_int", lambda x: jnp.argmax(x, 0), I),
+    case("reduce_empty", lambda x: (jnp.max(x, axis=1, initial=-3.0), x.sum(1), jnp.min(x, 1, initial=2.0)),
+         np.zeros((3, 0), np.float32)),
     case("sum_bf16", lambda x: x.sum(1), M.astype(ml_dtypes.bfloat16)),
     case("reduce_variadic", lambda x, y: lax.reduce((x, y), (np.float32(0), np.float32(1)),
                                                     lambda a, b: (a[0] + b[0], a[1] * b[1]), (1,)), M, M + 1),
