@@ -221,6 +221,18 @@ ENTRY e {{
   c = f32[] constant(10)
   ROOT r = f32[4] reduce(x, c), dimensions={{0}}, to_apply=add
 }}""", [rand(3, 4)]),
+    "reduce_empty_dimension": ("""
+HloModule m
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[3,0] parameter(0)
+  c = f32[] constant(-3)
+  ROOT r = f32[3] reduce(x, c), dimensions={1}, to_apply=mx
+}""", [np.zeros((3, 0), np.float32)]),
     "reduce_window_base_dilation_negative_pad": (f"""
 HloModule m
 {_ADD}
