@@ -11,7 +11,8 @@ the computations made for XLA's async shorthand `negate-start(...)` placed befor
 and instruction k of computation c gets id (c << 32) | k, unique module-wide.
 
 As in XLA, operands and called computations must be defined before they are used (so the proto
-is in dependency order and calls cannot form cycles).  Unlike XLA, names are kept as written:
+is in dependency order and calls cannot form cycles); an operand may also be a nested instruction
+(`add(f32[2] negate(%x), %x)`), placed before its user under the name `negate.anon`.  Unlike XLA, names are kept as written:
 XLA renames an instruction whose name another computation already used (`a` -> `a.1`); we only
 require names to be unique within their computation.
 """
@@ -315,26 +316,33 @@ class _ModuleReader:
             self._check_signature(comp, signature)
 
     def _read_instruction(self, comp: _Computation) -> Tuple[hlo_pb2.HloInstructionProto, bool]:
+        """`[ROOT] name = shape opcode(operands), attr=value, ...`."""
         cur = self.cur
         is_root = cur.accept_word("ROOT")
         name_tok = cur.peek()
         name = cur.expect_name("as instruction name")
         if name in comp.by_name:
             raise cur.fail(f"instruction '{name}' defined twice in computation '{comp.proto.name}'", name_tok)
+        cur.expect("=", "after instruction name")
+        shape = parse_shape(cur)
+        return self._read_rhs(comp, name, name_tok, shape), is_root
+
+    def _read_rhs(self, comp: _Computation, name: Optional[str], name_tok: Token,
+                  shape: xla_data_pb2.ShapeProto) -> hlo_pb2.HloInstructionProto:
+        """Opcode, operands and attributes; the instruction is placed in `comp` after its operands,
+        so that nested instructions (`add(f32[2] negate(x), x)`, name None) come first."""
+        cur = self.cur
         self.instruction_count += 1
         if self.instruction_count > MAX_INSTRUCTIONS:
             raise cur.fail("too many instructions", name_tok)
-        cur.expect("=", "after instruction name")
-        inst = comp.proto.instructions.add()
-        inst.name = name
-        inst.id = (comp.proto.id << 32) | (len(comp.proto.instructions) - 1)
-        comp.by_name[name] = inst
-        inst.shape.CopyFrom(parse_shape(cur))
+        inst = hlo_pb2.HloInstructionProto()
+        inst.shape.CopyFrom(shape)
         op_tok = cur.expect_word("after instruction shape", "an opcode")
         wrapped_opcode, async_part = _async_shorthand(op_tok.text)
         if op_tok.text not in OPCODES and wrapped_opcode is None:
             raise cur.fail(f"unknown opcode '{op_tok.text}'", op_tok)
-        self.names_used.add(name)
+        if name is not None:
+            self.names_used.add(name)
         inst.opcode = op_tok.text if wrapped_opcode is None else f"async-{async_part}"
         wrapped: Optional[hlo_pb2.HloInstructionProto] = None
         if async_part == "start":
@@ -355,9 +363,13 @@ class _ModuleReader:
             cur.lexer.restore(paren)
 
             def operand() -> None:
-                if self._at_shape():
-                    parse_shape(cur)
+                operand_shape = parse_shape(cur) if self._at_shape() else None
                 tok = cur.peek()
+                if operand_shape is not None and self._at_nested_instruction():
+                    with cur.nested():  # XLA's nested instruction: `f32[2] negate(%x)`
+                        nested = self._read_rhs(comp, None, tok, operand_shape)
+                    operand_names.append((nested.name, tok))
+                    return
                 operand_names.append((cur.expect_name("as operand"), tok))
 
             cur.delimited(operand, "operand list", "(", ")", after_item="after operand")
@@ -365,7 +377,7 @@ class _ModuleReader:
         specs = A.specs_for(inst.opcode if wrapped is None else wrapped.opcode)
         if wrapped is not None:
             specs = dict(specs, async_execution_thread=A.specs_for("async-start")["async_execution_thread"])
-        while cur.accept(","):
+        while name is not None and cur.accept(","):  # a nested instruction takes no attributes
             key = cur.expect_word("after ','", "an attribute name")
             spec = specs.get(key.text)
             if spec is None:
@@ -387,8 +399,24 @@ class _ModuleReader:
             inst.metadata.CopyFrom(wrapped.metadata)
             inst.frontend_attributes.CopyFrom(wrapped.frontend_attributes)
             inst.backend_config = wrapped.backend_config
-        comp.pending.append(_PendingInstruction(inst, name_tok, operand_names, frozenset(given), ctx, wrapped))
-        return inst, is_root
+        placed = comp.proto.instructions.add()
+        placed.CopyFrom(inst)
+        placed.name = name if name is not None else self._unique_name(f"{inst.opcode}.anon", comp)
+        placed.id = (comp.proto.id << 32) | (len(comp.proto.instructions) - 1)
+        if placed.name in comp.by_name:
+            raise cur.fail(f"instruction '{placed.name}' defined twice in computation '{comp.proto.name}'", name_tok)
+        comp.by_name[placed.name] = placed
+        ctx.inst = placed if wrapped is None else wrapped
+        comp.pending.append(_PendingInstruction(placed, name_tok, operand_names, frozenset(given), ctx, wrapped))
+        return placed
+
+    def _at_nested_instruction(self) -> bool:
+        """After an operand's shape: an opcode and '(' (a nested instruction), not a name?"""
+        tok = self.cur.peek()
+        if tok.kind != WORD or (tok.text not in OPCODES and _async_shorthand(tok.text)[0] is None):
+            return False
+        lexer = self.cur.lexer
+        return lexer.text.startswith("(", lexer.offset_after_peek())
 
     def _at_shape(self) -> bool:
         """Does an operand start with its shape (`f32[2]{0} %x`, `(f32[], s32[]) %t`)?"""
@@ -458,10 +486,10 @@ class _ModuleReader:
                         work.append(callee)
 
     # -- XLA's async shorthand ---------------------------------------------------------------------
-    def _unique_name(self, base: str) -> str:
+    def _unique_name(self, base: str, comp: Optional[_Computation] = None) -> str:
         """XLA's way with made-up names: `base`, then `base.1`, `base.2`, ..."""
         name, n = base, 0
-        while name in self.names_used or name in self.comp_by_name:
+        while name in self.names_used or name in self.comp_by_name or (comp is not None and name in comp.by_name):
             n += 1
             name = f"{base}.{n}"
         self.names_used.add(name)

@@ -368,4 +368,10 @@ ENTRY e {
   s = f32[2] exponential(x), backend_config="x", metadata={op_name="n"}, control-predecessors={a}, statistics={visualizing_index=1,stat-1=33.5,stat-2=0.25}, origin={[synthetic_call]}, frontend_attributes={k="v"}, sharding={replicated}, result_accuracy={mode=highest}
   ROOT t = ((f32[2], f32[2]), f32[2]) tuple(a, s)
 }""",
+    "nested_instructions": """HloModule nested
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = f32[2] add(f32[2] negate(f32[2] negate(x)), x)
+  ROOT r = f32[2] add(f32[2] broadcast(f32[] constant(1)), y), metadata={op_name="a"}
+}""",
 }

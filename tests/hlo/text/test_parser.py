@@ -311,3 +311,10 @@ def test_signature_must_agree_with_the_body():
     with pytest.raises(HloParseError, match="declares 2 parameters but has 1"):
         parse_hlo_text("HloModule m\nENTRY e (x: f32[2], y: f32[2]) -> f32[2] {\n  ROOT x = f32[2] parameter(0)\n}")
     assert parse_hlo_text("HloModule m\nENTRY e (x: f32[2]{0}) -> f32[2] {\n  ROOT x = f32[2]{0} parameter(0)\n}")
+
+
+def test_nested_instructions_are_placed_before_their_user():
+    m = module("  x = f32[2] parameter(0)\n  ROOT r = f32[2] add(f32[2] negate(f32[2] negate(x)), x)")
+    names = [i.name for i in m.computations[0].instructions]
+    assert names == ["x", "negate.anon", "negate.anon.1", "r"]
+    assert list(inst(m, "r").operand_ids) == [inst(m, "negate.anon.1").id, inst(m, "x").id]
