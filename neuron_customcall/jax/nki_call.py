@@ -37,8 +37,13 @@ def _structs(out_shape: Any) -> list[Any]:
 
 def _kernel_ref(call: build.NkiCall) -> KernelRef:
     program = call.traced.program
+
+    def batched(size: int) -> KernelRef | None:
+        whole = build.batched_nki_call(call, size)
+        return None if whole is None else _ref_of(whole)
+
     return KernelRef(call.traced.ir.name, call.config, call.outputs,
-                     lambda arrays: run_kernel(program, arrays))
+                     lambda arrays: run_kernel(program, arrays), batched)
 
 
 _REFS: dict[int, tuple[build.NkiCall, KernelRef]] = {}

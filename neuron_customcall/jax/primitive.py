@@ -4,8 +4,8 @@ Why one module for both kinds: an NKI kernel and a C++ (GpSimd) op look the same
 in, arrays out, a backend_config (the kernel descriptor) and an eager way to run on concrete
 arrays. ``KernelRef`` carries exactly that; ``make_primitive`` gives a primitive with abstract
 evaluation, the custom-call lowering (``API_VERSION_STATUS_RETURNING``, as the SDK's JAX path
-emits), a ``vmap`` rule (one call per batch element, stacked: the kernel was traced for one
-element) and an eager implementation. No JVP rule: training goes through ``jax.custom_vjp``.
+emits), a ``vmap`` rule (the kernel batched along a new grid axis when it offers that, else one
+call per batch element, stacked) and an eager implementation. No JVP rule: training goes through ``jax.custom_vjp``.
 """
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ class KernelRef:
     config: str
     outputs: tuple[TensorSig, ...]
     run: Callable[[list[np.ndarray]], list[np.ndarray]]
+    #: The same call on `size` stacked operand sets as one kernel, if the kernel can (vmap).
+    batched: Callable[[int], "KernelRef | None"] | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -62,10 +64,15 @@ def make_primitive(name: str) -> Primitive:
                               backend_config=kernel.config, api_version=API_VERSION_STATUS_RETURNING)
         return op.results
 
-    def batch(args: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[list, list]:
+    def batch(args: Sequence[Any], dims: Sequence[Any], *, kernel: KernelRef, **params: Any) -> tuple[list, list]:
         size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
         moved = [a if d is None else jnp.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-        rows = [prim.bind(*[a if d is None else a[i] for a, d in zip(moved, dims)], **params)
+        whole = kernel.batched(size) if kernel.batched is not None else None
+        if whole is not None:  # one kernel with a batch grid axis
+            stacked = [jnp.broadcast_to(a, (size, *a.shape)) if d is None else a for a, d in zip(moved, dims)]
+            outs = prim.bind(*stacked, kernel=whole, **params)
+            return list(outs), [0] * len(outs)
+        rows = [prim.bind(*[a if d is None else a[i] for a, d in zip(moved, dims)], kernel=kernel, **params)
                 for i in range(size)]
         outs = [jnp.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
         return outs, [0] * len(outs)

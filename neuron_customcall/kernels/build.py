@@ -17,6 +17,7 @@ from emulator.gpsimd import OpDescriptor
 from emulator.gpsimd.args import TensorSpec as GpSimdSpec
 from emulator.kernel_ir import serialise
 from neuron_customcall.kernels import dtypes
+from neuron_customcall.kernels.batching import batch_ir
 from neuron_customcall.kernels.descriptor import (GPSIMD, NKI, Argument, KernelDescriptor,
                                                   TensorSig, encode)
 from neuron_customcall.nki.jit import Kernel, TensorSpec, TracedKernel
@@ -48,15 +49,37 @@ def nki_call(kernel: Kernel, grid: tuple[int, ...], args: Sequence[Any],
     hit = _NKI_MEMO.get(id(traced))
     if hit is not None and hit[0] is traced:
         return hit[1]
+    call = _NKI_MEMO[id(traced)] = (traced, _describe(traced))
+    return call[1]
+
+
+def _describe(traced: TracedKernel) -> NkiCall:
     ir = traced.ir
     desc = KernelDescriptor(
         kind=NKI, name=ir.name, grid=tuple(ir.grid),
         inputs=tuple(_sig(ir, n) for n in ir.inputs),
         outputs=tuple(_sig(ir, n) for n in ir.outputs),
         payload=serialise.to_bytes(ir))
-    call = NkiCall(encode(desc), tuple(ir.inputs), desc.outputs, traced.returns, traced)
-    _NKI_MEMO[id(traced)] = (traced, call)
-    return call
+    return NkiCall(encode(desc), tuple(ir.inputs), desc.outputs, traced.returns, traced)
+
+
+_BATCHED: dict[tuple[int, int], tuple[NkiCall, NkiCall]] = {}
+MAX_GRID_DIMS = 3
+
+
+def batched_nki_call(call: NkiCall, size: int) -> NkiCall | None:
+    """``call`` for ``size`` stacked sets of operands as one kernel on a grid with one more axis
+    (kernels/batching.py); None when the grid has no room for another axis."""
+    if len(call.traced.ir.grid) >= MAX_GRID_DIMS:
+        return None
+    hit = _BATCHED.get((id(call), size))
+    if hit is not None and hit[0] is call:
+        return hit[1]
+    ir = batch_ir(call.traced.ir, size)
+    outputs = tuple(TensorSpec((size, *o.shape), o.dtype) for o in call.traced.outputs)
+    batched = _describe(TracedKernel(ir, outputs, call.traced.returns))
+    _BATCHED[(id(call), size)] = (call, batched)
+    return batched
 
 
 def bind_tensors(kernel: Kernel, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -105,15 +105,27 @@ def test_two_outputs_and_static_arguments():
     np.testing.assert_allclose(z, x - 1, rtol=1e-6)
 
 
-def test_vmap_runs_the_kernel_per_batch_element():
+def test_vmap_batches_the_kernel_along_a_new_grid_axis():
     x, y = _inputs((3, 128, 512))
     f = jax.vmap(lambda p, q: nki_tensor_add_kernel_[1, 1](p, q))
     np.testing.assert_array_equal(nj.jit(f)(x, y), x + y)
+    text = jax.jit(f).lower(x, y).as_text(dialect="hlo")
+    (call,) = [line for line in text.splitlines() if "custom-call(" in line]
+    assert call.lstrip().split(" = ")[1].startswith("f32[3,128,512]")  # one call, batched
+    np.testing.assert_array_equal(f(x, y), x + y)  # eager: the batched kernel on the emulator
     g = jax.vmap(lambda p: nki_tensor_add_kernel_[1, 1](p, y[0]))  # one operand unbatched
     np.testing.assert_array_equal(nj.jit(g)(x), x + y[0])
     h = jax.vmap(lambda p, q: nki_tensor_add_kernel_[1, 1](p, q), in_axes=(1, 1))
     xt, yt = jnp.swapaxes(x, 0, 1), jnp.swapaxes(y, 0, 1)
     np.testing.assert_array_equal(nj.jit(h)(xt, yt), x + y)
+
+
+def test_nested_vmap_falls_back_to_one_call_per_element_when_the_grid_is_full():
+    x, y = _inputs((2, 2, 256, 1024))
+    f = jax.vmap(jax.vmap(nki_tensor_add))  # grid (2, 2) + 1 axis, then no room for another
+    np.testing.assert_array_equal(nj.jit(f)(x, y), x + y)
+    text = jax.jit(f).lower(x, y).as_text(dialect="hlo")
+    assert text.count("custom-call(") == 2
 
 
 def test_eager_jax_arrays_run_on_the_emulator():
