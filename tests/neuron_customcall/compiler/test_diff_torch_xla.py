@@ -135,7 +135,31 @@ def _random(dev):
             torch.randint(0, 10, (5,), device=dev)]
 
 
-GRAPHS = [_random, _mlp_train_step, _adam_step, _layer_norm_backward, _attention, _conv_backward, _embedding_backward,
+def _transformer_layer_backward(dev):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).to(dev)
+    y = layer(torch.randn(2, 7, 32).to(dev))
+    y.sum().backward()
+    return [y, layer.linear1.weight.grad, layer.self_attn.in_proj_weight.grad]
+
+
+def _small_resnet_step(dev):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                            torch.nn.Conv2d(8, 8, 3, stride=2, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                            torch.nn.Flatten(), torch.nn.Linear(8, 5)).to(dev)
+    loss = F.cross_entropy(m(torch.randn(4, 3, 16, 16).to(dev)), torch.tensor([1, 2, 3, 4]).to(dev))
+    loss.backward()
+    return [loss, m[0].weight.grad, m[6].weight.grad]
+
+
+def _gru(dev):
+    torch.manual_seed(0)
+    out, h = torch.nn.GRU(6, 8, batch_first=True).to(dev)(torch.randn(3, 5, 6).to(dev))
+    return [out, h]
+
+
+GRAPHS = [_transformer_layer_backward, _small_resnet_step, _gru, _random, _mlp_train_step, _adam_step, _layer_norm_backward, _attention, _conv_backward, _embedding_backward,
           _cumsum_argmax_sort, _dtypes, _where_clamp_cat_flip, _unary_math, _integer_ops, _softmax_nll,
           _batch_norm_train, _avg_pool_upsample, _index_put_gather, _bf16_linear]
 
