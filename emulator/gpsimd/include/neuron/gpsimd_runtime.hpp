@@ -218,9 +218,7 @@ inline CoreState& core() {
 }
 
 // fail() with a printf-style message, so that call sites pass numbers, not built strings.
-[[noreturn]] NCC_COLD inline void failf(ErrorKind kind, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-[[noreturn]] inline void failf(ErrorKind kind, const char* fmt, ...) {
+[[noreturn]] NCC_COLD __attribute__((format(printf, 2, 3))) inline void failf(ErrorKind kind, const char* fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
