@@ -183,3 +183,9 @@ def test_stale_precompiled_preludes_are_pruned(tmp_path: Path) -> None:
     prelude._prune(pch)
     left = sorted(p.name for p in pch.iterdir())
     assert "fresh" in left and len(left) == prelude.KEEP and "p0" not in left
+
+
+def test_the_device_headers_are_warning_free(tmp_path: Path) -> None:
+    path = custom_op.load("strict", [KERNELS / "negate.cpp"], [KERNELS / "negate_shape.cpp"],
+                          build_directory=tmp_path, extra_cflags=["-Wall", "-Wextra", "-Werror"])
+    assert path.exists()
