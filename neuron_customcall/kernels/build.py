@@ -49,8 +49,9 @@ def nki_call(kernel: Kernel, grid: tuple[int, ...], args: Sequence[Any],
     hit = _NKI_MEMO.get(id(traced))
     if hit is not None and hit[0] is traced:
         return hit[1]
-    call = _NKI_MEMO[id(traced)] = (traced, _describe(traced))
-    return call[1]
+    call = _describe(traced)
+    _NKI_MEMO[id(traced)] = (traced, call)
+    return call
 
 
 def _describe(traced: TracedKernel) -> NkiCall:
