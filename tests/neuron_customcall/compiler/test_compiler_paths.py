@@ -127,3 +127,32 @@ def test_equal_constants_are_stored_once_and_a_known_fingerprint_is_reused():
     assert_close(exe.run([rand(3)]), run_jax(f, rand(3))[1])
     assert compile_module(module, fingerprint=hlo.fingerprint(module)) == compile_module(module)
     assert load_artifact(compile_module(module, fingerprint="f" * 64)).manifest["hlo_fingerprint"] == "f" * 64
+
+
+def test_artifacts_are_identical_across_processes(tmp_path):
+    import hashlib
+    import subprocess
+    import sys
+
+    from tests.hlo import framework_corpus  # noqa: F401
+    from tests.hlo import framework_modules as fm
+
+    names = ["jax/scan", "jax/random_threefry", "torch_xla/mlp_train_step"]
+    for name in names:
+        (tmp_path / name.replace("/", "_")).write_bytes(fm.serialized(name))
+    script = (
+        "import hashlib, sys, hlo\n"
+        "from neuron_customcall.compiler import compile_module\n"
+        "for p in sys.argv[1:]:\n"
+        "    print(hashlib.sha256(compile_module(hlo.load(open(p, 'rb').read()))).hexdigest())\n")
+    paths = [str(tmp_path / n.replace("/", "_")) for n in names]
+    digests = set()
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", script, *paths], capture_output=True, text=True, check=True,
+                             env={**__import__("os").environ, "PYTHONHASHSEED": seed}, timeout=300)
+        digests.add(out.stdout)
+    import hlo
+    from neuron_customcall.compiler import compile_module
+
+    here = "".join(hashlib.sha256(compile_module(hlo.load(fm.serialized(n)))).hexdigest() + "\n" for n in names)
+    assert digests == {here}
