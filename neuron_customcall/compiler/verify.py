@@ -46,6 +46,8 @@ def verify_instruction(inst: Any) -> None:
         if op == "compare" and out.element_type != "PRED":
             _fail(inst, "compare must produce PRED")
     elif op == "select":
+        if any(o.is_tuple for o in ops):
+            _fail(inst, "select of tuples is not supported")
         if _dims(ops[0]) not in ((), _dims(out)) or _dims(ops[1]) != _dims(out) or _dims(ops[2]) != _dims(out):
             _fail(inst, f"select operand shapes {[str(s) for s in ops]} do not match the result {out}")
     elif op == "broadcast":
