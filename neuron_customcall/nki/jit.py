@@ -12,6 +12,7 @@ import functools
 import importlib
 import inspect
 import traceback
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -149,14 +150,27 @@ _ADAPTERS = {"torch": "neuron_customcall.torch_xla", "jax": "neuron_customcall.j
              "jaxlib": "neuron_customcall.jax"}
 
 
-def _import_adapters(modules: Sequence[str]) -> None:
+def _import_adapters(modules: Sequence[str]) -> bool:
+    """Imports the adapters of these modules' frameworks; True if one registered itself."""
+    before = len(_FRAMEWORKS)
     for root in {m.split(".")[0] for m in modules}:
         adapter = _ADAPTERS.get(root)
         if adapter is not None:
             importlib.import_module(adapter)
+    return len(_FRAMEWORKS) > before
 
 
 # --- kernels -------------------------------------------------------------------------------------
+
+#: Every live kernel by id(): a graph tracer that sees a kernel only as a constant id (torch
+#: dynamo) finds it again here.
+_LIVE_KERNELS: "weakref.WeakValueDictionary[int, Kernel]" = weakref.WeakValueDictionary()
+
+
+def kernel_by_id(ident: int) -> "Kernel":
+    """The live kernel whose ``id()`` is ``ident`` (KeyError if there is none)."""
+    return _LIVE_KERNELS[ident]
+
 
 class Kernel:
     """An ``nki.jit`` kernel. ``kernel[grid](*args)`` launches it on an SPMD grid; ``kernel(*args)``
@@ -171,6 +185,7 @@ class Kernel:
             n for n, p in self.signature.parameters.items()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         functools.update_wrapper(self, func)
+        _LIVE_KERNELS[id(self)] = self
 
     def __getitem__(self, grid) -> "Launch":
         grid = grid if isinstance(grid, tuple) else (grid,)
@@ -224,13 +239,13 @@ class Launch:
 
     def __call__(self, *args, **kwargs):
         values = list(args) + list(kwargs.values())
-        foreign = [type(a).__module__ for a in values
-                   if _is_tensor_arg(a) and not isinstance(a, np.ndarray)]
-        if foreign:
-            _import_adapters(foreign)
         for accepts, run in _FRAMEWORKS:
             if accepts(values):
                 return run(self.kernel, self.grid, args, kwargs)
+        foreign = [type(a).__module__ for a in values
+                   if _is_tensor_arg(a) and not isinstance(a, np.ndarray)]
+        if foreign and _import_adapters(foreign):
+            return self(*args, **kwargs)
         if foreign:
             raise NKIError(f"kernel {self.kernel.func.__name__!r}: no framework adapter for "
                            f"arguments of {sorted(set(foreign))}; pass NumPy arrays")

@@ -5,9 +5,9 @@ custom-call with target ``AwsNeuronCustomNativeKernel`` and ``api_version=API_VE
 * NKI: ``kernel[grid](xla_a, xla_b)`` goes through the torch op ``neuron::nki_call`` (registered
   here with ``torch.library.custom_op``): its XLA path emits the custom-call, its CPU path runs
   the kernel on the emulator, its fake implementation gives the traced output shapes so that
-  ``torch.export`` and AOTAutograd trace through. The traced call is found by an integer key into
-  a process registry (a kernel trace is not a value torch can carry), so an exported program
-  holding one runs in the process that traced it.
+  ``torch.compile`` (one op in the graph), ``torch.export`` and AOTAutograd trace through. The
+  traced call is found by an integer key into a process registry (a kernel trace is not a value
+  torch can carry), so an exported program holding one runs in the process that traced it.
 * C++ ops: ``torch.ops.<lib>.<op>`` gets an ``XLA`` kernel next to its CPU and Meta ones; the
   shape function gives the result, the descriptor carries the library image.
 
@@ -27,7 +27,7 @@ from emulator.kernel_exec import run_kernel
 from neuron_customcall.cpp import loader, torch_ops
 from neuron_customcall.kernels import build, dtypes
 from neuron_customcall.kernels.descriptor import TensorSig
-from neuron_customcall.nki.jit import Kernel, register_framework
+from neuron_customcall.nki.jit import Kernel, kernel_by_id, register_framework
 from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
 
 log = logging.getLogger(__name__)
@@ -94,28 +94,50 @@ def _nki_call_fake(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
     return [torch.empty(o.shape, dtype=_HLO_TO_TORCH[o.dtype], device=device) for o in call.outputs]
 
 
-def _spec(x: Any) -> Any:
-    return build.nki_spec(x.shape, hlo_dtype(x)) if isinstance(x, torch.Tensor) else x
+def _spec(x: Any) -> tuple:
+    """A hashable, dynamo-constant description of an argument: shape and dtype, or the value."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), _TORCH_TO_HLO.get(x.dtype, str(x.dtype)))
+    return ("static", x)
 
 
-@torch._dynamo.disable
+def _tracing_spec(spec: tuple) -> Any:
+    if spec[0] == "static":
+        return spec[1]
+    if spec[2] not in dtypes.HLO_TO_NKI:
+        raise dtypes.KernelDtypeError(f"torch dtype {spec[2]} can not be an NKI kernel argument")
+    return build.nki_spec(spec[1], spec[2])
+
+
+@torch._dynamo.assume_constant_result
+def _prepare(kernel_id: int, grid: tuple[int, ...], args: tuple, kwargs: tuple) -> tuple:
+    """Traces the kernel (cached) and says how to call it: (registry key, operand positions in
+    args + kwargs values, how results return, positions of inputs written by a kernel returning
+    nothing). Under torch.compile dynamo runs this once while tracing and keeps the result as a
+    constant, so the graph holds only ``neuron::nki_call``: the NKI tracer is not torch code."""
+    kernel = kernel_by_id(kernel_id)
+    names = list(kernel.signature.bind(*range(len(args)), **{k: 0 for k, _ in kwargs}).arguments)
+    position = {name: (k if k < len(args) else len(args) + [n for n, _ in kwargs].index(name))
+                for k, name in enumerate(names)}
+    call = build.nki_call(kernel, grid, [_tracing_spec(a) for a in args],
+                          {k: _tracing_spec(v) for k, v in kwargs})
+    written = tuple(position[n] for n in call.traced.ir.outputs) if call.returns == "none" else ()
+    return _key_of(call), tuple(position[n] for n in call.operands), call.returns, written
+
+
 def nki_call(kernel: Kernel, grid: tuple[int, ...], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """A kernel launched on torch tensors (XLA, CPU, meta or fake): results as the kernel returns
     them. A kernel that writes its inputs and returns nothing gets the new values written back.
-
-    Dynamo does not trace into the kernel's Python (the NKI tracer is not torch code): under
-    ``torch.compile`` the launch is a graph break and runs as above; ``torch.export`` (non-strict)
-    calls it with fake tensors and records ``neuron::nki_call``.
-    """
-    call = build.nki_call(kernel, grid, [_spec(a) for a in args], {k: _spec(v) for k, v in kwargs.items()})
-    named = build.bind_tensors(kernel, args, kwargs)
-    operands = [named[n] for n in call.operands]
-    outs = torch.ops.neuron.nki_call(operands, _key_of(call))
-    if call.returns == "none":
-        for name, value in zip(call.traced.ir.outputs, outs):
-            named[name].copy_(value)
+    Traceable by dynamo (torch.compile puts one ``neuron::nki_call`` in the graph)."""
+    values = list(args) + list(kwargs.values())
+    key, operands, returns, written = _prepare(
+        id(kernel), tuple(grid), tuple(_spec(a) for a in args), tuple((k, _spec(v)) for k, v in kwargs.items()))
+    outs = torch.ops.neuron.nki_call([values[i] for i in operands], key)
+    if returns == "none":
+        for i, value in zip(written, outs):
+            values[i].copy_(value)
         return None
-    return outs[0] if call.returns == "single" else tuple(outs)
+    return outs[0] if returns == "single" else tuple(outs)
 
 
 def _accepts(args: Sequence[Any]) -> bool:

@@ -153,11 +153,23 @@ def test_torch_export_traces_the_cpp_op(relu_ops):
     assert "relu_ops.relu_forward.default" in targets
 
 
-def test_nki_kernel_under_torch_compile_and_torch_export():
+def test_nki_kernel_under_torch_compile_and_torch_export(tmp_path, monkeypatch):
+    from neuron_customcall import backend
+
     a, b = _inputs()
     torch._dynamo.reset()
-    compiled = torch.compile(lambda a, b: nki_tensor_add(a, b) * a, backend="neuron")
+    backend.clear_memo()  # graphs are dumped when first compiled in the process
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG", "1")
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG_DIR", str(tmp_path))
+    compiled = torch.compile(lambda a, b: nki_tensor_add(a, b) * a, backend="neuron", fullgraph=True)
     torch.testing.assert_close(compiled(a, b), (a + b) * a)
+    (dump,) = tmp_path.glob("*.hlo.txt")  # one graph, the kernel inside it
+    assert 'custom_call_target="AwsNeuronCustomNativeKernel"' in dump.read_text()
+
+    ra, rb = a.clone().requires_grad_(), b.clone().requires_grad_()
+    step = torch.compile(lambda a, b: (NkiAddFunc.apply(a, b) * a * b).sum(), backend="neuron")
+    step(ra, rb).backward()
+    torch.testing.assert_close(ra.grad, 2 * a * b + b * b, rtol=1e-5, atol=1e-5)
 
     class Model(torch.nn.Module):
         def forward(self, a, b):
@@ -182,3 +194,23 @@ def test_cpp_ops_with_inline_scalars_multicore_and_bf16_on_xla():
     torch.testing.assert_close(to_cpu(r), torch.relu(x))
     h = x[0].to(torch.bfloat16)  # add_one takes 1-D tensors
     torch.testing.assert_close(to_cpu(torch.ops.dtype_ops.add_one(h.to(device))), h + 1)
+
+
+def test_kernel_writing_its_input_updates_the_tensor_on_cpu_xla_and_under_compile():
+    from tests.neuron_customcall.kernels.test_batching import with_scratch
+
+    x = torch.rand(128, 32)
+    expected = (torch.exp(x) + 1) * x
+    on_cpu = x.clone()
+    assert with_scratch(on_cpu) is None
+    on_xla = x.to(torch_xla.device())
+    with_scratch(on_xla)
+
+    def doubled(t):
+        t = t.clone()
+        with_scratch(t)
+        return 2 * t
+
+    compiled = torch.compile(doubled, backend="neuron")
+    for got, want in ((on_cpu, expected), (to_cpu(on_xla), expected), (compiled(x), 2 * expected)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
