@@ -5,7 +5,8 @@ in, arrays out, a backend_config (the kernel descriptor) and an eager way to run
 arrays. ``KernelRef`` carries exactly that; ``make_primitive`` gives a primitive with abstract
 evaluation, the custom-call lowering (``API_VERSION_STATUS_RETURNING``, as the SDK's JAX path
 emits), a ``vmap`` rule (the kernel batched along a new grid axis when it offers that, else one
-call per batch element, stacked) and an eager implementation. No JVP rule: training goes through ``jax.custom_vjp``.
+call per batch element, stacked) and an eager implementation. Differentiating a kernel call is
+an error that points to ``jax.custom_vjp``, the seed's way to train through a kernel.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src.interpreters import mlir
 from jax.extend.core import Primitive
-from jax.interpreters import batching
+from jax.interpreters import ad, batching
 
 from neuron_customcall.kernels import dtypes
 from neuron_customcall.kernels.descriptor import TensorSig
@@ -77,7 +78,13 @@ def make_primitive(name: str) -> Primitive:
         outs = [jnp.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
         return outs, [0] * len(outs)
 
+    def jvp(primals: Sequence[Any], tangents: Sequence[Any], *, kernel: KernelRef, **_: Any) -> Any:
+        raise TypeError(f"kernel {kernel.name} has no derivative of its own: differentiate it "
+                        "through jax.custom_vjp with a backward kernel or function (as in the "
+                        "NKI custom-op guide)")
+
     prim.def_abstract_eval(abstract_eval)
+    ad.primitive_jvps[prim] = jvp
     prim.def_impl(impl)
     mlir.register_lowering(prim, lowering)
     batching.primitive_batchers[prim] = batch

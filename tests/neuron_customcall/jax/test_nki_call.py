@@ -223,3 +223,9 @@ def test_cpp_ops_with_inline_scalars_multicore_and_bf16():
     np.testing.assert_array_equal(nj.jit(lambda x: cpp_call("relu_mc::relu_forward", x))(x), jax.nn.relu(x))
     h = x[0].astype(jnp.bfloat16)  # add_one takes 1-D tensors
     np.testing.assert_array_equal(nj.jit(lambda h: cpp_call("dtype_ops::add_one", h))(h), h + 1)
+
+
+def test_differentiating_a_kernel_without_custom_vjp_says_how():
+    a, b = _inputs((128, 512))
+    with pytest.raises(TypeError, match="jax.custom_vjp"):
+        jax.grad(lambda a: nki_tensor_add_kernel_[1, 1](a, b).sum())(a)
