@@ -72,6 +72,9 @@ class LoadedProgram:
     def __init__(self, program: Program, constants: list[np.ndarray], kernels: list[Any]) -> None:
         from emulator.ops import TABLE
 
+        # Debug mode: check every instruction's result against its declared type (slow).
+        self.check_types = os.environ.get("NEURON_EMULATOR_CHECK", "") not in ("", "0")
+
         self._table = TABLE
         self.program = program
         self.constants = constants
@@ -123,7 +126,50 @@ class LoadedProgram:
             names.append(f"{inst.name or '?'} ({inst.op})")
         if types[comp.result] is None:
             raise ArtifactError(f"computation {comp.name}: result slot {comp.result} is never written")
+        if self.check_types:
+            lifted = self._lifted_computations()
+            checked = self.program.computations.index(comp) not in lifted
+            steps = [(_checked(fn, inst.type, checked, name), ins, out, free)
+                     for (fn, ins, out, free), inst, name in zip(steps, comp.instructions, names)]
         return _make_runner(comp, steps, names)
+
+    def _lifted_computations(self) -> set[int]:
+        """Computations run element-wise on whole arrays (their declared types are scalars)."""
+        roots = {i.attrs[k] for c in self.program.computations for i in c.instructions
+                 if i.op in _LIFTING_OPS for k in _LIFTING_OPS[i.op] if i.attrs.get(k, -1) >= 0}
+        todo, seen = list(roots), set(roots)
+        while todo:
+            for i in self.program.computations[todo.pop()].instructions:
+                if i.op == "call" and i.attrs["computation"] not in seen:
+                    seen.add(i.attrs["computation"])
+                    todo.append(i.attrs["computation"])
+        return seen
+
+
+_LIFTING_OPS = {"reduce": ("computation",), "reduce_window": ("computation",), "scatter": ("computation",),
+                "select_and_scatter": ("select", "scatter"), "sort": ("computation", "key"), "map": ("computation",)}
+
+
+def _matches(value: Any, t: ValueType, shapes: bool) -> bool:
+    if t[0] == TUPLE:
+        return isinstance(value, tuple) and len(value) == len(t[1]) and all(
+            _matches(v, s, shapes) for v, s in zip(value, t[1]))
+    if t[0] == "token":
+        return True
+    a = np.asarray(value)
+    return a.dtype == DTYPES[t[0]] and (not shapes or a.shape == tuple(t[1]))
+
+
+def _checked(fn: Callable[..., Any], t: ValueType, shapes: bool, name: str) -> Callable[..., Any]:
+    """fn, raising if its result is not of the declared type (debug mode: NEURON_EMULATOR_CHECK=1)."""
+    def run(*args: Any) -> Any:
+        value = fn(*args)
+        if not _matches(value, t, shapes):
+            got = np.asarray(value) if not isinstance(value, tuple) else value
+            raise EmulatorError(f"instruction {name} produced {getattr(got, 'dtype', 'tuple')}"
+                                f"{list(getattr(got, 'shape', ()))}, the program declares {t}")
+        return value
+    return run
 
 
 def _bind(fn: Callable[..., Any], ins: tuple[int, ...]) -> Callable[[list[Any]], Any]:

@@ -130,3 +130,17 @@ def test_attribute_schema_is_enforced_at_load():
     comp = Computation("main", 2, [0], [F], [Instruction("transpose", 1, [0], F, {"perm": [5]})], 1, F)
     with pytest.raises(ArtifactError, match="can not be built: ValueError: permutation"):
         _load([comp], [F], [F])
+
+
+def test_check_mode_catches_a_wrong_intermediate_type(monkeypatch):
+    G = ["f32", [4]]
+    comp = Computation("main", 3, [0], [F], [
+        Instruction("copy", 1, [0], G, name="liar"),
+        Instruction("negate", 2, [1], G, name="n"),
+        Instruction("slice", 0, [2], F, {"start": [0], "limit": [3], "stride": [1]}, name="s"),
+    ], 0, F)
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(_load([comp], [F], [F]).run([x])[0], -x)  # unnoticed without checks
+    monkeypatch.setenv("NEURON_EMULATOR_CHECK", "1")
+    with pytest.raises(EmulatorError, match=r"liar \(copy\) produced float32\[3\]"):
+        _load([comp], [F], [F]).run([x])
