@@ -9,7 +9,7 @@ command line and the tests can read and write HLO without importing a framework.
     module.to_text(); module.to_pbtxt(); module.to_bytes()
 """
 from hlo.errors import HloError, HloParseError
-from hlo.ir.canonical import canonical_proto, fingerprint, modules_equal
+from hlo.canonical import canonical_module, fingerprint, modules_equal
 from hlo.ir.convert import module_from_proto, module_to_proto
 from hlo.ir.module import HloComputation, HloInstruction, HloModule
 from hlo.ir.shape import Layout, Shape
@@ -17,6 +17,6 @@ from hlo.readers import Form, detect_form, load, read_module_proto
 
 __all__ = [
     "Form", "HloComputation", "HloError", "HloInstruction", "HloModule", "HloParseError", "Layout",
-    "Shape", "canonical_proto", "detect_form", "fingerprint", "load", "module_from_proto",
+    "Shape", "canonical_module", "detect_form", "fingerprint", "load", "module_from_proto",
     "module_to_proto", "modules_equal", "read_module_proto",
 ]

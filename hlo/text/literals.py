@@ -5,7 +5,9 @@ Every element type of the schema is covered.  The proto stores each type where X
 `c64s`/`c128s`, and little-endian bytes for the 1- and 2-byte types (`s8s`, `u8s`, `s16s`, `u16s`,
 `f16s`, `bf16s`, the fp8/fp6/fp4 types and the sub-byte integers, one element per byte).  Values are
 converted with NumPy and ml_dtypes, so bf16/fp8 rounding is theirs.  Data is stored in the layout's
-physical order, as XLA does; text always lists values in logical (row-major) order.
+physical order, as XLA does; text always lists values in logical (row-major) order.  Where each
+type's values live, and the encoding both ways, is hlo/ir/literal.py's table: this module is the
+text grammar only.  An elided constant (`{...}`) keeps its shape and no values.
 
 Sizes are checked before anything is allocated: a constant of more than MAX_ELEMENTS elements is
 an error, whatever its text says.
@@ -14,18 +16,18 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import ml_dtypes
 import numpy as np
 
+from hlo.ir.literal import STORAGE, LiteralStorage, is_elided, literal_to_numpy, store_array
 from hlo.schema import xla_data_pb2
 from hlo.text.cursor import Cursor, parse_float_text, parse_int_text
 from hlo.text.lexer import WORD
 from hlo.text.types import NAME_BY_TYPE
 
-__all__ = ["parse_literal", "print_literal", "MAX_ELEMENTS", "literal_to_numpy", "format_float"]
+__all__ = ["parse_literal", "print_literal", "MAX_ELEMENTS", "format_float"]
 
 log = logging.getLogger(__name__)
 
@@ -35,62 +37,8 @@ ShapeProto = xla_data_pb2.ShapeProto
 
 #: Largest constant (in elements) that the reader accepts.
 MAX_ELEMENTS = 1 << 24
-#: Largest elided constant (`{...}`, no values in the text) that the reader fills with zeros.
-MAX_ELIDED_ELEMENTS = 1 << 20
 
 
-@dataclass(frozen=True)
-class _Storage:
-    """Where one element type lives in LiteralProto and how it converts."""
-
-    field: str
-    dtype: object  # numpy dtype of one element
-    kind: str  # "pred", "int", "float", "complex"
-    as_bytes: bool  # stored as a bytes field (vs a repeated numeric field)
-
-
-def _storage_table() -> Dict[int, _Storage]:
-    t: Dict[int, _Storage] = {
-        PT.PRED: _Storage("preds", np.bool_, "pred", False),
-        PT.S8: _Storage("s8s", np.int8, "int", True),
-        PT.U8: _Storage("u8s", np.uint8, "int", True),
-        PT.S16: _Storage("s16s", np.dtype("<i2"), "int", True),
-        PT.U16: _Storage("u16s", np.dtype("<u2"), "int", True),
-        PT.S32: _Storage("s32s", np.int32, "int", False),
-        PT.U32: _Storage("u32s", np.uint32, "int", False),
-        PT.S64: _Storage("s64s", np.int64, "int", False),
-        PT.U64: _Storage("u64s", np.uint64, "int", False),
-        PT.F16: _Storage("f16s", np.dtype("<f2"), "float", True),
-        PT.BF16: _Storage("bf16s", ml_dtypes.bfloat16, "float", True),
-        PT.F32: _Storage("f32s", np.float32, "float", False),
-        PT.F64: _Storage("f64s", np.float64, "float", False),
-        PT.C64: _Storage("c64s", np.complex64, "complex", False),
-        PT.C128: _Storage("c128s", np.complex128, "complex", False),
-    }
-    optional = {
-        "S1": ("s1s", "int1", "int"), "U1": ("u1s", "uint1", "int"),
-        "S2": ("s2s", "int2", "int"), "U2": ("u2s", "uint2", "int"),
-        "S4": ("s4s", "int4", "int"), "U4": ("u4s", "uint4", "int"),
-        "F8E5M2": ("f8e5m2s", "float8_e5m2", "float"),
-        "F8E4M3": ("f8e4m3s", "float8_e4m3", "float"),
-        "F8E4M3FN": ("f8e4m3fns", "float8_e4m3fn", "float"),
-        "F8E4M3B11FNUZ": ("f8e4m3b11fnuzs", "float8_e4m3b11fnuz", "float"),
-        "F8E3M4": ("f8e3m4s", "float8_e3m4", "float"),
-        "F8E5M2FNUZ": ("f8e5m2fnuzs", "float8_e5m2fnuz", "float"),
-        "F8E4M3FNUZ": ("f8e4m3fnuzs", "float8_e4m3fnuz", "float"),
-        "F4E2M1FN": ("f4e2m1fns", "float4_e2m1fn", "float"),
-        "F8E8M0FNU": ("f8e8m0fnus", "float8_e8m0fnu", "float"),
-        "F6E3M2FN": ("f6e3m2fns", "float6_e3m2fn", "float"),
-        "F6E2M3FN": ("f6e2m3fns", "float6_e2m3fn", "float"),
-    }
-    fields = {f.name for f in LiteralProto.DESCRIPTOR.fields}
-    for enum_name, (field, dtname, kind) in optional.items():
-        if enum_name in PT.keys() and field in fields and hasattr(ml_dtypes, dtname):
-            t[PT.Value(enum_name)] = _Storage(field, getattr(ml_dtypes, dtname), kind, True)
-    return t
-
-
-_STORAGE = _storage_table()
 # Bit layout (exponent bits, mantissa bits) of IEEE-like float types, for NaN payloads.
 _IEEE_BITS: Dict[int, Tuple[int, int, object]] = {
     PT.F16: (5, 10, np.uint16),
@@ -128,7 +76,7 @@ def parse_literal(cur: Cursor, shape: ShapeProto) -> LiteralProto:
             return lit
         if shape.element_type in (PT.TOKEN, PT.OPAQUE_TYPE):
             return lit
-        storage = _STORAGE.get(shape.element_type)
+        storage = STORAGE.get(shape.element_type)
         if storage is None:
             raise cur.fail(f"constants of type {NAME_BY_TYPE.get(shape.element_type, '?')} are not supported")
         count = _num_elements(shape)
@@ -137,15 +85,10 @@ def parse_literal(cur: Cursor, shape: ShapeProto) -> LiteralProto:
         if count > MAX_ELEMENTS:
             raise cur.fail(f"constant of more than {MAX_ELEMENTS} elements (the limit)")
         if _at_elided(cur):
-            # XLA prints large constants as `{...}` by default; its parser accepts that and makes
-            # up values.  We accept it too (zeros) and say so: the real values are not in the text.
-            # Five characters must not buy gigabytes: the made-up data has its own, lower bound.
-            if count > MAX_ELIDED_ELEMENTS:
-                raise cur.fail(f"elided constant '{{...}}' of more than {MAX_ELIDED_ELEMENTS} elements")
-            log.warning("constant of shape %s elided as {...} in the text: read as zeros", list(shape.dimensions))
-            values = [False if storage.kind == "pred" else 0 if storage.kind == "int" else
-                      (0j if storage.kind == "complex" else (0.0, None, False))] * count
-            _store(lit, storage, values, shape, cur)
+            # XLA prints large constants as `{...}` by default. The values are not in the text, so
+            # the literal keeps its shape and no data: printing writes `{...}` again, and reading
+            # the value (hlo.ir.literal.literal_to_numpy) is an error that says so. No made-up data.
+            log.info("constant of shape %s elided as {...} in the text: its values are unknown", list(shape.dimensions))
             return lit
         values: List[object] = []
         dims = list(shape.dimensions)
@@ -191,7 +134,7 @@ def _skip_optional_shape(cur: Cursor) -> None:
         cur.lexer.restore(mark)
 
 
-def _parse_nested(cur: Cursor, dims: List[int], level: int, storage: _Storage, out: List[object]) -> None:
+def _parse_nested(cur: Cursor, dims: List[int], level: int, storage: LiteralStorage, out: List[object]) -> None:
     with cur.nested():
         cur.expect("{", f"to open dimension {level} of constant")
         size = dims[level]
@@ -208,7 +151,7 @@ def _parse_nested(cur: Cursor, dims: List[int], level: int, storage: _Storage, o
         cur.expect("}", f"after {size} elements of dimension {level}")
 
 
-def _parse_value(cur: Cursor, storage: _Storage) -> object:
+def _parse_value(cur: Cursor, storage: LiteralStorage) -> object:
     if storage.kind == "complex":
         cur.expect("(", "to open complex value")
         re_ = _parse_float_token(cur)
@@ -272,18 +215,18 @@ class _Range:
         self.min, self.max = lo, hi
 
 
-def _is_subbyte(storage: _Storage) -> bool:
+def _is_subbyte(storage: LiteralStorage) -> bool:
     return storage.field in ("s1s", "u1s", "s2s", "u2s", "s4s", "u4s")
 
 
-def _subbyte_range(storage: _Storage) -> _Range:
+def _subbyte_range(storage: LiteralStorage) -> _Range:
     bits = int(storage.field[1])
     if storage.field[0] == "s":
         return _Range(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     return _Range(0, (1 << bits) - 1)
 
 
-def _float_array(storage: _Storage, values: List[object], element_type: int) -> np.ndarray:
+def _float_array(storage: LiteralStorage, values: List[object], element_type: int) -> np.ndarray:
     """Convert parsed float triples to the storage dtype, honouring NaN sign and payload."""
     arr = np.array([v[0] for v in values], dtype=np.float64)  # type: ignore[index]
     with np.errstate(all="ignore"):
@@ -307,7 +250,8 @@ def _float_array(storage: _Storage, values: List[object], element_type: int) -> 
     return out
 
 
-def _store(lit: LiteralProto, storage: _Storage, values: List[object], shape: ShapeProto, cur: Cursor) -> None:
+def _store(lit: LiteralProto, storage: LiteralStorage, values: List[object], shape: ShapeProto, cur: Cursor) -> None:
+    """Converts parsed values (logical order) to the element type and writes them into `lit`."""
     if storage.kind == "pred":
         arr = np.array(values, dtype=np.bool_)
     elif storage.kind == "int":
@@ -318,67 +262,7 @@ def _store(lit: LiteralProto, storage: _Storage, values: List[object], shape: Sh
         arr = np.array(values, dtype=np.complex128).astype(storage.dtype)
     else:
         arr = _float_array(storage, values, shape.element_type)
-    arr = _to_physical(arr, shape)
-    if storage.as_bytes:
-        setattr(lit, storage.field, np.ascontiguousarray(arr).tobytes())
-    elif storage.kind == "complex":
-        flat = np.empty(arr.size * 2, dtype=arr.real.dtype)
-        flat[0::2] = arr.real
-        flat[1::2] = arr.imag
-        getattr(lit, storage.field).extend(flat.tolist())
-    else:
-        getattr(lit, storage.field).extend(arr.tolist())
-
-
-def _physical_perm(shape: ShapeProto) -> Optional[List[int]]:
-    """Axis order (major to minor) of the layout when it is not the default; else None."""
-    if not shape.HasField("layout") or len(shape.dimensions) < 2:
-        return None
-    m2m = list(shape.layout.minor_to_major)
-    if len(m2m) != len(shape.dimensions):
-        return None
-    perm = m2m[::-1]
-    return None if perm == list(range(len(perm))) else perm
-
-
-def _to_physical(arr: np.ndarray, shape: ShapeProto) -> np.ndarray:
-    perm = _physical_perm(shape)
-    if perm is None:
-        return arr
-    return arr.reshape(list(shape.dimensions)).transpose(perm).ravel()
-
-
-# -- reading values back out -----------------------------------------------------------------------
-def literal_to_numpy(lit: LiteralProto) -> np.ndarray:
-    """The array of a non-tuple literal, in logical (row-major) order; ValueError when malformed."""
-    shape = lit.shape
-    storage = _STORAGE.get(shape.element_type)
-    if storage is None:
-        raise ValueError(f"no array form for element type {shape.element_type}")
-    count = _num_elements(shape)
-    if count < 0 or count > MAX_ELEMENTS:
-        raise ValueError("literal size out of range")
-    raw = getattr(lit, storage.field)
-    if storage.as_bytes:
-        arr = np.frombuffer(raw, dtype=storage.dtype)
-    elif storage.kind == "complex":
-        flat = np.array(raw, dtype=np.float32 if storage.dtype == np.complex64 else np.float64)
-        arr = np.empty(flat.size // 2, dtype=storage.dtype)
-        arr.real = flat[0::2]
-        arr.imag = flat[1::2]
-    else:
-        arr = np.array(raw, dtype=storage.dtype)
-    if arr.size != count:
-        raise ValueError(f"literal holds {arr.size} values for {count} elements")
-    perm = _physical_perm(shape)
-    dims = list(shape.dimensions)
-    if perm is None:
-        return arr.reshape(dims)
-    physical = arr.reshape([dims[p] for p in perm])
-    inverse = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inverse[p] = i
-    return physical.transpose(inverse)
+    store_array(lit, arr)
 
 
 # -- printing --------------------------------------------------------------------------------------
@@ -425,7 +309,7 @@ def _max_digits10(dtype: object) -> int:
     return int(math.ceil((mant + 1) * math.log10(2) + 1))
 
 
-def _format_values(arr: np.ndarray, storage: _Storage, element_type: int) -> List[str]:
+def _format_values(arr: np.ndarray, storage: LiteralStorage, element_type: int) -> List[str]:
     if storage.kind == "pred":  # XLA: `true` for a scalar, `1`/`0` inside arrays
         if arr.ndim == 0:
             return ["true" if arr.item() else "false"]
@@ -450,10 +334,12 @@ def print_literal(lit: LiteralProto) -> str:
         return "( " + ", ".join(print_literal(sub) for sub in lit.tuple_literals) + " )"
     if shape.element_type in (PT.TOKEN, PT.OPAQUE_TYPE):
         return ""
-    storage = _STORAGE.get(shape.element_type)
+    storage = STORAGE.get(shape.element_type)
     if storage is None:
         raise ValueError(f"no text form for literal of element type {shape.element_type}")
-    arr = literal_to_numpy(lit)
+    if is_elided(lit):
+        return "{...}"
+    arr = literal_to_numpy(lit, where="constant")
     words = _format_values(arr if arr.ndim == 0 else arr.reshape(-1), storage, shape.element_type)
     dims = list(shape.dimensions)
     if not dims:

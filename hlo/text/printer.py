@@ -59,7 +59,7 @@ def print_hlo_text(module: hlo_pb2.HloModuleProto, print_operand_shapes: bool = 
             if _reads_back_as(text, module):
                 return text
         return _print_module(module, print_operand_shapes, _AsyncPlan())
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
+    except (HloError, ValueError, TypeError, KeyError, IndexError) as exc:
         raise HloError(f"module {module.name!r} cannot be printed as HLO text: {exc}") from exc
 
 
@@ -107,7 +107,7 @@ def _async_shorthand_plan(module: hlo_pb2.HloModuleProto) -> _AsyncPlan:
 
 
 def _reads_back_as(text: str, module: hlo_pb2.HloModuleProto) -> bool:
-    from hlo.text.canonical import canonical_module  # canonical imports the attribute table too
+    from hlo.canonical import canonical_module  # canonical imports the attribute table too
     from hlo.text.parser import parse_hlo_text
 
     try:

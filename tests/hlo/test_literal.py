@@ -38,3 +38,12 @@ def test_wrong_element_count_is_an_error():
     del lit.f32s[-1]
     with pytest.raises(hlo.HloError, match="needs 4 elements but the literal holds 3"):
         literal_to_numpy(lit, where="constant c")
+
+
+def test_an_elided_constant_reads_but_its_value_is_an_error_naming_the_cure():
+    module = hlo.load("HloModule m\nENTRY e {\n  ROOT c = f32[20,15]{1,0} constant({...})\n}\n")
+    constant = module.entry.root
+    assert constant.shape.dimensions == (20, 15)
+    with pytest.raises(hlo.HloError, match=r"elided \(\{\.\.\.\}\).*print_large_constants"):
+        constant.constant_value()
+    assert "constant({...})" in module.to_text()  # printed as it was read: no made-up values

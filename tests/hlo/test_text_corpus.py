@@ -7,7 +7,7 @@ import pytest
 
 import hlo
 from hlo.schema import hlo_pb2
-from hlo.text.canonical import canonical_module
+from hlo.canonical import canonical_module
 from tests.hlo import framework_corpus  # noqa: F401  (registers the corpus)
 from tests.hlo import framework_modules as fm
 

@@ -10,7 +10,7 @@ import difflib
 from google.protobuf import text_format
 
 from hlo.schema import hlo_pb2
-from hlo.text.canonical import canonical_module
+from hlo.canonical import canonical_module
 
 
 def xla_parse(text: str) -> hlo_pb2.HloModuleProto:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hlo.schema import hlo_pb2
 from hlo.text import parse_hlo_text
-from hlo.text.canonical import canonical_module
+from hlo.canonical import canonical_module
 from tests.hlo.text.snippets import SNIPPETS
 
 TEXT = SNIPPETS["while_conditional_call"]

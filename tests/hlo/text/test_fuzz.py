@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from hlo.errors import HloParseError
 from hlo.schema import hlo_pb2
-from hlo.text import canonical_module, parse_hlo_text, print_hlo_text
+from hlo.canonical import canonical_module
+from hlo.text import parse_hlo_text, print_hlo_text
 from tests.hlo.text.snippets import SNIPPETS
 
 #: Real modules: the hand-written snippets and their printed forms (XLA style, % names, shapes).

@@ -7,23 +7,23 @@ NaNs; fp8/fp6/fp4 NaNs are the type's one NaN spelling).
 """
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hlo.ir.literal import STORAGE, literal_to_numpy, store_array
 from hlo.schema import xla_data_pb2
 from hlo.text import literals as L
 from hlo.text import parse_hlo_text, print_hlo_text
-from hlo.text.canonical import canonical_module
+from hlo.canonical import canonical_module
 from hlo.text.types import NAME_BY_TYPE
 from tests.hlo.text.oracle import xla_parse
 
 PT = xla_data_pb2.PrimitiveType
 # XLA's parser (jaxlib 0.10.2) reads every one of these; F6 types are in the schema but not in it.
-TYPES = sorted(t for t in L._STORAGE if NAME_BY_TYPE.get(t, "").startswith(("pred", "s", "u", "f", "bf", "c"))
+TYPES = sorted(t for t in STORAGE if NAME_BY_TYPE.get(t, "").startswith(("pred", "s", "u", "f", "bf", "c"))
                and not NAME_BY_TYPE[t].startswith("f6"))
 
 
@@ -31,7 +31,7 @@ _BITS = {PT.Value(n): b for n, b in (("F4E2M1FN", 4), ("F6E3M2FN", 6), ("F6E2M3F
 
 
 def _random_array(element_type: int, count: int, seed: int) -> np.ndarray:
-    storage = L._STORAGE[element_type]
+    storage = STORAGE[element_type]
     rng = np.random.default_rng(seed)
     dtype = np.dtype(storage.dtype)
     if storage.kind == "pred":
@@ -70,27 +70,10 @@ def test_constant_round_trip(element_type, dims, rnd, seed):
     rnd.shuffle(perm)
     layout = "{" + ",".join(str(d) for d in perm) + "}" if dims else ""
     shape = f"{NAME_BY_TYPE[element_type]}[{','.join(map(str, dims))}]{layout}"
-    quiet = logging.getLogger("hlo.text.literals")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # the `{...}` placeholder below is read as zeros, with a warning
-    try:
-        module = parse_hlo_text(f"HloModule m\nENTRY e {{\n  ROOT c = {shape} constant({{...}})\n}}")
-    finally:
-        quiet.setLevel(level)
-    lit = module.computations[0].instructions[0].literal
+    module = parse_hlo_text(f"HloModule m\nENTRY e {{\n  ROOT c = {shape} constant({{...}})\n}}")
+    lit = module.computations[0].instructions[0].literal  # elided: the shape, no values yet
     count = int(np.prod(dims)) if dims else 1
-    values = _random_array(element_type, count, seed)
-    storage = L._STORAGE[element_type]
-    physical = L._to_physical(values, lit.shape)
-    lit.ClearField(storage.field)
-    if storage.as_bytes:
-        setattr(lit, storage.field, np.ascontiguousarray(physical).tobytes())
-    elif storage.kind == "complex":
-        flat = np.empty(physical.size * 2, physical.real.dtype)
-        flat[0::2], flat[1::2] = physical.real, physical.imag
-        getattr(lit, storage.field).extend(flat.tolist())
-    else:
-        getattr(lit, storage.field).extend(physical.tolist())
+    store_array(lit, _random_array(element_type, count, seed).reshape(dims))
 
     text = print_hlo_text(module)
     again = parse_hlo_text(text)
@@ -109,5 +92,5 @@ def test_constant_round_trip(element_type, dims, rnd, seed):
 def test_float_spellings(text, expected):
     m = parse_hlo_text(f"HloModule m\nENTRY e {{\n  ROOT c = {text}\n}}")
     lit = m.computations[0].instructions[0].literal
-    arr = L.literal_to_numpy(lit)
+    arr = literal_to_numpy(lit)
     assert arr.tobytes() == expected

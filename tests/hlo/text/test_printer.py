@@ -5,7 +5,7 @@ import pytest
 
 from hlo.schema import hlo_pb2
 from hlo.text import parse_hlo_text, print_hlo_text
-from hlo.text.canonical import canonical_module
+from hlo.canonical import canonical_module
 from tests.hlo.text.snippets import SNIPPETS
 
 SIMPLE = """HloModule m

@@ -17,7 +17,7 @@ import pytest
 
 from hlo.schema import hlo_pb2
 from hlo.text import parse_hlo_text, print_hlo_text
-from hlo.text.canonical import canonical_module
+from hlo.canonical import canonical_module
 from tests.hlo import framework_corpus  # noqa: F401  (registers the corpus)
 from tests.hlo import framework_modules as fm
 from tests.hlo.text.oracle import canonical_diff, instruction_summary, xla_parse, xla_roundtrip, xla_text

@@ -1,4 +1,4 @@
-"""The canonical form under which two HloModuleProtos are "the same module" for the text layer.
+"""The canonical form under which two modules are "the same module", and the fingerprint built on it.
 
 HLO text does not carry everything a proto can hold, and readers number things their own way, so
 equality of a text round trip (or of our reading vs XLA's) is defined on this form:
@@ -39,13 +39,14 @@ program shapes, host_program_shape, stack frames, aliasing) must be equal.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+import hashlib
+from typing import Dict, Tuple, Union
 
 from hlo.schema import hlo_pb2
 from hlo.text import attributes
 from hlo.text.shapes import normalize_shape
 
-__all__ = ["canonical_module", "TEXT_CANNOT_CARRY"]
+__all__ = ["canonical_module", "fingerprint", "modules_equal", "TEXT_CANNOT_CARRY"]
 
 #: (message, field) pairs that HLO text does not round-trip; cleared by canonical_module.
 TEXT_CANNOT_CARRY: Tuple[Tuple[str, str], ...] = (
@@ -236,3 +237,25 @@ def _normalize_literal_shapes(literal) -> None:
     normalize_shape(literal.shape)
     for sub in literal.tuple_literals:
         _normalize_literal_shapes(sub)
+
+
+ModuleLike = Union[hlo_pb2.HloModuleProto, "HloModule"]  # noqa: F821  (hlo.ir.module.HloModule)
+
+
+def _as_proto(module: ModuleLike) -> hlo_pb2.HloModuleProto:
+    return module if isinstance(module, hlo_pb2.HloModuleProto) else module.to_proto()
+
+
+def modules_equal(a: ModuleLike, b: ModuleLike) -> bool:
+    """True when two modules (IR or proto) are the same module: equal canonical forms, XLA's
+    load-time defaults filled, so a module read from text equals its binary proto."""
+    return canonical_module(_as_proto(a)) == canonical_module(_as_proto(b))
+
+
+def fingerprint(module: ModuleLike) -> str:
+    """Hex SHA-256 of the canonical form's deterministic serialisation: the compile cache's key.
+
+    Defaults are not filled here: that is 40% of the canonical form's cost, the cache lookup is on
+    every first call of a graph, and a graph comes back from its framework in the same form."""
+    data = canonical_module(_as_proto(module), fill_defaults=False).SerializeToString(deterministic=True)
+    return hashlib.sha256(data).hexdigest()
