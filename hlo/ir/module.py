@@ -214,7 +214,7 @@ class HloModule(_AttributeView):
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical form: equal for modules that differ only in ids."""
-        from hlo.ir.canonical import fingerprint
+        from hlo.canonical import fingerprint
 
         return fingerprint(self)
 
