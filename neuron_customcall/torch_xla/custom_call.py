@@ -45,13 +45,6 @@ _HLO_TO_TORCH: dict[str, torch.dtype] = {
 _TORCH_TO_HLO = {v: k for k, v in _HLO_TO_TORCH.items()}
 
 
-def hlo_dtype(t: torch.Tensor) -> str:
-    try:
-        return _TORCH_TO_HLO[t.dtype]
-    except KeyError:
-        raise dtypes.KernelDtypeError(f"torch dtype {t.dtype} can not be a kernel argument") from None
-
-
 def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence[Any]) -> list[torch.Tensor]:
     """One Neuron custom-call on XLA tensors; ``outputs`` are TensorSigs."""
     shapes = [list(o.shape) for o in outputs]

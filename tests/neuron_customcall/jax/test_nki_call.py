@@ -229,3 +229,13 @@ def test_differentiating_a_kernel_without_custom_vjp_says_how():
     a, b = _inputs((128, 512))
     with pytest.raises(TypeError, match="jax.custom_vjp"):
         jax.grad(lambda a: nki_tensor_add_kernel_[1, 1](a, b).sum())(a)
+
+
+def test_bfloat16_nki_kernel():
+    from tests.neuron_customcall.nki.test_nki_kernels import axpy_kernel
+
+    x, y = (t.astype(jnp.bfloat16) for t in _inputs((256, 64)))
+    out = nj.jit(lambda a, b: axpy_kernel[2](a, b))(x, y)
+    assert out.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(3 * x.astype(jnp.float32) + y),
+                               rtol=1e-2, atol=1e-1)

@@ -214,3 +214,14 @@ def test_kernel_writing_its_input_updates_the_tensor_on_cpu_xla_and_under_compil
     compiled = torch.compile(doubled, backend="neuron")
     for got, want in ((on_cpu, expected), (to_cpu(on_xla), expected), (compiled(x), 2 * expected)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bfloat16_nki_kernel_on_xla_and_cpu():
+    from tests.neuron_customcall.nki.test_nki_kernels import axpy_kernel
+
+    x, y = (t.to(torch.bfloat16) for t in _inputs((256, 64)))
+    expected = (3 * x.float() + y.float()).to(torch.bfloat16)
+    on_xla = to_cpu(axpy_kernel[2](x.to(torch_xla.device()), y.to(torch_xla.device())))
+    assert on_xla.dtype == torch.bfloat16
+    torch.testing.assert_close(on_xla, expected, rtol=1e-2, atol=1e-1)
+    torch.testing.assert_close(axpy_kernel[2](x, y), on_xla, rtol=0, atol=0)
