@@ -63,7 +63,7 @@ def cpp_call(op: str, *args: Any) -> Any:
         outputs = (TensorSig("out", tuple(out.shape), dtypes.gpsimd_to_hlo(out.dtype)),)
         ref = _REFS[config] = KernelRef(op, config, outputs, _runner(library, op_name, values, out))
     operands = [a for kind, a in zip(desc.args, args) if kind == "tensor"]
-    return cpp_call_p.bind(*operands, kernel=ref)[0]
+    return cpp_call_p.bind(*operands, **ref.params())[0]
 
 
 _REFS: dict[str, KernelRef] = {}

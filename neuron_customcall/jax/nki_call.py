@@ -43,7 +43,7 @@ def _kernel_ref(call: build.NkiCall) -> KernelRef:
         return None if whole is None else _ref_of(whole)
 
     return KernelRef(call.traced.ir.name, call.config, call.outputs,
-                     lambda arrays: run_kernel(program, arrays), batched)
+                     lambda arrays: run_kernel(program, arrays), batched, tuple(call.traced.ir.grid))
 
 
 _REFS: dict[int, tuple[build.NkiCall, KernelRef]] = {}
@@ -74,8 +74,7 @@ def nki_call(kernel: Kernel | Any, *args: Any, grid: int | Sequence[int] = (1,),
     call = build.nki_call(kernel, grid, [_spec(a) for a in args],
                           {k: _spec(v) for k, v in kwargs.items()})
     named = build.bind_tensors(kernel, args, kwargs)
-    outs = nki_call_p.bind(*[jnp.asarray(named[n]) for n in call.operands], kernel=_ref_of(call),
-                           grid=grid, out_shape=tuple((o.shape, o.dtype) for o in call.outputs))
+    outs = nki_call_p.bind(*[jnp.asarray(named[n]) for n in call.operands], **_ref_of(call).params())
     if structs:
         got = [(tuple(o.shape), np.dtype(o.dtype)) for o in outs]
         want = [(tuple(s.shape), np.dtype(s.dtype)) for s in structs]

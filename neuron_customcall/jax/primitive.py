@@ -39,6 +39,7 @@ class KernelRef:
     run: Callable[[list[np.ndarray]], list[np.ndarray]]
     #: The same call on `size` stacked operand sets as one kernel, if the kernel can (vmap).
     batched: Callable[[int], "KernelRef | None"] | None = None
+    grid: tuple[int, ...] = (1,)
 
     def __repr__(self) -> str:
         return self.name
@@ -46,40 +47,45 @@ class KernelRef:
     def avals(self) -> tuple[jax.core.ShapedArray, ...]:
         return tuple(jax.core.ShapedArray(o.shape, dtypes.HLO_DTYPES[o.dtype]) for o in self.outputs)
 
+    def params(self) -> dict[str, Any]:
+        """The primitive's parameters: the call, plus its grid and result shapes, which only show
+        in the HLO metadata (``nki_call[func=... grid=(2, 2) out_shape=(...)]`` as on the SDK)."""
+        structs = tuple(jax.ShapeDtypeStruct(o.shape, dtypes.HLO_DTYPES[o.dtype]) for o in self.outputs)
+        return {"func": self, "grid": self.grid, "out_shape": structs}
+
 
 def make_primitive(name: str) -> Primitive:
-    """A multiple-results primitive whose parameter ``kernel`` is a KernelRef (other parameters
-    only show in the HLO metadata, like the SDK's ``grid`` and ``out_shape``)."""
+    """A multiple-results primitive whose parameters are ``KernelRef.params()``."""
     prim = Primitive(name)
     prim.multiple_results = True
 
-    def abstract_eval(*args: Any, kernel: KernelRef, **_: Any) -> tuple:
-        return kernel.avals()
+    def abstract_eval(*args: Any, func: KernelRef, **_: Any) -> tuple:
+        return func.avals()
 
-    def impl(*args: Any, kernel: KernelRef, **_: Any) -> list:
-        return [jnp.asarray(o) for o in kernel.run([np.asarray(a) for a in args])]
+    def impl(*args: Any, func: KernelRef, **_: Any) -> list:
+        return [jnp.asarray(o) for o in func.run([np.asarray(a) for a in args])]
 
-    def lowering(ctx: Any, *args: Any, kernel: KernelRef, **_: Any) -> Any:
+    def lowering(ctx: Any, *args: Any, func: KernelRef, **_: Any) -> Any:
         types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
         op = mlir.custom_call(TARGET, result_types=types, operands=list(args),
-                              backend_config=kernel.config, api_version=API_VERSION_STATUS_RETURNING)
+                              backend_config=func.config, api_version=API_VERSION_STATUS_RETURNING)
         return op.results
 
-    def batch(args: Sequence[Any], dims: Sequence[Any], *, kernel: KernelRef, **params: Any) -> tuple[list, list]:
+    def batch(args: Sequence[Any], dims: Sequence[Any], *, func: KernelRef, **params: Any) -> tuple[list, list]:
         size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
         moved = [a if d is None else jnp.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-        whole = kernel.batched(size) if kernel.batched is not None else None
+        whole = func.batched(size) if func.batched is not None else None
         if whole is not None:  # one kernel with a batch grid axis
             stacked = [jnp.broadcast_to(a, (size, *a.shape)) if d is None else a for a, d in zip(moved, dims)]
-            outs = prim.bind(*stacked, kernel=whole, **params)
+            outs = prim.bind(*stacked, **whole.params())
             return list(outs), [0] * len(outs)
-        rows = [prim.bind(*[a if d is None else a[i] for a, d in zip(moved, dims)], kernel=kernel, **params)
+        rows = [prim.bind(*[a if d is None else a[i] for a, d in zip(moved, dims)], func=func, **params)
                 for i in range(size)]
         outs = [jnp.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
         return outs, [0] * len(outs)
 
-    def jvp(primals: Sequence[Any], tangents: Sequence[Any], *, kernel: KernelRef, **_: Any) -> Any:
-        raise TypeError(f"kernel {kernel.name} has no derivative of its own: differentiate it "
+    def jvp(primals: Sequence[Any], tangents: Sequence[Any], *, func: KernelRef, **_: Any) -> Any:
+        raise TypeError(f"kernel {func.name} has no derivative of its own: differentiate it "
                         "through jax.custom_vjp with a backward kernel or function (as in the "
                         "NKI custom-op guide)")
 
