@@ -87,6 +87,22 @@ def _nki_call_fake(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
     return [torch.empty(o.shape, dtype=_HLO_TO_TORCH[o.dtype], device=device) for o in call.outputs]
 
 
+@nki_call_op.register_vmap
+def _nki_call_vmap(info: Any, in_dims: tuple, args: list[torch.Tensor], key: int) -> tuple:
+    """torch.func.vmap: the kernel batched along a new grid axis (one call), else one call per
+    batch element (kernels/batching.py)."""
+    dims = in_dims[0]
+    size = info.batch_size
+    stacked = [a.movedim(d, 0) if d is not None else a.expand(size, *a.shape) for a, d in zip(args, dims)]
+    whole = build.batched_nki_call(_CALLS[key], size)
+    if whole is not None:
+        outs = torch.ops.neuron.nki_call([a.contiguous() for a in stacked], _key_of(whole))
+    else:
+        rows = [torch.ops.neuron.nki_call([a[i] for a in stacked], key) for i in range(size)]
+        outs = [torch.stack(col) for col in zip(*rows)]
+    return list(outs), [0] * len(outs)
+
+
 def _spec(x: Any) -> tuple:
     """A hashable, dynamo-constant description of an argument: shape and dtype, or the value."""
     if isinstance(x, torch.Tensor):

@@ -225,3 +225,16 @@ def test_bfloat16_nki_kernel_on_xla_and_cpu():
     assert on_xla.dtype == torch.bfloat16
     torch.testing.assert_close(on_xla, expected, rtol=1e-2, atol=1e-1)
     torch.testing.assert_close(axpy_kernel[2](x, y), on_xla, rtol=0, atol=0)
+
+
+def test_torch_func_vmap_batches_the_kernel():
+    from tests.neuron_customcall.kernels.seed_kernels import nki_tensor_add_kernel_
+
+    x, y = _inputs((3, 128, 512))
+    both = torch.func.vmap(lambda p, q: nki_tensor_add_kernel_[1, 1](p, q))
+    torch.testing.assert_close(both(x, y), x + y)
+    one = torch.func.vmap(lambda p: nki_tensor_add_kernel_[1, 1](p, y[0]), in_dims=0)
+    torch.testing.assert_close(one(x), x + y[0])
+    a, b = _inputs((2, 2, 256, 1024))
+    nested = torch.func.vmap(torch.func.vmap(nki_tensor_add))  # the second level loops (grid full)
+    torch.testing.assert_close(nested(a, b), a + b)
