@@ -133,3 +133,21 @@ def test_unknown_custom_call_target_is_a_compile_error():
                       '  ROOT c = f32[4] custom-call(p), custom_call_target="MyKernel"\n}')
     with pytest.raises(CompileError, match="custom-call instruction 'c'.*target 'MyKernel' is not supported"):
         compile_module(module)
+
+
+def test_invalid_gpsimd_descriptors_are_compile_errors():
+    from neuron_customcall.kernels.descriptor import Argument
+
+    op = {"name": "relu_forward", "args": ["tensor"]}  # lacks the index, symbol, ...
+    desc = KernelDescriptor(kind="gpsimd", name="relu_ops::relu_forward", payload=b"\x7fELF",
+                            inputs=(TensorSig("a0", (4, 4), "f32"),),
+                            outputs=(TensorSig("out", (4, 4), "f32"),), op=op,
+                            arguments=(Argument("tensor"),))
+    with pytest.raises(CompileError, match="invalid GpSimd op"):
+        compile_module(_module(encode(desc), ["f32[4,4]"], "f32[4,4]"))
+    full = {"library": "relu_ops", "name": "relu_forward", "index": 0, "compute": "relu_forward",
+            "symbol": "relu_forward", "args": ["tensor"], "multicore": False, "stack_size": 0}
+    pred = KernelDescriptor(**{**desc.__dict__, "op": full,
+                               "outputs": (TensorSig("out", (4, 4), "pred"),)})
+    with pytest.raises(CompileError, match="invalid GpSimd op.*pred"):
+        compile_module(_module(encode(pred), ["f32[4,4]"], "pred[4,4]"))
