@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,7 @@ log = logging.getLogger(__name__)
 LIBRARY_DIR = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
 
 
-def _tuple_result(ctx: HandlerContext) -> bool:
-    return ctx.type[0] == "tuple"
-
-
-def _nki(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
+def _nki(name: str, data: bytes) -> Callable[..., list]:
     from emulator.kernel_exec import run_kernel
     from emulator.kernel_exec.program import prepare
     from emulator.kernel_ir import serialise
@@ -39,15 +36,10 @@ def _nki(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
         program = prepare(serialise.from_bytes(data))
     except serialise.KernelIRFormatError as e:
         raise ArtifactError(f"kernel payload {name!r}: {e}") from None
-    as_tuple = _tuple_result(ctx)
-
-    def run(*args: Any) -> Any:
-        outs = run_kernel(program, [np.asarray(a) for a in args])
-        return tuple(outs) if as_tuple else outs[0]
-    return run
+    return lambda *args: run_kernel(program, [np.asarray(a) for a in args])
 
 
-def _gpsimd(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
+def _gpsimd(name: str, data: bytes) -> Callable[..., list]:
     from emulator.gpsimd.library import materialise
     from emulator.gpsimd.runner import runner_for
 
@@ -57,7 +49,7 @@ def _gpsimd(ctx: HandlerContext, name: str, data: bytes) -> Callable[..., Any]:
         raise ArtifactError(f"kernel payload {name!r}: {e}") from None
     path = materialise(payload.library, LIBRARY_DIR)
     arguments = [(a["kind"], a.get("value")) for a in payload.arguments]
-    return lambda *args: gpsimd_call(runner_for(path), payload.op, arguments, payload.output, args)
+    return lambda *args: [gpsimd_call(runner_for(path), payload.op, arguments, payload.output, args)]
 
 
 def gpsimd_call(runner: Any, op: Any, arguments: Sequence[tuple[str, Any]], out: TensorSpec,
@@ -88,10 +80,14 @@ GPSIMD_NUMPY: dict[str, np.dtype] = {
 _GPSIMD_NAMES = {dt: name for name, dt in GPSIMD_NUMPY.items()}
 
 
-#: payload kind -> factory(ctx, payload name, payload bytes)
-PAYLOADS: dict[str, Callable[[HandlerContext, str, bytes], Callable[..., Any]]] = {
+#: payload kind -> loader(payload name, payload bytes) -> callable(*operands) -> list of results
+PAYLOADS: dict[str, Callable[[str, bytes], Callable[..., list]]] = {
     NKI_IR: _nki, GPSIMD: _gpsimd,
 }
+
+
+#: Per loaded program, each payload's callable: a kernel called several times is prepared once.
+_PREPARED: "weakref.WeakKeyDictionary[Any, dict[int, Callable[..., list]]]" = weakref.WeakKeyDictionary()
 
 
 def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
@@ -100,12 +96,18 @@ def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
     if not 0 <= index < len(kernels):
         raise ArtifactError(f"instruction {ctx.name}: kernel payload {index} does not exist "
                             f"(the artifact has {len(kernels)})")
-    payload = kernels[index]
-    factory = PAYLOADS.get(payload.kind)
-    if factory is None:
-        raise ArtifactError(f"kernel payload {payload.name!r} has kind {payload.kind!r}; this "
-                            f"emulator runs {sorted(PAYLOADS)}")
-    return factory(ctx, payload.name, payload.data)
+    prepared = _PREPARED.setdefault(ctx.program, {})
+    if index not in prepared:
+        payload = kernels[index]
+        factory = PAYLOADS.get(payload.kind)
+        if factory is None:
+            raise ArtifactError(f"kernel payload {payload.name!r} has kind {payload.kind!r}; this "
+                                f"emulator runs {sorted(PAYLOADS)}")
+        prepared[index] = factory(payload.name, payload.data)
+    run = prepared[index]
+    if ctx.type[0] == "tuple":
+        return lambda *args: tuple(run(*args))
+    return lambda *args: run(*args)[0]
 
 
 HANDLERS: dict[str, Factory] = {"kernel": _kernel}

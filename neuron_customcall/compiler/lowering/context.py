@@ -2,6 +2,7 @@
 recognition of tiny computations (reducers, sort comparators) that have a fast NumPy path."""
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ class LowerCtx:
         self.constants: list[np.ndarray] = []
         self._constant_index: dict[tuple, int] = {}
         self.kernels: list[KernelPayload] = []
+        self._kernel_index: dict[tuple[str, bytes], int] = {}  # (kind, sha256) -> payload index
         # layout fusion (compiler/fusion.py): dot -> permutation of its result; absorbed transposes;
         # instructions whose emitted type differs from their HLO shape
         self.fused_transposes: dict[int, list[int]] = {}
@@ -55,8 +57,12 @@ class LowerCtx:
         return k
 
     def kernel(self, name: str, kind: str, data: bytes) -> int:
-        self.kernels.append(KernelPayload(name, kind, data))
-        return len(self.kernels) - 1
+        """The payload index of a kernel; a kernel called several times is stored once."""
+        key = (kind, hashlib.sha256(data).digest())
+        if key not in self._kernel_index:
+            self._kernel_index[key] = len(self.kernels)
+            self.kernels.append(KernelPayload(name, kind, data))
+        return self._kernel_index[key]
 
 
 def called(inst: Any, k: int, what: str) -> Any:

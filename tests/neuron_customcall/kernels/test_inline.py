@@ -151,3 +151,17 @@ def test_invalid_gpsimd_descriptors_are_compile_errors():
                                "outputs": (TensorSig("out", (4, 4), "pred"),)})
     with pytest.raises(CompileError, match="invalid GpSimd op.*pred"):
         compile_module(_module(encode(pred), ["f32[4,4]"], "pred[4,4]"))
+
+
+def test_a_kernel_called_twice_is_stored_and_prepared_once():
+    config = _add_config()
+    decls = "\n".join(f"  p{k} = f32[256,1024] parameter({k})" for k in range(2))
+    calls = "\n".join(
+        f'  c{k} = f32[256,1024] custom-call({ops}), custom_call_target="AwsNeuronCustomNativeKernel", '
+        f'backend_config="{config}"' for k, ops in enumerate(["p0, p1", "p1, p1"]))
+    module = hlo.load(f"HloModule m\nENTRY e {{\n{decls}\n{calls}\n"
+                      "  ROOT out = f32[256,1024] multiply(c0, c1)\n}")
+    exe = load_artifact(compile_module(module))
+    assert len(exe.artifact.kernels) == 1
+    a, b = rng.standard_normal((2, 256, 1024), dtype=np.float32)
+    np.testing.assert_array_equal(exe.run([a, b])[0], (a + b) * (b + b))
