@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from emulator.artifact import Artifact, ArtifactError, read_artifact, read_bytes
+from emulator.blas import blas_threads_for_run
 from emulator.program.dtypes import DTYPES, TUPLE
 from emulator.program.model import Computation, Program, ValueType
 
@@ -257,7 +258,7 @@ class Executable:
             if a.shape != shape:
                 raise EmulatorError(f"input {k} ({name}): expected shape {shape}, got {a.shape}")
             args.append(a)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), blas_threads_for_run():
             result = self._entry(*args)
         outs: list[np.ndarray] = []
         for k, (v, (name, dt, shape)) in enumerate(zip(_leaves(result), self._outputs)):
