@@ -69,8 +69,10 @@ def nki_call(kernel: Kernel | Any, *args: Any, grid: int | Sequence[int] = (1,),
     kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     structs = _structs(out_shape)
-    if structs and not kwargs and len(kernel.params) == len(args) + len(structs):
-        args = (*args, *(jnp.zeros(s.shape, s.dtype) for s in structs))
+    required = [p for p in kernel.signature.parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    if structs and not kwargs and len(required) == len(args) + len(structs):
+        args = (*args, *(jnp.zeros(s.shape, s.dtype) for s in structs))  # outputs as parameters
     call = build.nki_call(kernel, grid, [_spec(a) for a in args],
                           {k: _spec(v) for k, v in kwargs.items()})
     named = build.bind_tensors(kernel, args, kwargs)

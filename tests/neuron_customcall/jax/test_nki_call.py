@@ -10,6 +10,7 @@ import pytest
 
 import neuron_customcall.jax as nj
 from neuron_customcall.jax import cpp_call, nki_call
+from neuron_customcall import nki
 from neuron_customcall.nki import NKIError
 from neuron_customcall.nki import language as nl
 from tests.neuron_customcall.kernels.seed_kernels import (nki_tensor_add, nki_tensor_add_kernel_,
@@ -239,3 +240,17 @@ def test_bfloat16_nki_kernel():
     assert out.dtype == jnp.bfloat16
     np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(3 * x.astype(jnp.float32) + y),
                                rtol=1e-2, atol=1e-1)
+
+
+def test_out_shape_never_fills_a_parameter_that_has_a_default():
+    x, _ = _inputs((128, 64))
+
+    @nki.jit
+    def times(x_in, factor=2.0):
+        out = nl.ndarray(x_in.shape, dtype=x_in.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:x_in.shape[0], 0:x_in.shape[1]]
+        nl.store(out[i_p, i_f], value=nl.multiply(nl.load(x_in[i_p, i_f]), factor))
+        return out
+
+    out = nj.jit(lambda x: nki_call(times, x, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype)))(x)
+    np.testing.assert_allclose(out, 2 * x, rtol=1e-6)
