@@ -6,6 +6,7 @@ from typing import Any
 
 import hlo
 from emulator.program.model import Computation, Instruction, Program
+from emulator.program.ops import OPS, check_attr
 from neuron_customcall import __version__
 from neuron_customcall.compiler import buffers, emit, fusion, verify
 from neuron_customcall.compiler.errors import CompileError
@@ -116,8 +117,19 @@ def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending:
             raise
         except Exception as e:  # noqa: BLE001 - a malformed attribute must name the instruction
             raise CompileError(f"can not lower: {type(e).__name__}: {e}", inst) from None
+        _check_instruction_set(op, attrs, len(operands), inst)
         pending.append((key, operands))
         emitted.append((op, attrs, value_type(ctx.type_override.get(id(inst), inst.shape), inst), inst.name, inst))
+
+
+def _check_instruction_set(op: str, attrs: dict, n_operands: int, inst: Any) -> None:
+    """The emitted instruction against the one definition of the instruction set (emulator.program),
+    so a lowering bug is a compile error here, not a rejected artifact later."""
+    spec = OPS.get(op)
+    if spec is None or set(attrs) != set(spec.attrs) or (spec.arity is not None and spec.arity != n_operands) \
+            or not all(check_attr(kind, attrs[k]) for k, kind in spec.attrs.items()):
+        raise CompileError(f"internal error: lowering produced {op} {attrs} with {n_operands} operands, "
+                           f"which the instruction set does not allow", inst)
 
 
 def _pack(shape: Any, path: tuple[int, ...], p: Any, pending: list, emitted: list) -> Any:
