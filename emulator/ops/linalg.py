@@ -106,21 +106,24 @@ def _convolution(ctx: HandlerContext) -> Callable:
     positions = [tuple(p) for p in np.ndindex(*out_sp)] if S < T else []
 
     def im2col(x: np.ndarray) -> np.ndarray:
-        """(n, c, *spatial) padded -> (n, c, T, S): every tap's strided window, stacked. The loop
-        runs over kernel taps or over output positions, whichever is shorter (a weight gradient
-        has a kernel as large as the image and only a few output positions)."""
+        """(n, c, *spatial) padded -> (c, T, n, S): every tap's strided window, stacked in the
+        layout the matmul reads (channels and taps major: reshaping to (c*T, n*S) is free). The
+        loop runs over kernel taps or over output positions, whichever is shorter (a weight
+        gradient has a kernel as large as the image and only a few output positions)."""
         n, c = x.shape[0], x.shape[1]
+        xt = x.transpose(1, 0, *range(2, x.ndim))  # (c, n, *spatial), a view
         if positions:
-            cols = np.empty((n, c, S, *ksp), x.dtype)
+            cols = np.empty((c, T, n, S), x.dtype)
             for k, pos in enumerate(positions):
                 sl = tuple(slice(o * s, o * s + (kk - 1) * rd + 1, rd) for o, s, kk, rd in zip(pos, stride, ksp, rdil))
-                cols[:, :, k] = x[(slice(None), slice(None)) + sl]
-            return cols.reshape(n, c, S, T).transpose(0, 1, 3, 2)
-        cols = np.empty((n, c, T, *out_sp), x.dtype)
+                win = xt[(slice(None), slice(None)) + sl]  # (c, n, *ksp)
+                cols[:, :, :, k] = np.moveaxis(win.reshape(c, n, T), 1, 2)
+            return cols
+        cols = np.empty((c, T, n, *out_sp), x.dtype)
         for k, t in enumerate(taps):
             sl = tuple(slice(ti * rd, ti * rd + (o - 1) * s + 1, s) for ti, rd, o, s in zip(t, rdil, out_sp, stride))
-            cols[:, :, k] = x[(slice(None), slice(None)) + sl]
-        return cols.reshape(n, c, T, S)
+            cols[:, k] = xt[(slice(None), slice(None)) + sl]
+        return cols.reshape(c, T, n, S)
 
     def conv(x: np.ndarray, k: np.ndarray) -> np.ndarray:
         x = np.transpose(x, lperm).astype(cdt, copy=False)
@@ -132,14 +135,13 @@ def _convolution(ctx: HandlerContext) -> Callable:
             r = np.zeros((N // bgc, O, *out_sp), cdt)
         elif bgc > 1:
             nb, ob = N // bgc, O // bgc
-            cols = im2col(padded(x))  # (N, C, T, S)
-            cols = cols.reshape(bgc, nb, C * T, S).transpose(0, 2, 1, 3).reshape(bgc, C * T, nb * S)
+            cols = im2col(padded(x))  # (C, T, N, S), N = bgc * nb
+            cols = cols.reshape(C * T, bgc, nb * S).transpose(1, 0, 2)
             kk = k.reshape(bgc, ob, I * T)
             r = np.matmul(kk, cols).reshape(bgc, ob, nb, S).transpose(2, 0, 1, 3).reshape(nb, O, *out_sp)
         else:
             g, og = fgc, O // fgc
-            cols = im2col(padded(x))  # (N, C, T, S), C = g * I
-            cols = cols.reshape(N, g, I * T, S).transpose(1, 2, 0, 3).reshape(g, I * T, N * S)
+            cols = im2col(padded(x)).reshape(g, I * T, N * S)  # (C, T, N, S), C = g * I: free
             kk = k.reshape(g, og, I * T)
             r = np.matmul(kk, cols).reshape(g, og, N, S).transpose(2, 0, 1, 3).reshape(N, O, *out_sp)
         r = np.transpose(r, oinv)
