@@ -6,7 +6,8 @@
    multicore TCM), called as torch.ops.<lib>.<op> on CPU tensors, against NumPy's
    ``np.maximum(x, 0)`` (target: <= 3x for the TCM and multicore variants).
 
-Run: python benchmarks/gpsimd_relu.py [--repeat N]. Prints two tables and the ratios.
+Run: python benchmarks/gpsimd_relu.py [--repeat N] [--quick] [--json PATH]. Prints two tables and the
+ratios (``--json``: also the rows in benchmarks/_results.py's format).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuron_customcall import custom_op  # noqa: E402
+from benchmarks._results import Row, ratio_target, write_json  # noqa: E402
+
+BUILD_SUITE = "GpSimd C++ ReLU library build: custom_op.load vs torch.utils.cpp_extension.load (issue 5)"
+RUN_SUITE = "GpSimd ReLU 4096x2048 fp32 on the emulator vs NumPy (issue 5)"
+BUILD_AT_MOST = 1 / 10     # our build / torch's
+RUN_AT_MOST = 3.0          # our torch.ops call / np.maximum, for the TCM and multicore variants
+RUN_TARGETED = ("TCM accessor", "multicore TCM (8 cores)")
 
 # The ReLU kernels in the tutorials' style, shared with the tests.
 KERNELS = Path(__file__).resolve().parents[1] / "tests" / "neuron_customcall" / "cpp" / "kernels"
@@ -120,10 +128,31 @@ def runtime_benchmark(root: Path, repeat: int) -> list[tuple[str, float, float]]
     return rows
 
 
-def main() -> None:
+def result_rows(builds: dict[str, tuple[float, float]], numpy_s: float,
+                rows: list[tuple[str, float, float, float]]) -> list[Row]:
+    """The shared result format: the usual build is held to the target, the first build on a
+    machine and compiler CPU time are reported beside it; each variant against NumPy."""
+    torch_wall, torch_cpu = builds["torch"]
+    out = [Row(BUILD_SUITE, "library build, shared cache warm (usual)", builds["usual"][0],
+               "cpp_extension.load", torch_wall, *ratio_target(builds["usual"][0], torch_wall, BUILD_AT_MOST)),
+           Row(BUILD_SUITE, "library build, first on this machine", builds["first"][0], "cpp_extension.load",
+               torch_wall),
+           Row(BUILD_SUITE, "compiler CPU seconds, usual build", builds["usual"][1], "cpp_extension.load",
+               torch_cpu)]
+    for label, seconds, _engine, _model in rows:
+        target = ratio_target(seconds, numpy_s, RUN_AT_MOST) if label in RUN_TARGETED else ("", None)
+        out.append(Row(RUN_SUITE, f"{label} (torch.ops call)", seconds, "np.maximum(x, 0)", numpy_s, *target))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="3 repeats, to check the script")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeat = 3
     with tempfile.TemporaryDirectory(prefix="gpsimd-bench-") as tmp:
         root = Path(tmp)
         builds = build_benchmark(root)
@@ -152,6 +181,7 @@ def main() -> None:
         tiny = torch.randn(1, 1)
         overhead = best_time(lambda: torch.ops.relu_ops.relu_tcm(tiny), 50)
         print(f"Per-call overhead (TCM ReLU of a 1x1 tensor): {overhead * 1e6:.0f} us per torch.ops call")
+        write_json(args.json, result_rows(builds, numpy_s, rows))
 
 
 if __name__ == "__main__":

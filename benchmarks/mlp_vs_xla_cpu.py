@@ -9,8 +9,8 @@ of several runs after warm-up, XLA:CPU and emulator alternating run by run. Also
 (a fresh process's first call: fingerprint, read, load) and the in-process memo hit.
 
 Targets (issue 3): emulator <= 1.5x XLA:CPU on both graphs; compile <= 100 ms; cache hit <= 10 ms.
-Run: ``python benchmarks/mlp_vs_xla_cpu.py [--runs N] [--quick] [--blas-threads N]``; prints a table and
-the ratios. On a loaded machine OpenBLAS's worker threads spin for cores they do not get and the
+Run: ``python benchmarks/mlp_vs_xla_cpu.py [--runs N] [--quick] [--blas-threads N] [--json PATH]``;
+prints a table and the ratios (``--json``: also the rows in benchmarks/_results.py's format). On a loaded machine OpenBLAS's worker threads spin for cores they do not get and the
 emulator's matmuls slow down several times; ``--blas-threads 1`` shows the emulator without that.
 """
 from __future__ import annotations
@@ -48,6 +48,7 @@ import hlo  # noqa: E402
 from neuron_customcall import backend  # noqa: E402
 from neuron_customcall.compiler import compile_module  # noqa: E402
 from neuron_customcall.jax.xla_cpu import XlaCpuExecutable  # noqa: E402
+from benchmarks._results import Row as ResultRow, ratio_target, write_json  # noqa: E402
 
 SIZES = (784, 4096, 2048, 10)
 BATCH = 64
@@ -190,12 +191,33 @@ def report(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def result_rows(rows: list[Row], sizes: tuple[int, ...]) -> list[ResultRow]:
+    """The shared result format: per graph, the run against XLA:CPU execution alone (the target)
+    and end to end (no target), compile and cache-hit times against their absolute targets."""
+    suite = f"MLP {'-'.join(map(str, sizes))}, batch {BATCH}: emulator vs XLA:CPU (issue 3)"
+    out = []
+    for r in rows:
+        text, met = ratio_target(r.emu_ms, r.xla_exec_ms, TARGET_RUN_RATIO)
+        out += [
+            ResultRow(suite, f"{r.graph}: run", r.emu_ms / 1e3, "XLA:CPU execution alone", r.xla_exec_ms / 1e3,
+                      text, met),
+            ResultRow(suite, f"{r.graph}: run, NumPy in and out", r.emu_ms / 1e3, "XLA:CPU NumPy in and out",
+                      r.xla_ms / 1e3),
+            ResultRow(suite, f"{r.graph}: compile", r.compile_ms / 1e3, "(absolute target)", None,
+                      f"<= {TARGET_COMPILE_MS:g} ms", r.compile_ms <= TARGET_COMPILE_MS),
+            ResultRow(suite, f"{r.graph}: compile-cache hit", r.cache_hit_ms / 1e3, "(absolute target)", None,
+                      f"<= {TARGET_CACHE_HIT_MS:g} ms", r.cache_hit_ms <= TARGET_CACHE_HIT_MS),
+        ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs per measurement (median reported)")
     parser.add_argument("--quick", action="store_true", help="a 10x smaller MLP and 5 runs, to check the script")
     parser.add_argument("--blas-threads", type=int, help="threads of NumPy's BLAS (the emulator's matmuls); on a "
                         "machine shared with other work, 1 avoids OpenBLAS's spinning threads losing their cores")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
     args = parser.parse_args(argv)
     sizes, runs = (SIZES, args.runs) if not args.quick else ((78, 409, 204, 10), 5)
     graphs = _graphs(sizes, BATCH)
@@ -204,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MLP {'-'.join(map(str, sizes))}, batch {BATCH}, float32; median of {runs} runs after warm-up; "
           f"BLAS threads: {blas}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(report(rows))
+    write_json(args.json, result_rows(rows, sizes))
     return 0
 
 

@@ -7,7 +7,8 @@ tensor-add kernel at 256x1024 (grid 2x2) and 4096x4096 (grid 32x8), a tiled matm
 per program). Every implementation is checked against NumPy before it is timed.
 
 Targets (issue 4): >= 50x faster than the Triton interpreter and than Pallas interpret; <= 2x plain
-NumPy. Run: ``python benchmarks/nki_peers.py [--quick]``; prints a table and the ratios.
+NumPy. Run: ``python benchmarks/nki_peers.py [--quick] [--skip-peers] [--json PATH]``; prints a table
+and the ratios (``--json``: also the rows in benchmarks/_results.py's format).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from neuron_customcall import nki  # noqa: E402
 from neuron_customcall.nki import language as nl  # noqa: E402
+from benchmarks._results import Row, ratio_target, write_json  # noqa: E402
+
+SUITE = "NKI kernels: emulator vs CPU simulators and NumPy (issue 4)"
+NUMPY_AT_MOST = 2.0       # ours / NumPy
+INTERPRETER_AT_MOST = 1 / 50  # ours / Triton interpreter, ours / Pallas interpret
 
 
 # --- NKI kernels ------------------------------------------------------------------------------------
@@ -229,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--skip-peers", action="store_true", help="only NKI vs NumPy")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else 10
     rng = np.random.default_rng(0)
@@ -240,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     ok = True
+    rows: list[Row] = []
     for title, kind, inputs, ours, numpy_fn, tol in workloads(rng):
         ref = numpy_fn()
         np.testing.assert_allclose(ours(), ref, rtol=tol, atol=tol)
@@ -253,9 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [f"{t_ours / t_np:.2f}x numpy"] + [f"{t / t_ours:.0f}x faster than {n}"
                                                    for n, t in times.items()]
         ok &= t_ours <= 2 * t_np and all(t >= 50 * t_ours for t in times.values())
+        rows.append(Row(SUITE, title, t_ours, "numpy", t_np, *ratio_target(t_ours, t_np, NUMPY_AT_MOST)))
+        rows += [Row(SUITE, title, t_ours, name, t, *ratio_target(t_ours, t, INTERPRETER_AT_MOST))
+                 for name, t in times.items()]
         print(f"{title:28s} {t_ours * 1e3:11.2f}ms {t_np * 1e3:8.2f}ms " + " ".join(
             f"{times[p] * 1e3:15.1f}ms" for p in peers) + "   " + ", ".join(ratios))
     print("targets met" if ok else "targets NOT met on this run (timings on a shared machine)")
+    write_json(args.json, rows)
     return 0
 
 
