@@ -209,6 +209,15 @@ def test_jax_compiled_scheduled_text(name):
 
 # ------------------------------------------------------------------------------------ torch_xla
 @functools.cache
+def _torch_graph_texts() -> dict[str, str]:
+    """Each graph's HLO text. Only the text is cached: cached XLA tensors would keep their pending
+    graphs (our custom-call among them) alive, and the next torch_xla.sync() anywhere in the
+    process would hand them to XLA:CPU, which cannot run that target."""
+    import torch_xla
+
+    return {name: torch_xla._XLAC._get_xla_tensors_hlo(outs) for name, outs in _torch_graphs().items()}
+
+
 def _torch_graphs():
     import torch
     import torch_xla
@@ -240,9 +249,7 @@ def _torch_custom_call(x):
 
 @pytest.mark.parametrize("name", ["softmax_matmul", "conv_pool", "index_sort_cat", "dtypes_where", "neuron_custom_call"])
 def test_torch_xla_tensors_hlo(name):
-    import torch_xla
-
-    text = torch_xla._XLAC._get_xla_tensors_hlo(_torch_graphs()[name])
+    text = _torch_graph_texts()[name]
     assert text.startswith("HloModule ")
     check_text(text)
 

@@ -1,5 +1,11 @@
-"""A session fixture shared by the framework and CLI tests: they compile into a private cache
-directory, never the user's ~/.cache. Import it into a conftest.py to apply it to a folder."""
+"""Settings for the whole test suite.
+
+Every test compiles into a private cache directory, never the user's ~/.cache: compiled artifacts
+of one run must not leak into the next (or into a developer's real cache), and tests that count
+cache hits need a cache that starts empty. The frameworks read their device settings at import, so
+those are fixed here before any test imports torch_xla or jax: the tests never look for
+accelerators.
+"""
 from __future__ import annotations
 
 import os
@@ -7,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 
-# The frameworks read these at import time; tests never look for accelerators.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
