@@ -66,6 +66,10 @@ INDEXING = [
     case("segment_max", lambda d, s: jax.ops.segment_max(d, s, num_segments=4), M, np.array([0, 0, 1, 3, 3, 2], np.int32)),
     case("embedding_grad", jax.grad(lambda t, i: (t[i] ** 2).sum()), rand(10, 4), rand(3, 5, dtype=np.int32, low=0, high=9)),
     case("one_hot", lambda i: jax.nn.one_hot(i, 6), IDX),
+    case("scatter_batching_dims_vmap", jax.vmap(lambda x, i, u: x.at[i].add(u)), rand(4, 6, 3),
+         rand(4, 2, dtype=np.int32, low=0, high=5), rand(4, 2, 3, seed=2)),
+    case("scatter_set_vmap_out_of_bounds", jax.vmap(lambda x, i: x.at[i].set(7.0)), rand(4, 6),
+         rand(4, 3, dtype=np.int32, low=-2, high=8)),
 ]
 
 
