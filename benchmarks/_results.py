@@ -76,8 +76,8 @@ def loads(text: str) -> list[Row]:
 def write_json(path: str | os.PathLike[str] | None, rows: list[Row]) -> None:
     """Writes the rows when the script was given --json PATH (does nothing for None)."""
     if path is not None:
-        Path(path).write_text(dumps(rows) + "\n")
+        Path(path).write_text(dumps(rows) + "\n", encoding="utf-8")
 
 
 def read_json(path: str | os.PathLike[str]) -> list[Row]:
-    return loads(Path(path).read_text())
+    return loads(Path(path).read_text(encoding="utf-8"))

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None, scripts: tuple[Script, ...] = SCRIPTS) -
             rows += got
     text = _report.render(rows, _machine.describe(), runs, started, load_before, _machine.load_average(),
                           args.quick)
-    args.out.write_text(text)
+    args.out.write_text(text, encoding="utf-8")  # µs and dashes, whatever the locale
     print(f"\nwrote {os.path.relpath(args.out)}: {len(rows)} rows from {len(runs)} scripts")
     return 0 if all(run.returncode == 0 for run in runs) else 1
 

@@ -24,13 +24,14 @@ import tempfile
 import time
 import venv
 from pathlib import Path
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parent
 CHECK = PROJECT / "check.py"
 PROJECT_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "csrc", "neuron_relu")
 
 
-def run(cmd: list[str], **kwargs) -> None:
+def run(cmd: list[str], **kwargs: Any) -> None:
     """Runs a command; its output is shown only when it fails."""
     done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     if done.returncode:

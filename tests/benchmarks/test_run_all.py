@@ -92,7 +92,7 @@ def test_run_all_collects_rows_from_scripts_in_their_own_processes(tmp_path: Pat
     out = tmp_path / "RESULTS.md"
     code = run_all.main(["--quick", "--out", str(out)], scripts=(run_all.Script(str(good)), run_all.Script(str(bad))))
     assert code == 1  # one script failed; the results are written all the same
-    text = out.read_text()
+    text = out.read_text(encoding="utf-8")
     assert "| sleep | 500.00 ms | peer | 1.00 s | 0.5x | <= 1x | yes |" in text
     assert "exited with 3" in text and "--quick" in text
     printed = capsys.readouterr().out
@@ -104,7 +104,7 @@ def test_one_real_script_quick(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     script = run_all.Script("nki_peers.py", ("--skip-peers",))
     assert run_all.main(["--quick", "--out", str(out)], scripts=(script,)) == 0
-    text = out.read_text()
+    text = out.read_text(encoding="utf-8")
     assert "## NKI kernels: emulator vs CPU simulators and NumPy (issue 4)" in text
     assert text.count("| numpy |") == 4
 
