@@ -3,7 +3,9 @@
     python examples/custom_op_wheel/build_and_try.py [--workdir DIR] [--keep]
 
 1. ``pip wheel --no-build-isolation`` on a copy of this project (the source tree stays clean):
-   setup.py's build_ext compiles csrc/ with neuron-customcall's builder into the wheel.
+   setup.py's build_ext compiles csrc/ with neuron-customcall's builder into the wheel. (When
+   this environment's setuptools is older than the project needs, as in a new Python 3.11 venv,
+   the build runs in an environment layered on this one with a newer setuptools from the index.)
 2. A new virtual environment without pip. It sees this environment's packages (torch, jax,
    neuron-customcall: gigabytes that are not downloaded again) through a ``.pth`` file that adds
    this environment's site-packages after its own (or ``--system-site-packages`` when this
@@ -29,6 +31,9 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parent
 CHECK = PROJECT / "check.py"
 PROJECT_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "csrc", "neuron_relu")
+#: pyproject.toml's build backend: PEP 639 license text needs setuptools 77 (bdist_wheel is built
+#: in since 70.1). A Python 3.11 venv starts with setuptools 65 and no `wheel` package.
+MIN_SETUPTOOLS = 77
 
 
 def run(cmd: list[str], **kwargs: Any) -> None:
@@ -36,6 +41,28 @@ def run(cmd: list[str], **kwargs: Any) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     if done.returncode:
         raise SystemExit(f"command failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+
+
+def setuptools_major() -> int:
+    from importlib import metadata
+
+    try:
+        return int(metadata.version("setuptools").split(".")[0])
+    except (metadata.PackageNotFoundError, ValueError):
+        return 0
+
+
+def build_python(work: Path) -> Path:
+    """The interpreter that builds the wheel: this one when its setuptools is new enough; else a
+    build environment on top of this one with a newer setuptools from the package index (what
+    pip's build isolation would fetch too; isolation itself can not be used, since
+    neuron-customcall, the other build requirement, is installed here and not on an index)."""
+    if setuptools_major() >= MIN_SETUPTOOLS:
+        return Path(sys.executable)
+    python = make_venv(work / "build-env")
+    # --ignore-installed: the old setuptools belongs to the parent environment; leave it there.
+    run([str(python), "-m", "pip", "install", "--quiet", "--ignore-installed", f"setuptools>={MIN_SETUPTOOLS}"])
+    return python
 
 
 def build_wheel(work: Path) -> Path:
@@ -49,7 +76,7 @@ def build_wheel(work: Path) -> Path:
             source.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, source / name)
     dist = work / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+    run([str(build_python(work)), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "--wheel-dir", str(dist), str(source)])
     (wheel,) = dist.glob("neuron_relu-*.whl")
     return wheel
