@@ -112,8 +112,11 @@ def _check_static_bounds(trace, ins: Instruction, a: Access) -> None:
                               f"{list(shape)})")
 
 
-def check_matmul_operands(trace, stationary: Access, moving: Access) -> None:
-    """Operand rules of TensorE, checked before the result tile is allocated."""
+def check_matmul_operands(trace, stationary: Access, moving: Access,
+                          transpose: bool = False) -> None:
+    """Operand rules of TensorE, checked before the result tile is allocated. In transpose mode
+    (``nc_matmul(..., is_transpose=True)``) ``moving`` is the identity that carries
+    ``stationary`` through the PE array: square, as tall as ``stationary``, and of its dtype."""
     for role, a in (("stationary", stationary), ("moving", moving)):
         m = _mem(trace, a)
         if m != machine.SBUF:
@@ -139,14 +142,36 @@ def check_matmul_operands(trace, stationary: Access, moving: Access) -> None:
         raise _fail(trace, "matmul contraction",
                     f"contraction (partition) sizes differ: stationary {list(stationary.shape)}, "
                     f"moving {list(moving.shape)}")
+    if transpose:
+        _check_transpose_mode(trace, stationary, moving)
+
+
+def _check_transpose_mode(trace, stationary: Access, moving: Access) -> None:
+    k = stationary.shape[0]
+    if tuple(moving.shape) != (k, k):
+        raise _fail(trace, "matmul transpose operand",
+                    f"is_transpose=True needs moving to be the [{k}, {k}] identity matrix "
+                    f"(stationary is {list(stationary.shape)}), got {list(moving.shape)}")
+    st_dt = trace.tensors[stationary.tensor].dtype
+    mv_dt = trace.tensors[moving.tensor].dtype
+    if st_dt != mv_dt:
+        raise _fail(trace, "matmul transpose dtype",
+                    f"is_transpose=True passes stationary through the PE array unchanged: the "
+                    f"identity (moving, {mv_dt}) must have the stationary's dtype ({st_dt})")
 
 
 def _check_matmul(trace, ins: Instruction, dst_mem, src_mems) -> None:
     st, mv = ins.srcs[0], ins.srcs[1]
-    check_matmul_operands(trace, st, mv)
+    transpose = bool(ins.attrs.get("transpose"))
+    check_matmul_operands(trace, st, mv, transpose)
     if dst_mem != machine.PSUM:
         raise _fail(trace, "matmul result location",
                     f"matmul writes its fp32 result to PSUM, not {dst_mem}")
+    if transpose and trace.tensors[ins.dst.tensor].dtype != trace.tensors[st.tensor].dtype:
+        raise _fail(trace, "matmul transpose dtype",
+                    f"a transpose-mode matmul result has the stationary's dtype "
+                    f"({trace.tensors[st.tensor].dtype}), not "
+                    f"{trace.tensors[ins.dst.tensor].dtype}")
     if tuple(ins.dst.shape) != (st.shape[1], mv.shape[1]):
         raise _fail(trace, "matmul result shape",
                     f"result tile {list(ins.dst.shape)} should be [{st.shape[1]}, {mv.shape[1]}]")

@@ -27,10 +27,22 @@ def _src(x):
 
 def nc_matmul(stationary: Tile, moving: Tile, *, is_transpose: bool = False, mask=None) -> Tile:
     """TensorE: ``stationary.T @ moving``; both in SBUF, contraction on the partition axis; result
-    fp32 in PSUM."""
-    checks.check_matmul_operands(current(), stationary.access(), moving.access())
-    out = new_tile((stationary.shape[1], moving.shape[1]), "float32", machine.PSUM)
-    current().emit("matmul", out.access(), (stationary.access(), moving.access()), {}, mask)
+    fp32 in PSUM.
+
+    ``is_transpose=True`` is the PE array's transpose mode (what ``nc_transpose`` on TensorE is
+    built from): ``moving`` must be the [K, K] identity in ``stationary``'s dtype, and the
+    [M, K] result, ``stationary.T``, keeps that dtype (values pass through the array unrounded)
+    instead of becoming fp32. The shape and dtype rules are checked while tracing, the identity
+    when the kernel runs (it is data)."""
+    tr = current()
+    st, mv = operand(stationary), operand(moving)
+    if not isinstance(st, Tile) or not isinstance(mv, Tile):
+        raise tr.error("matmul operand", "nc_matmul takes two SBUF tiles")
+    checks.check_matmul_operands(tr, st.access(), mv.access(), transpose=bool(is_transpose))
+    dtype = st.dtype_name if is_transpose else "float32"
+    attrs = {"transpose": True} if is_transpose else {}
+    out = new_tile((st.shape[1], mv.shape[1]), dtype, machine.PSUM)
+    tr.emit("matmul", out.access(), (st.access(), mv.access()), attrs, mask)
     return out
 
 

@@ -20,6 +20,9 @@ def matmul(r: Runner, ins: Instruction) -> None:
     is broadcast become rows or columns of one larger GEMM, and when the result is accumulated
     (``psum += matmul``) over a vectorised loop axis, that axis joins the contraction instead of
     materialising one product per iteration."""
+    if ins.attrs.get("transpose"):
+        _transpose_mode(r, ins)
+        return
     st = alu.widen(r.read(ins.srcs[0])).astype(np.float32, copy=False)
     mv = alu.widen(r.read(ins.srcs[1])).astype(np.float32, copy=False)
     nb = len(r.ctx.batch_shape)
@@ -36,6 +39,21 @@ def matmul(r: Runner, ins: Instruction) -> None:
         return
     res = np.expand_dims(res, tuple(fold))
     r.write(ins, res, reduced=tuple(r.ctx.batch_syms[i] for i in fold))
+
+
+def _transpose_mode(r: Runner, ins: Instruction) -> None:
+    """``nc_matmul(..., is_transpose=True)``: ``stationary.T`` in the stationary's dtype, values
+    passed through unchanged (NaN and Inf included). The hardware computes it as a product with
+    an identity ``moving``; any other moving tile is a misuse, reported here because it is data."""
+    st_op, mv_op = ins.srcs[0], ins.srcs[1]
+    mv = r.read(mv_op)
+    k = mv.shape[-1]
+    if not np.array_equal(mv, np.broadcast_to(np.eye(k, dtype=mv.dtype), mv.shape)):
+        raise r.error("matmul transpose operand",
+                      f"is_transpose=True needs moving {mv_op} to be the [{k}, {k}] identity "
+                      "matrix (nl.shared_identity_matrix, loaded); it is not")
+    x = r.read(st_op)
+    r.write(ins, np.swapaxes(x, -1, -2), may_alias=not r.is_immutable(st_op.tensor))
 
 
 def _gemm(st: np.ndarray, mv: np.ndarray, nb: int) -> np.ndarray:
