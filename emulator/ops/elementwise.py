@@ -275,6 +275,14 @@ def _compare(ctx: HandlerContext) -> Callable:
 
 
 def _select(ctx: HandlerContext) -> Callable:
+    """np.where, or, when the compiler lets the result reuse a branch operand's buffer, a masked
+    copy of the other branch into it (relu gradients on large activations)."""
+    k = ctx.reuse
+    if k in (1, 2) and ctx.shape != () and ctx.in_shape(k) == ctx.shape and ctx.in_dtype(k) == ctx.dtype \
+            and ctx.in_shape(3 - k) == ctx.shape:
+        if k == 1:
+            return lambda p, a, b: (np.copyto(a, b, where=~np.asarray(p, bool)), a)[1]
+        return lambda p, a, b: (np.copyto(b, a, where=np.asarray(p, bool)), b)[1]
     return np.where
 
 

@@ -90,7 +90,7 @@ FRESH_OPS = frozenset({
 #: Element-wise ops whose handlers can write their result into an operand's buffer.
 IN_PLACE_OPS = frozenset({
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "atan2", "exp", "log", "negate",
-    "tanh", "sqrt", "abs", "expm1", "log1p", "sine", "cosine", "floor", "ceil",
+    "tanh", "sqrt", "abs", "expm1", "log1p", "sine", "cosine", "floor", "ceil", "select",
 })
 
 
@@ -121,6 +121,8 @@ def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list
             choice = 0
         elif ops[i] in IN_PLACE_OPS and types[i][1]:
             for k, o in enumerate(operands):
+                if ops[i] == "select" and k == 0:
+                    continue  # the predicate is read while the result is written
                 p = producer.get(o)
                 if p is not None and fresh[p] and uses[o] == 1 and o != result and types[p] == types[i]:
                     choice = k

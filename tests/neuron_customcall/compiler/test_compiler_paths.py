@@ -156,3 +156,16 @@ def test_artifacts_are_identical_across_processes(tmp_path):
 
     here = "".join(hashlib.sha256(compile_module(hlo.load(fm.serialized(n)))).hexdigest() + "\n" for n in names)
     assert digests == {here}
+
+
+def test_select_writes_into_a_dead_branch_but_never_into_its_predicate():
+    def f(x, y):
+        a, b = x * 2.0, y + 1.0
+        p = (x > 0) & (y > 0)
+        return jnp.where(p, a, b), jnp.where(x > y, x * 3.0, y), lax.select(p, p & (x < 1), p | (y < 1))
+
+    x, y = rand(4, 5), rand(4, 5, seed=1)
+    exe = compile_proto(jax_proto(f, x, y))
+    sel = _ops(exe, "select")
+    assert any(i.reuse in (1, 2) for i in sel) and all(i.reuse != 0 for i in sel)
+    assert_close(exe.run([x, y]), run_jax(f, x, y)[1])
