@@ -65,6 +65,15 @@ class Plan:
     _in_bounds: dict | None = None
     _identity: bool | None = None
     _without: dict | None = None
+    _used: frozenset[int] | None = None
+    #: (array strides, itemsize) -> (byte offset, view strides) of the last array viewed.
+    _strided: tuple | None = None
+
+    def used_axes(self) -> frozenset[int]:
+        """Output axes some storage axis depends on (a write collapses the others)."""
+        if self._used is None:
+            self._used = frozenset(ax for co in self.coefs for ax in co)
+        return self._used
 
     def without_axes(self, drop: tuple[int, ...]) -> "Plan":
         """The plan with output axes ``drop`` removed (they must have no coefficients): for writes
@@ -107,13 +116,19 @@ class Plan:
                               and all(co == {a: 1} for a, co in enumerate(self.coefs)))
         if self._identity and array.shape == self.out_shape:
             return array
-        strides = [0] * len(self.out_shape)
-        offset = 0
-        for a, (c, co) in enumerate(zip(self.consts, self.coefs)):
-            st = array.strides[a]
-            offset += c * st
-            for ax, k in co.items():
-                strides[ax] += k * st
+        key = array.strides
+        memo = self._strided
+        if memo is not None and memo[0] == key:
+            offset, strides = memo[1], memo[2]
+        else:
+            strides = [0] * len(self.out_shape)
+            offset = 0
+            for a, (c, co) in enumerate(zip(self.consts, self.coefs)):
+                st = array.strides[a]
+                offset += c * st
+                for ax, k in co.items():
+                    strides[ax] += k * st
+            self._strided = (key, offset, strides)
         if array.flags.c_contiguous:
             # The ndarray constructor over the array's buffer: same view, a fraction of the cost
             # of as_strided, and it keeps ml_dtypes dtypes.

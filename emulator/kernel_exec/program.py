@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from emulator.kernel_ir import (DEFINED, Access, Instruction, KernelIR, Loop, Statement, dtypes,
                                 walk_instructions)
 
+from .setup import LaunchSetup, build
 from .vectorise import first_appearance, grid_reason, non_vectorisable_reason
 
 
@@ -38,6 +39,8 @@ class Program:
     dead_after: dict[int, frozenset[str]] = field(default_factory=dict)
     #: Memoised access plans (see Runner._plan).
     plans: dict = field(default_factory=dict)
+    #: What each launch needs, decided once (see setup.py).
+    setup: LaunchSetup | None = None
 
 
 def prepare(kernel: KernelIR) -> Program:
@@ -78,6 +81,7 @@ def _analyse(kernel: KernelIR) -> Program:
         and kernel.tensors[name].memory in ("sbuf", "psum")
         and _is_whole(ws[0].dst, kernel.tensors[name].shape))
     prog.dead_after = _dead_after(kernel.body, prog.frozen)
+    prog.setup = build(kernel, written, prog.covered)
     return prog
 
 

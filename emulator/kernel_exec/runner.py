@@ -22,6 +22,7 @@ from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds
                      plan_access)
 from .errors import KernelRuntimeError, OutOfBoundsAccessError
 from .program import Program, prepare
+from .setup import is_whole
 
 log = logging.getLogger(__name__)
 
@@ -44,37 +45,32 @@ class Runner:
             raise KernelRuntimeError(kernel.name, None, "wrong number of inputs",
                                      f"expected {len(kernel.inputs)}, got {len(inputs)}")
         self.written = program.written
+        self.setup = setup = program.setup
         self.storage: dict[str, Storage] = {}
         grid = tuple(kernel.grid)
         psyms = tuple(f"p{i}" for i in range(len(grid)))
         self.ctx = Context(psyms, grid, {}, dict(zip(psyms, grid)))
-        for name, arr in zip(kernel.inputs, inputs):
-            decl = kernel.tensors[name]
-            arr = np.asarray(arr)
-            want = dtypes.to_numpy(decl.dtype)
-            if tuple(arr.shape) != tuple(decl.shape) or arr.dtype != want:
+        for slot, arr in zip(setup.inputs, inputs):
+            if not isinstance(arr, np.ndarray):
+                arr = np.asarray(arr)
+            if arr.shape != slot.shape or arr.dtype != slot.dtype:
+                decl = kernel.tensors[slot.name]
                 raise KernelRuntimeError(
                     kernel.name, decl.loc, "input does not match the traced signature",
-                    f"input {name!r} is {arr.dtype}{list(arr.shape)}, traced as "
+                    f"input {slot.name!r} is {arr.dtype}{list(arr.shape)}, traced as "
                     f"{decl.dtype}{list(decl.shape)}")
             # Inputs the kernel writes are copied so the caller's arrays are never modified.
-            owned = name in self.written
+            self.storage[slot.name] = Storage(np.array(arr) if slot.written else arr, (),
+                                              slot.written)
+        for name, arr, owned in setup.constants:
             self.storage[name] = Storage(np.array(arr) if owned else arr, (), owned)
         # HBM tensors live for the whole kernel: allocated here (private HBM once per program).
         # Outputs a store always writes completely skip the NaN fill.
-        for name, data in kernel.constants.items():
-            decl = kernel.tensors[name]
-            arr = np.frombuffer(data, dtype=dtypes.to_numpy(decl.dtype)).reshape(decl.shape)
-            owned = name in self.written
-            self.storage[name] = Storage(np.array(arr) if owned else arr, (), owned)
-        for name, decl in kernel.tensors.items():
-            if decl.memory in (machine.HBM, machine.SHARED_HBM) and name not in self.storage:
-                private = decl.memory == machine.HBM and decl.role != "output"
-                shape = (grid if private else ()) + tuple(decl.shape)
-                np_dtype = dtypes.to_numpy(decl.dtype)
-                arr = (np.empty(shape, np_dtype) if name in program.covered
-                       else machine.uninitialised(shape, np_dtype))
-                self.storage[name] = Storage(arr, psyms if private else ())
+        for slot in setup.hbm:
+            shape = (grid + slot.shape) if slot.private else slot.shape
+            arr = (np.empty(shape, slot.dtype) if slot.covered
+                   else machine.uninitialised(shape, slot.dtype))
+            self.storage[slot.name] = Storage(arr, psyms if slot.private else ())
         self.instruction: Instruction | None = None
         #: The consumer the current instruction forwards its result to (see Program.forward).
         self.forward: Instruction | None = None
@@ -189,7 +185,7 @@ class Runner:
         uninitialised (NaN) or filled with ``fill``."""
         decl = self.kernel.tensors[name]
         shape = self.ctx.batch_shape + tuple(decl.shape)
-        np_dtype = dtypes.to_numpy(decl.dtype)
+        np_dtype = self.setup.np_dtypes[name]
         arr = (machine.uninitialised(shape, np_dtype) if fill is None
                else np.full(shape, fill, dtype=np_dtype))
         self.storage[name] = Storage(arr, self.ctx.batch_syms,
@@ -282,7 +278,7 @@ class Runner:
         assert dst is not None
         decl = self.kernel.tensors[dst.tensor]
         ctx = self.ctx
-        np_dtype = dtypes.to_numpy(decl.dtype)
+        np_dtype = self.setup.np_dtypes[dst.tensor]
         st = self.storage.get(dst.tensor)
         if st is None and (ins.mask or ins.acc is not None or not self._whole(dst, decl)):
             # A partial first write: the rest of the tile is uninitialised memory.
@@ -310,9 +306,7 @@ class Runner:
             return
 
         plan = self._plan(st, dst)
-        used = set()
-        for co in plan.coefs:
-            used.update(co)
+        used = plan.used_axes()
         keep = [i for i in range(nb) if i in used]
         value = self._collapse(value, keep, nb, ins.acc, reduced)
         mask = None
@@ -356,14 +350,12 @@ class Runner:
             return None
         st = self.storage.get(cons.dst.tensor)
         decl = self.kernel.tensors[cons.dst.tensor]
-        if st is None or not st.owned or dtypes.to_numpy(decl.dtype) != np.dtype(dtype):
+        if st is None or not st.owned or self.setup.np_dtypes[decl.name] != np.dtype(dtype):
             return None
         if self._rebindable(cons, decl, st):
             return None  # binding the result as the new storage is cheaper still
         plan = self._plan(st, cons.dst)
-        used = set()
-        for co in plan.coefs:
-            used.update(co)
+        used = plan.used_axes()
         if any(i not in used for i in range(len(self.ctx.batch_syms))):
             return None
         if not plan.in_bounds(st.array.shape):
@@ -399,9 +391,7 @@ class Runner:
         if st is None:
             return ()
         plan = self._plan(st, cons.dst)
-        used = set()
-        for co in plan.coefs:
-            used.update(co)
+        used = plan.used_axes()
         return tuple(i for i in range(len(self.ctx.batch_syms)) if i not in used)
 
     def _rebindable(self, ins: Instruction, decl, st: Storage) -> bool:
@@ -413,10 +403,10 @@ class Runner:
             return False
         return self._whole(dst, decl)
 
-    @staticmethod
-    def _whole(dst: Access, decl) -> bool:
-        return tuple(dst.shape) == tuple(decl.shape) and all(
-            a.const == 0 and a.terms == ((f"t{d}", 1),) for d, a in enumerate(dst.index))
+    def _whole(self, dst: Access, decl) -> bool:
+        """The access covers its tensor exactly (decided once per destination, see setup.py)."""
+        hit = self.setup.whole.get(id(dst))
+        return is_whole(dst, decl.shape) if hit is None else hit
 
     def _collapse(self, value: np.ndarray, keep: list[int], nb: int, acc: str | None,
                   reduced: tuple[str, ...] = ()) -> np.ndarray:

@@ -180,6 +180,7 @@ class Kernel:
         self.func = func
         self.mode = mode
         self._cache: dict[Any, TracedKernel] = {}
+        self._numpy_plans: dict[Any, NumpyLaunch] = {}
         self.signature = inspect.signature(func)
         self.params = tuple(
             n for n, p in self.signature.parameters.items()
@@ -222,6 +223,27 @@ class Kernel:
     def cache_size(self) -> int:
         return len(self._cache)
 
+    def numpy_plan(self, grid: tuple[int, ...], args: Sequence[Any]) -> "NumpyLaunch | None":
+        """The launch plan for positional NumPy arguments (``None`` if any argument is something
+        else): found by shapes, dtypes and static values without building a trace key or binding
+        the signature, so repeated small launches cost little more than the run itself."""
+        try:
+            key = (grid, tuple((a.shape, a.dtype) if type(a) is np.ndarray else ("static", type(a), a)
+                               for a in args))
+            hit = self._numpy_plans.get(key)
+        except TypeError:
+            return None  # an unhashable static argument: the general path explains
+        if hit is None:
+            if not all(type(a) is np.ndarray or not _is_tensor_arg(a) for a in args):
+                return None
+            traced = self.trace(args, {}, grid)
+            names = self.signature.bind(*args).arguments
+            position = {n: i for i, n in enumerate(names)}
+            hit = self._numpy_plans[key] = NumpyLaunch(
+                traced, tuple(position[n] for n in traced.ir.inputs),
+                tuple(position[n] for n in traced.ir.outputs) if traced.returns == "none" else ())
+        return hit
+
 
 def _key(x: Any) -> Any:
     if _is_tensor_arg(x):
@@ -242,6 +264,10 @@ class Launch:
         for accepts, run in _FRAMEWORKS:
             if accepts(values):
                 return run(self.kernel, self.grid, args, kwargs)
+        if not kwargs:
+            plan = self.kernel.numpy_plan(self.grid, args)
+            if plan is not None:
+                return plan.run(args)
         foreign = [type(a).__module__ for a in values
                    if _is_tensor_arg(a) and not isinstance(a, np.ndarray)]
         if foreign and _import_adapters(foreign):
@@ -250,6 +276,25 @@ class Launch:
             raise NKIError(f"kernel {self.kernel.func.__name__!r}: no framework adapter for "
                            f"arguments of {sorted(set(foreign))}; pass NumPy arrays")
         return simulate(self, args, kwargs)
+
+
+@dataclass
+class NumpyLaunch:
+    """A kernel traced for one grid and one set of NumPy argument shapes/dtypes, with where its
+    inputs (and, for kernels that write their arguments, outputs) sit among the arguments."""
+
+    traced: TracedKernel
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+    def run(self, args: Sequence[Any]):
+        traced = self.traced
+        outs = run_kernel(traced.program, [args[i] for i in self.inputs])
+        if traced.returns == "none":
+            for i, out in zip(self.outputs, outs):
+                args[i][...] = out
+            return None
+        return outs[0] if traced.returns == "single" else tuple(outs)
 
 
 def simulate(launch: Launch, args: Sequence[Any], kwargs: dict[str, Any]):
