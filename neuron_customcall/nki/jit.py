@@ -93,6 +93,11 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
         deactivate(token)
     returns, tiles = _results(trace, result)
     for t in tiles:
+        if t.cast:
+            raise KernelTraceError(name, _def_loc(func), "bit-cast view of an HBM tensor",
+                                   f"a kernel returns whole HBM tensors in their own dtype, not "
+                                   f"a view of {t.decl.name!r} as {t.cast}; nl.store through "
+                                   "the view into a tensor of that dtype instead")
         if t.on_chip or t.shape != t.decl.shape:
             raise KernelTraceError(name, _def_loc(func), "invalid kernel result",
                                    f"a kernel returns whole HBM tensors, got {t!r}")

@@ -19,25 +19,30 @@ from .views import compose, identity_index, subscript
 
 
 class Tile:
-    __slots__ = ("trace", "decl", "shape", "index")
+    """``cast`` is set on bit-cast views of HBM tensors (``hbm_tensor.view(dtype)``): the elements
+    read as ``cast`` but the IR tensor keeps its dtype; ``nl.load``/``nl.store`` reinterpret the
+    bits on chip (see lang/memory.py), every other use of such a view is a trace error."""
+
+    __slots__ = ("trace", "decl", "shape", "index", "cast")
     __array_priority__ = 1000
 
     def __init__(self, trace, decl: TensorDecl, shape: tuple[int, ...] | None = None,
-                 index: tuple[Affine, ...] | None = None):
+                 index: tuple[Affine, ...] | None = None, cast: str | None = None):
         self.trace = trace
         self.decl = decl
         self.shape = tuple(decl.shape) if shape is None else tuple(shape)
         self.index = identity_index(self.shape) if index is None else index
+        self.cast = cast
 
     # --- properties ----------------------------------------------------------------------------
 
     @property
     def dtype(self):
-        return nkd.numpy_dtype(self.decl.dtype)
+        return nkd.numpy_dtype(self.dtype_name)
 
     @property
     def dtype_name(self) -> str:
-        return self.decl.dtype
+        return self.cast or self.decl.dtype
 
     @property
     def ndim(self) -> int:
@@ -45,7 +50,7 @@ class Tile:
 
     @property
     def itemsize(self) -> int:
-        return ir_dtypes.itemsize(self.decl.dtype)
+        return ir_dtypes.itemsize(self.dtype_name)
 
     @property
     def buffer(self) -> str:
@@ -63,7 +68,9 @@ class Tile:
         return Access(self.decl.name, self.shape, self.index)
 
     def __repr__(self) -> str:
-        return f"Tile({self.decl.name}: {self.decl.memory} {self.decl.dtype}{list(self.shape)})"
+        cast = f" viewed as {self.cast}" if self.cast else ""
+        return (f"Tile({self.decl.name}: {self.decl.memory} {self.decl.dtype}{list(self.shape)}"
+                f"{cast})")
 
     # --- views ---------------------------------------------------------------------------------
 
@@ -72,7 +79,7 @@ class Tile:
             shape, exprs = subscript(self.shape, key)
         except (NonAffineIndexError, IndexError) as e:
             raise self.trace.error("invalid index", f"{self.decl.name}[...]: {e}") from None
-        return Tile(self.trace, self.decl, shape, compose(self.index, exprs))
+        return Tile(self.trace, self.decl, shape, compose(self.index, exprs), self.cast)
 
     def __setitem__(self, key, value) -> None:
         from .lang.memory import assign
@@ -84,22 +91,33 @@ class Tile:
         shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if int(np.prod(shape)) != int(np.prod(self.shape)):
             raise self.trace.error("invalid reshape", f"{list(self.shape)} -> {list(shape)}")
-        if self.index != identity_index(self.shape) or self.shape != self.decl.shape:
+        if self.index != identity_index(self.shape) or self.shape != tuple(self.decl.shape):
             raise self.trace.error("invalid reshape", "only a whole tensor can be reshaped")
         return _reshape_view(self, shape)
 
     def view(self, dtype) -> "Tile":
-        """The same bits as another dtype of the same width (an on-chip tile: a bit-cast copy,
-        which reads the same as a reinterpreting view since tiles are values)."""
+        """The same bits as another dtype of the same width. An on-chip tile: a bit-cast copy
+        (which reads the same as a reinterpreting view since tiles are values). An HBM tensor: a
+        view that ``nl.load`` and ``nl.store`` reinterpret on chip; the IR keeps one tensor of
+        one dtype, so nothing else may use it."""
         new = nkd.name_of(dtype)
-        if ir_dtypes.itemsize(new) != ir_dtypes.itemsize(self.decl.dtype):
-            raise self.trace.error("invalid view", f"{self.decl.dtype} -> {new}: a bit-cast view "
+        if ir_dtypes.itemsize(new) != ir_dtypes.itemsize(self.dtype_name):
+            raise self.trace.error("invalid view", f"{self.dtype_name} -> {new}: a bit-cast view "
                                    "keeps the element width")
         if not self.on_chip:
-            raise self.trace.error("invalid view", "bit-cast an on-chip tile (nl.load it first)")
+            return Tile(self.trace, self.decl, self.shape, self.index,
+                        None if new == self.decl.dtype else new)
         out = Tile(self.trace, self.trace.temp(self.shape, new, self.decl.memory))
         self.trace.emit("tensor_copy", out.access(), (self.access(),), {"bitcast": True})
         return out
+
+    def bitcast_use(self, what: str) -> None:
+        """Refuse a use of a bit-cast HBM view other than ``nl.load`` / ``nl.store``."""
+        if self.cast:
+            raise self.trace.error(
+                "bit-cast view of an HBM tensor",
+                f"{what}: a bit-cast view of HBM tensor {self.decl.name!r} ({self.decl.dtype} "
+                f"viewed as {self.cast}) can only be read with nl.load or written with nl.store")
 
     def astype(self, dtype) -> "Tile":
         from . import language as nl
@@ -224,4 +242,4 @@ def _reshape_view(t: Tile, shape: tuple[int, ...]) -> Tile:
     if len(exprs) != len(old):
         raise t.trace.error("invalid reshape", f"{old} -> {new} is not supported")
     index = tuple(Affine.make(0, e) for e in exprs)
-    return Tile(t.trace, t.decl, shape, index)
+    return Tile(t.trace, t.decl, shape, index, t.cast)

@@ -99,16 +99,33 @@ def shared_identity_matrix(n: int, dtype=float32) -> Tile:
 # --- memory ----------------------------------------------------------------------------------------
 
 def load(src: Tile, *, mask=None, dtype=None) -> Tile:
-    """HBM -> SBUF. Masked-out elements are neither read nor written (they stay NaN)."""
+    """HBM -> SBUF. Masked-out elements are neither read nor written (they stay NaN). From a
+    bit-cast HBM view: the load brings the stored bits, a bit-cast copy on chip reinterprets."""
     tr = current()
-    out = new_tile(src.shape, nkd.name_of(dtype) if dtype is not None else src.dtype_name)
+    want = nkd.name_of(dtype) if dtype is not None else src.dtype_name
+    if src.cast:
+        raw = new_tile(src.shape, src.decl.dtype)
+        tr.emit("load", raw.access(), (src.access(),), {}, mask)
+        cast = new_tile(src.shape, src.cast)
+        tr.emit("tensor_copy", cast.access(), (raw.access(),), {"bitcast": True})
+        return cast if want == src.cast else copy(cast, dtype=want)
+    out = new_tile(src.shape, want)
     tr.emit("load", out.access(), (src.access(),), {}, mask)
     return out
 
 
 def store(dst: Tile, value, *, mask=None) -> None:
-    """SBUF/PSUM -> HBM."""
+    """SBUF/PSUM -> HBM. Into a bit-cast HBM view: the value is converted to the view's dtype
+    and its bits reinterpreted as the tensor's own dtype on chip before the store."""
     v = operand(value)
+    if dst.cast:
+        if not isinstance(v, Tile):
+            v = full((1,), v, dst.cast)
+        elif v.dtype_name != dst.cast:
+            v = copy(v, dtype=dst.cast)
+        raw = new_tile(v.shape, dst.decl.dtype)
+        current().emit("tensor_copy", raw.access(), (v.access(),), {"bitcast": True})
+        v = raw
     src = v.access() if isinstance(v, Tile) else Const(v)
     current().emit("store", dst.access(), (src,), {}, mask)
 
@@ -148,11 +165,12 @@ def expand_dims(x: Tile, axis: int) -> Tile:
     shape = x.shape[:axis] + (1,) + x.shape[axis:]
     ren = {f"t{j}": f"t{j + 1 if j >= axis else j}" for j in range(x.ndim)}
     index = tuple(Affine.make(a.const, {ren.get(s, s): c for s, c in a.terms}) for a in x.index)
-    return Tile(x.trace, x.decl, shape, index)
+    return Tile(x.trace, x.decl, shape, index, x.cast)
 
 
 def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
     """``dst = op(dst, value)`` in HBM."""
+    dst.bitcast_use("nl.atomic_rmw")
     v = operand(value)
     current().emit("store", dst.access(), (v.access() if isinstance(v, Tile) else Const(v),), {},
                    mask, acc=alu_op_name(op))
@@ -167,9 +185,13 @@ def assign(view: Tile, value) -> None:
         tr.emit("iota", view.access(), (), {"expr": affine_to_json(value.to_affine(view.ndim))})
         return
     v = operand(value)
+    if isinstance(v, Tile) and v.cast:
+        v = load(v)  # ``sbuf_tile[...] = hbm.view(dtype)[...]``: a load that reinterprets
+    if not view.on_chip and (view.cast or not isinstance(v, Tile)):
+        store(view, v)
+        return
     if not isinstance(v, Tile):
-        op = "store" if not view.on_chip else "memset"
-        tr.emit(op, view.access(), (Const(v),))
+        tr.emit("memset", view.access(), (Const(v),))
         return
     if not view.on_chip:
         tr.emit("store", view.access(), (v.access(),))
