@@ -1,9 +1,10 @@
 """The emulated GpSimd engine: eight general-purpose cores that run C++ custom-op kernels.
 
 A custom-op library is built (by ``neuron_customcall.cpp``) against the device runtime in
-``include/`` into one shared object; this package reads its registration table, runs its shape
-functions on the host, and runs its compute functions in an isolated worker process on 1 or 8
-emulated cores with per-core TCM pools, bounds-checked accessors and cost-model counters.
+``include/`` into one shared object; this package loads it only in an isolated worker process,
+which reads its registration table, runs its shape functions (cached per signature on the host)
+and runs its compute functions on 1 or 8 emulated cores with per-core TCM pools, bounds-checked
+accessors and cost-model counters.
 It never imports torch, jax or ``neuron_customcall``.
 """
 
@@ -14,7 +15,9 @@ from emulator.gpsimd.errors import (
     KernelError,
     KernelTimeout,
     LibraryError,
+    ShapeFunctionCrash,
     ShapeFunctionError,
+    ShapeFunctionTimeout,
 )
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.cost import CostEstimate, estimate
@@ -33,7 +36,9 @@ __all__ = [
     "LibraryError",
     "OpDescriptor",
     "RunResult",
+    "ShapeFunctionCrash",
     "ShapeFunctionError",
+    "ShapeFunctionTimeout",
     "TensorSpec",
     "estimate",
 ]

@@ -1,10 +1,9 @@
-"""Op arguments as the runtime's ``ncc_arg``: one description (a small dict, also the worker
-protocol's argument format) built on the host, and one way to fill an ``ncc_arg`` from it, used
-by host shape calls and by the worker alike."""
+"""Op arguments as the runtime's ``ncc_arg``: one description (a small dict, the worker
+protocol's argument format) built on the host, and one way to fill an ``ncc_arg`` from it in the
+worker, for shape calls and compute calls alike."""
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
@@ -39,8 +38,10 @@ def tensor_fields(spec: TensorSpec, offset: int = 0) -> dict:
         raise GpSimdError(f"dtype {spec.dtype} is not a GpSimd dtype ({', '.join(abi.DTYPES)})")
     if len(spec.shape) > abi.MAX_DIMS:
         raise GpSimdError(f"tensors have at most {abi.MAX_DIMS} dims, got {len(spec.shape)}")
-    return {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[spec.dtype].code, "shape": list(spec.shape),
-            "offset": offset}
+    # int(): a framework's symbolic size (a torch SymInt while tracing with dynamic shapes) becomes
+    # its concrete value, specialising the trace as a C shape function needs.
+    return {"kind": abi.KIND_TENSOR, "dtype": abi.DTYPES[spec.dtype].code,
+            "shape": [int(s) for s in spec.shape], "offset": offset}
 
 
 def _scalar(value: object) -> dict:
@@ -84,22 +85,21 @@ def fill(arg: abi.NccArg, fields: dict, data: int | None) -> None:
         arg.i = fields.get("i", 0)
 
 
-def pack(op_name: str, kinds: Sequence[str], values: Sequence[Value]) -> ctypes.Array:
-    """The ncc_arg array of a shape call: data-less tensors and scalar values."""
+def describe(op_name: str, kinds: Sequence[str], values: Sequence[Value]) -> list[dict]:
+    """The argument descriptions of a shape call: data-less tensors and scalar values."""
     if len(values) != len(kinds):
         raise GpSimdError(f"op '{op_name}' takes {len(kinds)} arguments, got {len(values)}")
-    array = (abi.NccArg * max(len(kinds), 1))()
+    fields = []
     for k, (kind, value) in enumerate(zip(kinds, values)):
         if kind == "tensor":
             if not isinstance(value, TensorSpec):
                 raise GpSimdError(f"op '{op_name}': argument {k} must be a tensor")
-            fill(array[k], tensor_fields(value), None)
+            fields.append(tensor_fields(value))
         else:
-            fill(array[k], scalar_fields(kind, value), None)
-    return array
+            fields.append(scalar_fields(kind, value))
+    return fields
 
 
-def spec_of(arg: abi.NccArg) -> TensorSpec:
-    """The dtype and shape a shape function returned."""
-    dtype = abi.DTYPES_BY_CODE[arg.dtype].name
-    return TensorSpec(dtype, tuple(int(arg.sizes[k]) for k in range(arg.ndim)))
+def spec_of(fields: dict) -> TensorSpec:
+    """The dtype and shape a shape function returned (``{"dtype": code, "shape": [...]}``)."""
+    return TensorSpec(abi.DTYPES_BY_CODE[fields["dtype"]].name, tuple(fields["shape"]))

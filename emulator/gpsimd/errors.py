@@ -12,7 +12,8 @@ class LibraryError(GpSimdError):
 
 
 class ShapeFunctionError(GpSimdError):
-    """A shape function failed on the host (for instance it tried to read input data)."""
+    """A shape function failed (for instance it tried to read input data); `kind` is the device
+    error kind, "other" for a C++ exception, "crash" or "timeout"."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -33,3 +34,17 @@ class KernelCrash(GpSimdError):
 
 class KernelTimeout(GpSimdError):
     """The kernel ran past its time limit and its worker was killed."""
+
+
+class ShapeFunctionCrash(ShapeFunctionError, KernelCrash):
+    """A shape function crashed its worker (segfault, abort); the host process is unharmed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "crash")
+
+
+class ShapeFunctionTimeout(ShapeFunctionError, KernelTimeout):
+    """A shape function ran past its time limit and its worker was killed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "timeout")

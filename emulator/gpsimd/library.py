@@ -1,68 +1,82 @@
 """A built GpSimd custom-op library as seen from the host: its registration table, its ops'
 compute symbols (found and signature-checked) and its shape functions.
 
-Shape functions run in the host process (they only compute shapes, so tracing stays cheap);
-compute functions never do: they run in the worker (see runner.py).
+The host never loads the library: its static initialisers, its registration body and its shape
+functions run in the library's worker (the same one that runs its compute functions, see
+runner.py), so a crash or a hang in any of them is a Python exception naming the library or the
+op, never a dead or hung host. The host reads the compute symbols from the file's ELF symbol
+table itself, and caches shape results per signature so graph building pays the worker round
+trip once per signature.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Sequence
 
-from emulator.gpsimd import abi, args, elf, signature
+from emulator.gpsimd import args, elf, shape_cache, signature
 from emulator.gpsimd.args import TensorSpec, Value
 from emulator.gpsimd.descriptor import LibraryDescriptor, OpDescriptor
-from emulator.gpsimd.errors import LibraryError, ShapeFunctionError
+from emulator.gpsimd.errors import LibraryError, ShapeFunctionCrash, ShapeFunctionError, ShapeFunctionTimeout
+from emulator.gpsimd.image import materialise
+from emulator.gpsimd.process import WorkerDied, WorkerTimedOut
+from emulator.gpsimd.runner import DEFAULT_SHAPE_TIMEOUT, GpSimdRunner, runner_for
 
 log = logging.getLogger(__name__)
+
+__all__ = ["HostLibrary", "MAX_FUNCTIONS", "RESERVED_NAME", "materialise"]
 
 MAX_FUNCTIONS = 10
 RESERVED_NAME = "builtin"
 
 
-def materialise(image: bytes, directory: Path) -> Path:
-    """Writes library bytes to a content-addressed file (dlopen needs a path) and returns it."""
-    digest = hashlib.sha256(image).hexdigest()
-    path = directory / f"libgpsimd-{digest[:24]}.so"
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(image)
-        os.replace(tmp, path)
-    return path
-
-
 class HostLibrary:
-    """Loads a built library into the host process and describes it."""
+    """Describes a built library and answers its shape calls, through its worker.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    `runner` is the library's runner (whose worker also runs compute functions; default: the
+    process-wide runner of the file); `shape_timeout` limits each shape call (default
+    ``$NEURON_CUSTOMCALL_GPSIMD_SHAPE_TIMEOUT``, 60 s).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        runner: GpSimdRunner | None = None,
+        shape_timeout: float | None = None,
+    ) -> None:
         self.path = Path(path).resolve()
+        self.runner = runner if runner is not None else runner_for(self.path)
+        self.shape_timeout = DEFAULT_SHAPE_TIMEOUT if shape_timeout is None else shape_timeout
+        self._shapes = shape_cache.ShapeCache()
         image = self.path.read_bytes()
-        try:
-            self._lib = ctypes.CDLL(str(self.path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-        except OSError as exc:
-            raise LibraryError(f"cannot load GpSimd library {self.path}: {exc}") from exc
-        if not hasattr(self._lib, "ncc_gpsimd_abi_version"):
-            raise LibraryError(f"{self.path} is not a GpSimd custom-op library (no ncc_gpsimd_* API)")
-        abi.bind(self._lib)
-        if self._lib.ncc_gpsimd_abi_version() != abi.ABI_VERSION:
-            raise LibraryError(f"{self.path} was built for another GpSimd runtime ABI; rebuild it")
-        info = json.loads(self._lib.ncc_gpsimd_library_info().decode())
+        info = self._library_request({"cmd": "info"}, "reading its registration table")["info"]
         self.descriptor = self._describe(info, image)
-        log.debug("loaded GpSimd library %s from %s", self.descriptor.library, self.path)
+        log.debug("described GpSimd library %s from %s", self.descriptor.library, self.path)
+
+    def _library_request(self, message: dict, what: str) -> dict:
+        try:
+            return self.runner.request(message, self.shape_timeout)
+        except WorkerTimedOut:
+            raise LibraryError(
+                f"GpSimd library {self.runner.label}: {what} took longer than {self.shape_timeout:g} s "
+                "(the NEURON_LIBRARY body runs there); the worker was killed"
+            ) from None
+        except WorkerDied as died:
+            raise LibraryError(
+                f"GpSimd library {self.runner.label} crashed ({died.signal}) while {what} (the "
+                "NEURON_LIBRARY body runs there)" + died.suffix()
+            ) from None
 
     def _describe(self, info: dict, image: bytes) -> LibraryDescriptor:
         name = info["library"]
         if info["error"]:
-            raise LibraryError(f"library '{name}' ({self.path.name}): {info['error']}")
+            raise LibraryError(f"library '{name}' ({self.runner.label}): {info['error']}")
         if not name:
-            raise LibraryError(f"{self.path.name} has no NEURON_LIBRARY(...) registration")
+            raise LibraryError(f"{self.runner.label} has no NEURON_LIBRARY(...) registration")
         if name == RESERVED_NAME:
             raise LibraryError(f"the library name '{RESERVED_NAME}' is reserved")
         if len(info["ops"]) > MAX_FUNCTIONS:
@@ -97,26 +111,47 @@ class HostLibrary:
                 f"{where}: compute function '{op['compute']}' is not defined in the compute sources"
             )
         if len(candidates) > 1:
-            shown = ", ".join(self.demangle(c) for c in candidates)
+            shown = ", ".join(self.demangle(candidates))
             raise LibraryError(f"{where}: compute function '{op['compute']}' is overloaded ({shown})")
         symbol = candidates[0]
         if symbol != op["compute"]:
-            signature.check(where, self.demangle(symbol), tuple(op["args"]))
+            signature.check(where, self.demangle([symbol])[0], tuple(op["args"]))
         return symbol
 
-    def demangle(self, symbol: str) -> str:
-        out = ctypes.create_string_buffer(4096)
-        if self._lib.ncc_gpsimd_demangle(symbol.encode(), out, len(out)) != 0:
-            return symbol
-        return out.value.decode()
+    def demangle(self, symbols: Sequence[str]) -> list[str]:
+        """The demangled names of C++ symbols (by the library's own ``abi::__cxa_demangle``)."""
+        return self._library_request({"cmd": "demangle", "symbols": list(symbols)}, "demangling")["names"]
 
     def shape(self, op: OpDescriptor, values: Sequence[Value]) -> TensorSpec:
-        """Runs the op's shape function on data-less tensors and returns the output's spec."""
-        packed = args.pack(op.name, op.args, values)
-        out = abi.NccArg()
-        err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
-        code = self._lib.ncc_gpsimd_shape(op.index, packed, len(op.args), ctypes.byref(out), err, len(err))
-        if code != 0:
-            kind = abi.ERROR_KINDS.get(code, "other")
-            raise ShapeFunctionError(f"op '{op.name}': {err.value.decode(errors='replace')}", kind)
-        return args.spec_of(out)
+        """Runs the op's shape function on data-less tensors (once per signature: the result is
+        cached) and returns the output's spec."""
+        fields = args.describe(op.name, op.args, values)
+        k = shape_cache.key(op.index, fields)
+        cached = self._shapes.get(k)
+        if cached is not None:
+            return cached
+        reply = self._shape_request(op, fields)
+        if reply["text"]:
+            # A shape function's printf is the host's printf.
+            sys.stdout.write(reply["text"])
+            sys.stdout.flush()
+        if not reply["ok"]:
+            raise ShapeFunctionError(f"op '{op.name}': {reply['error']}", reply["kind"])
+        spec = args.spec_of(reply["out"])
+        self._shapes.put(k, spec)
+        return spec
+
+    def _shape_request(self, op: OpDescriptor, fields: list[dict]) -> dict:
+        where = f"the shape function of op '{op.name}' (library '{op.library}')"
+        try:
+            return self.runner.request({"cmd": "shape", "index": op.index, "args": fields}, self.shape_timeout)
+        except WorkerTimedOut:
+            raise ShapeFunctionTimeout(
+                f"{where} ran past its time limit of {self.shape_timeout:g} s; its worker was killed "
+                "(the host is unharmed)"
+            ) from None
+        except WorkerDied as died:
+            raise ShapeFunctionCrash(
+                f"{where} crashed its GpSimd worker ({died.signal}): an invalid pointer, an abort or "
+                "an uncaught C++ exception; the host process is unharmed" + died.suffix()
+            ) from None

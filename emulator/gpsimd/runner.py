@@ -3,18 +3,19 @@
 The host copies the input tensors into a shared arena, sends one small JSON request, and waits
 with a time limit. A worker that crashes (segfault, abort) or runs past the limit is killed and
 replaced, and the call raises a Python exception naming the op; the host process is never at risk.
+The same worker answers the library's other requests (registration table, shape functions:
+see library.py) through `GpSimdRunner.request`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO, Union
@@ -26,12 +27,15 @@ from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.gpsimd.errors import GpSimdError, KernelCrash, KernelError, KernelTimeout
-from emulator.gpsimd.library import materialise
+from emulator.gpsimd.image import materialise
+from emulator.gpsimd.process import WorkerDied, WorkerProcess, WorkerTimedOut
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_TIMEOUT", "300"))
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: Time limit of user code that must be quick: loading a library (its static initialisers) and
+#: each shape call.
+DEFAULT_SHAPE_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_SHAPE_TIMEOUT", "60"))
 _LIBRARY_CACHE = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
 
 
@@ -73,106 +77,6 @@ class RunResult:
         return estimate(self.counters, self.ncores)
 
 
-def _signal_name(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return signal.Signals(-returncode).name
-        except ValueError:
-            return f"signal {-returncode}"
-    return f"exit status {returncode}"
-
-
-class _WorkerProcess:
-    """One worker subprocess and the arena it shares with the host."""
-
-    def __init__(self, library_path: Path) -> None:
-        self.library_path = library_path
-        self.arena = protocol.Arena()
-        req_r, self.req_w = os.pipe()
-        self.resp_r, resp_w = os.pipe()
-        self.stderr = tempfile.TemporaryFile()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROJECT_ROOT), env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path)],
-            pass_fds=(req_r, resp_w),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self.stderr,
-            env=env,
-        )
-        os.close(req_r)
-        os.close(resp_w)
-        ready = self._receive(60.0, "starting the GpSimd worker")
-        if ready is None:
-            raise GpSimdError(f"the GpSimd worker for {library_path.name} failed to start: {self.stderr_tail()}")
-
-    def _receive(self, timeout: float, what: str) -> dict | None:
-        try:
-            return protocol.receive(self.resp_r, timeout)
-        except TimeoutError:
-            self.kill()
-            raise KernelTimeout(f"{what}: no answer within {timeout:g} s; the worker was killed") from None
-
-    def stderr_tail(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read()[-2000:].decode("utf-8", "replace").strip()
-
-    def request(self, message: dict, timeout: float, op_name: str) -> dict:
-        try:
-            protocol.send(self.req_w, message)
-            reply = protocol.receive(self.resp_r, timeout)
-        except TimeoutError:
-            self.kill()
-            raise KernelTimeout(
-                f"op '{op_name}' ran past its time limit of {timeout:g} s on the emulated GpSimd "
-                "engine; its worker was killed"
-            ) from None
-        except BrokenPipeError:
-            reply = None
-        except BaseException:
-            # Interrupted (e.g. KeyboardInterrupt) with a reply possibly pending: this worker's
-            # stream can not be trusted any more.
-            self.kill()
-            raise
-        if reply is None:
-            returncode = self.proc.wait()
-            detail = self.stderr_tail()
-            self.close()
-            raise KernelCrash(
-                f"op '{op_name}' crashed its emulated GpSimd core ({_signal_name(returncode)}): "
-                "an invalid pointer, an abort, or a stack overflow beyond the declared STACK_SIZE"
-                + (f"; worker output: {detail}" if detail else "")
-            )
-        return reply
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.close()
-
-    def close(self) -> None:
-        for fd in (self.req_w, self.resp_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.req_w = self.resp_r = -1
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.arena.close()
-        self.stderr.close()
-
-
 def _layout(values: Sequence[Argument], kinds: Sequence[str]) -> tuple[list[dict], int]:
     """Assigns the input tensors their offsets in the arena; returns the specs and the size."""
     offset, specs = 0, []
@@ -202,22 +106,48 @@ def print_device_output(op: OpDescriptor, text: str, lost: int, stream: TextIO |
 
 
 class GpSimdRunner:
-    """Runs the ops of one library (given by path or by bytes) on the emulated GpSimd engine."""
+    """Runs the ops of one library (given by path or by bytes) on the emulated GpSimd engine.
 
-    def __init__(self, library: str | os.PathLike[str] | bytes, timeout: float = DEFAULT_TIMEOUT) -> None:
+    `timeout` limits each compute call, `load_timeout` the loading of the library in a new worker
+    (its static initialisers); `label` is how messages name the library (default: its file name;
+    the loader passes the file the user built, not the content-addressed copy it runs).
+    `requests` counts the requests sent to workers, by command.
+    """
+
+    def __init__(
+        self,
+        library: str | os.PathLike[str] | bytes,
+        timeout: float = DEFAULT_TIMEOUT,
+        load_timeout: float | None = None,
+        label: str | None = None,
+    ) -> None:
         if isinstance(library, (bytes, bytearray)):
             self.library_path = materialise(bytes(library), _LIBRARY_CACHE)
         else:
             self.library_path = Path(library).resolve()
+        self.label = label or self.library_path.name
         self.timeout = timeout
-        self._worker: _WorkerProcess | None = None
+        self.load_timeout = DEFAULT_SHAPE_TIMEOUT if load_timeout is None else load_timeout
+        self.requests: Counter[str] = Counter()
+        self._worker: WorkerProcess | None = None
         self._lock = threading.Lock()
         self._slabs = protocol.SlabPool()
 
-    def _ensure_worker(self) -> _WorkerProcess:
-        if self._worker is None or not self._worker.alive() or self._worker.req_w < 0:
-            self._worker = _WorkerProcess(self.library_path)
+    def _ensure_worker(self) -> WorkerProcess:
+        if self._worker is None or not self._worker.alive():
+            self._worker = WorkerProcess(self.library_path, self.load_timeout, self.label)
         return self._worker
+
+    def _send(self, worker: WorkerProcess, message: dict, timeout: float) -> dict:
+        self.requests[message["cmd"]] += 1
+        return worker.request(message, timeout)
+
+    def request(self, message: dict, timeout: float) -> dict:
+        """Sends one library-level request (``info``, ``demangle``, ``shape``) to the worker,
+        starting one if needed. Raises `WorkerDied` or `WorkerTimedOut` (the worker is gone and
+        the next request starts a fresh one) and `LibraryError` when the library fails to load."""
+        with self._lock:
+            return self._send(self._ensure_worker(), message, timeout)
 
     def run(
         self,
@@ -247,7 +177,20 @@ class GpSimdRunner:
                 request = {"cmd": "run", "index": op.index, "symbol": op.symbol, "ncores": ncores,
                            "args": specs, "out": out_spec}
                 start_time = time.perf_counter()
-                reply = worker.request(request, timeout or self.timeout, op.name)
+                limit = timeout or self.timeout
+                try:
+                    reply = self._send(worker, request, limit)
+                except WorkerTimedOut:
+                    raise KernelTimeout(
+                        f"op '{op.name}' ran past its time limit of {limit:g} s on the emulated "
+                        "GpSimd engine; its worker was killed"
+                    ) from None
+                except WorkerDied as died:
+                    raise KernelCrash(
+                        f"op '{op.name}' crashed its emulated GpSimd core ({died.signal}): an invalid "
+                        "pointer, an abort, or a stack overflow beyond the declared STACK_SIZE"
+                        + died.suffix()
+                    ) from None
                 seconds = time.perf_counter() - start_time
         except BaseException:
             self._slabs.release(slab)

@@ -1,12 +1,19 @@
-"""The GpSimd worker process: loads one custom-op library and runs its compute functions.
+"""The GpSimd worker process: loads one custom-op library, reads its registration table, runs
+its shape functions and its compute functions.
 
-Started by runner.py with two pipe descriptors and the library path; kernels run here so that a
-crash or a hang takes down this process, never the host. It imports no framework.
+Started by process.py with two pipe descriptors and the library path. Every piece of the user's
+code runs here (static initialisers at load included), so that a crash or a hang takes down this
+process, never the host. It imports no framework.
+
+Start-up sends two messages: ``{"started": true}`` once the interpreter runs (so the host's
+time limit for loading covers the user's static initialisers only), then ``{"ready": true}`` once
+the library is loaded, or ``{"ok": false, "error": ...}`` when it is not a usable library.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import mmap
 import os
 import sys
@@ -49,12 +56,56 @@ class _Mappings:
         mapped.close()
 
 
+class LoadError(Exception):
+    """The file can not be loaded or is not a GpSimd library of this runtime ABI."""
+
+
+class _Stdout:
+    """The worker's standard output, redirected to an anonymous file: a shape function's printf
+    (the host's printf, as shape functions run on the host) is sent back with the reply and
+    printed by the host; anything else (a kernel's std::cout, which goes nowhere on the device)
+    is discarded."""
+
+    LIMIT = 64 * 1024
+
+    def __init__(self) -> None:
+        self.fd = os.memfd_create("ncc-gpsimd-stdout", os.MFD_CLOEXEC)
+        os.dup2(self.fd, 1)
+        self.libc = ctypes.CDLL(None)
+        self.libc.fflush.argtypes = [ctypes.c_void_p]
+
+    def take(self) -> str:
+        """The output written since the last call (its newest LIMIT bytes)."""
+        self.libc.fflush(None)
+        size = os.fstat(self.fd).st_size
+        if not size:
+            return ""
+        data = os.pread(self.fd, min(size, self.LIMIT), max(0, size - self.LIMIT))
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        return data.decode("utf-8", "replace")
+
+
+def _open(library_path: str) -> ctypes.CDLL:
+    try:
+        lib = ctypes.CDLL(library_path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    except OSError as exc:
+        raise LoadError(f"cannot load GpSimd library {library_path}: {exc}") from None
+    if not hasattr(lib, "ncc_gpsimd_abi_version"):
+        raise LoadError(f"{library_path} is not a GpSimd custom-op library (no ncc_gpsimd_* API)")
+    abi.bind(lib)
+    if lib.ncc_gpsimd_abi_version() != abi.ABI_VERSION:
+        raise LoadError(f"{library_path} was built for another GpSimd runtime ABI; rebuild it")
+    return lib
+
+
 class Worker:
     """Executes requests from the host, one at a time."""
 
     def __init__(self, library_path: str) -> None:
-        self.lib = ctypes.CDLL(library_path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
-        abi.bind(self.lib)
+        self.stdout = _Stdout()
+        self.lib = _open(library_path)
+        self.stdout.take()  # what static initialisers printed
         self.mappings = _Mappings()
         self.functions: dict[str, int] = {}
         # Reused by every run (the worker runs one request at a time).
@@ -62,10 +113,44 @@ class Worker:
         self.text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
         self.text_len = ctypes.c_size_t(0)
         self.err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
-        self.handlers: dict[str, Callable[[dict], dict]] = {"run": self.run, "ping": self.ping}
+        self.handlers: dict[str, Callable[[dict], dict]] = {
+            "run": self.run, "shape": self.shape, "info": self.info, "demangle": self.demangle,
+            "ping": self.ping,
+        }
 
     def ping(self, request: dict) -> dict:
         return {"ok": True}
+
+    def info(self, request: dict) -> dict:
+        """The registration table and build switches (running the NEURON_LIBRARY body)."""
+        return {"ok": True, "info": json.loads(self.lib.ncc_gpsimd_library_info().decode())}
+
+    def demangle(self, request: dict) -> dict:
+        """Demangled names of `symbols` (a symbol that does not demangle stays as it is)."""
+        out = ctypes.create_string_buffer(4096)
+        names = []
+        for symbol in request["symbols"]:
+            ok = self.lib.ncc_gpsimd_demangle(symbol.encode(), out, len(out)) == 0
+            names.append(out.value.decode() if ok else symbol)
+        return {"ok": True, "names": names}
+
+    def shape(self, request: dict) -> dict:
+        """Runs shape function `index` on data-less tensors; the reply holds the output's dtype
+        code and shape, and the shape function's standard output."""
+        specs = request["args"]
+        array = (abi.NccArg * max(len(specs), 1))()
+        for arg, spec in zip(array, specs):
+            args.fill(arg, spec, None)
+        out = abi.NccArg()
+        err = self.err
+        code = self.lib.ncc_gpsimd_shape(request["index"], array, len(specs), ctypes.byref(out), err, len(err))
+        reply: dict = {"ok": code == 0, "text": self.stdout.take()}
+        if code == 0:
+            reply["out"] = {"dtype": int(out.dtype), "shape": [int(out.sizes[k]) for k in range(out.ndim)]}
+        else:
+            reply["kind"] = abi.ERROR_KINDS.get(code, "other")
+            reply["error"] = err.value.decode("utf-8", "replace")
+        return reply
 
     def function(self, symbol: str) -> int:
         if symbol not in self.functions:
@@ -85,6 +170,7 @@ class Worker:
             ctypes.byref(dst), request["ncores"], ctypes.byref(counters),
             text, len(text), ctypes.byref(text_len), err, len(err),
         )
+        self.stdout.take()  # host-only output of a kernel goes nowhere, as on the device
         reply = {
             "ok": code == 0,
             "counters": counters.as_dict(),
@@ -103,7 +189,12 @@ def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings) -> None:
 
 def main(argv: list[str]) -> int:
     fd_in, fd_out, library_path = int(argv[1]), int(argv[2]), argv[3]
-    worker = Worker(library_path)
+    protocol.send(fd_out, {"ok": True, "started": True})
+    try:
+        worker = Worker(library_path)
+    except LoadError as exc:
+        protocol.send(fd_out, {"ok": False, "error": str(exc)})
+        return 1
     protocol.send(fd_out, {"ok": True, "ready": True})
     while True:
         request = protocol.receive(fd_in)

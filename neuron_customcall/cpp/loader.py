@@ -1,8 +1,11 @@
-"""Loading built libraries: one HostLibrary (registration table, shape functions) and one
-runner (isolated worker for compute functions) per library, framework-neutral.
+"""Loading built libraries: one runner (the library's isolated worker, which loads the library
+and runs its shape and compute functions) and one HostLibrary (registration table, cached shape
+calls through that worker) per library, framework-neutral. The host process never loads a
+user's library itself.
 
-The library file is first copied to a content-addressed path so that rebuilding a library in the
-same process loads the new code (dlopen returns the old handle for a path it already loaded).
+The library file is first copied to a content-addressed path, so that a library rebuilt under
+the same name is a new file (its worker loads the new code) while the file an earlier load used
+stays as it was.
 """
 
 from __future__ import annotations
@@ -47,14 +50,21 @@ def load(path: str | os.PathLike[str]) -> LoadedLibrary:
     source = Path(path).resolve()
     if not source.is_file():
         raise FileNotFoundError(f"no such custom-op library: {source}")
-    content_path = materialise(source.read_bytes(), _CACHE)
-    host = HostLibrary(content_path)
+    content_path = materialise(source.read_bytes(), _CACHE).resolve()
+    with _LOCK:
+        same = next((lib for lib in _LOADED.values() if lib.host.path == content_path), None)
+    if same is not None:
+        return same
+    runner = GpSimdRunner(content_path, label=str(source))
+    try:
+        host = HostLibrary(content_path, runner)
+    except BaseException:
+        runner.close()
+        raise
     name = host.descriptor.library
     with _LOCK:
         previous = _LOADED.get(name)
-        if previous is not None and previous.host.path == host.path:
-            return previous
-        loaded = LoadedLibrary(source, host, GpSimdRunner(content_path))
+        loaded = LoadedLibrary(source, host, runner)
         _LOADED[name] = loaded
     if previous is not None:
         previous.runner.close()

@@ -2,8 +2,8 @@
 // of the library's switches (NEURON_LIBRARY records multicore and STACK_SIZE in the registry), so
 // its object is built once per compiler and flags and shared by all libraries.
 //
-// The emulator's runner calls it through ctypes: it reads the registration table, runs shape
-// functions with data-less tensors, and runs a compute function on 1 or 8 emulated cores, each a
+// The emulator's worker process calls it through ctypes (the host never loads a library): it
+// reads the registration table, runs shape functions with data-less tensors, and runs a compute function on 1 or 8 emulated cores, each a
 // host thread with its own stack, TCM pool, counters and printf buffer.
 #include <cxxabi.h>
 #include <pthread.h>
@@ -233,6 +233,10 @@ int ncc_gpsimd_shape(int op, const ncc_arg* args, int nargs, ncc_arg* out, char*
   } catch (const std::exception& ex) {
     code = kOtherError;
     copy_error(err, errlen, std::string("shape function of op '") + e.name + "': " + ex.what());
+  } catch (...) {
+    code = kOtherError;
+    copy_error(err, errlen, std::string("shape function of op '") + e.name +
+                                "': a C++ exception not derived from std::exception");
   }
   ncc_gpsimd::tls_core = saved;
   return code;

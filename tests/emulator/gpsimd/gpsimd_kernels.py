@@ -31,7 +31,8 @@ def library(name: str, multicore: bool = False, flags: tuple[str, ...] = ()) -> 
 @functools.lru_cache(maxsize=None)
 def loaded(name: str, multicore: bool = False, flags: tuple[str, ...] = ()) -> tuple[HostLibrary, GpSimdRunner]:
     path = library(name, multicore, flags)
-    return HostLibrary(path), GpSimdRunner(path, timeout=60)
+    runner = GpSimdRunner(path, timeout=60)
+    return HostLibrary(path, runner), runner
 
 
 def tensor(array: np.ndarray) -> TensorValue:

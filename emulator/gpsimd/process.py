@@ -1,0 +1,177 @@
+"""One GpSimd worker subprocess: starting it, loading its library, and one request at a time.
+
+Everything of a user's library that executes (static initialisers, the registration body, shape
+functions, compute functions) runs in this process, never in the host. This module only reports
+what happened to the worker (`WorkerDied`, `WorkerTimedOut`, `LibraryError` at load); callers
+turn a death or a time-out into the exception that names what was running (runner.py for compute
+functions, library.py for shape functions and the registration table).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from emulator.gpsimd import protocol
+from emulator.gpsimd.errors import GpSimdError, LibraryError
+
+log = logging.getLogger(__name__)
+
+#: How long the Python interpreter of a new worker may take to start (not the user's code: on a
+#: loaded machine an interpreter start can take seconds).
+STARTUP_TIMEOUT = 60.0
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def signal_name(returncode: int) -> str:
+    """'SIGSEGV' for a process killed by a signal, else its exit status."""
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class WorkerDied(GpSimdError):
+    """The worker ended while a request was pending (a crash of the code it was running)."""
+
+    def __init__(self, returncode: int, detail: str) -> None:
+        super().__init__(f"the GpSimd worker died ({signal_name(returncode)})")
+        self.returncode = returncode
+        self.signal = signal_name(returncode)
+        self.detail = detail
+
+    def suffix(self) -> str:
+        """The worker's last stderr output, for the caller's message."""
+        return f"; worker output: {self.detail}" if self.detail else ""
+
+
+class WorkerTimedOut(GpSimdError):
+    """A request got no answer within its time limit; the worker was killed."""
+
+
+class WorkerProcess:
+    """A worker subprocess with its library loaded, and the inputs' arena it shares with the host.
+
+    Construction waits for the interpreter to start (`STARTUP_TIMEOUT`) and then for the library
+    to load (`load_timeout`): a static initialiser that crashes or hangs raises `LibraryError`
+    naming the library file, and the host is unharmed.
+    """
+
+    def __init__(self, library_path: Path, load_timeout: float, label: str | None = None) -> None:
+        self.library_path = library_path
+        self.label = label or library_path.name  # how messages name the library
+        self.arena = protocol.Arena()
+        req_r, self.req_w = os.pipe()
+        self.resp_r, resp_w = os.pipe()
+        self.stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROJECT_ROOT), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path)],
+            pass_fds=(req_r, resp_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            env=env,
+        )
+        os.close(req_r)
+        os.close(resp_w)
+        try:
+            self._start(load_timeout)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _start(self, load_timeout: float) -> None:
+        name = self.label
+        try:
+            started = protocol.receive(self.resp_r, STARTUP_TIMEOUT)
+        except TimeoutError:
+            raise GpSimdError(f"the GpSimd worker for {name} did not start within {STARTUP_TIMEOUT:g} s") from None
+        if started is None:
+            status, output = self._exit_detail()
+            raise GpSimdError(f"the GpSimd worker for {name} failed to start ({status}){output}")
+        try:
+            loaded = protocol.receive(self.resp_r, load_timeout)
+        except TimeoutError:
+            raise LibraryError(
+                f"GpSimd library {name} did not finish loading within {load_timeout:g} s: a static "
+                "initialiser (global constructor) of the library runs too long or forever; "
+                "the worker was killed"
+            ) from None
+        if loaded is None:
+            status, output = self._exit_detail()
+            raise LibraryError(
+                f"GpSimd library {name} crashed while loading ({status}): a static initialiser "
+                "(global constructor) of the library crashed or threw; the host process is "
+                "unharmed" + output
+            )
+        if not loaded["ok"]:
+            raise LibraryError(loaded["error"])
+
+    def _exit_detail(self) -> tuple[str, str]:
+        """How the worker ended and a suffix quoting its last stderr output."""
+        returncode = self.proc.wait()
+        tail = self.stderr_tail()
+        return signal_name(returncode), (f"; worker output: {tail}" if tail else "")
+
+    def stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-2000:].decode("utf-8", "replace").strip()
+
+    def request(self, message: dict, timeout: float) -> dict:
+        """Sends one request and returns the reply; `WorkerTimedOut` (worker killed) or
+        `WorkerDied` (worker reaped) when there is none."""
+        try:
+            protocol.send(self.req_w, message)
+            reply = protocol.receive(self.resp_r, timeout)
+        except TimeoutError:
+            self.kill()
+            raise WorkerTimedOut(f"no answer within {timeout:g} s; the worker was killed") from None
+        except BrokenPipeError:
+            reply = None
+        except BaseException:
+            # Interrupted (e.g. KeyboardInterrupt) with a reply possibly pending: this worker's
+            # stream can not be trusted any more.
+            self.kill()
+            raise
+        if reply is None:
+            returncode = self.proc.wait()
+            detail = self.stderr_tail()
+            self.close()
+            raise WorkerDied(returncode, detail)
+        return reply
+
+    def alive(self) -> bool:
+        return self.req_w >= 0 and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        for fd in (self.req_w, self.resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.req_w = self.resp_r = -1
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.arena.close()
+        if not self.stderr.closed:
+            self.stderr.close()
