@@ -19,7 +19,8 @@ import numpy as np
 from emulator.artifact import ArtifactError
 from emulator.executor import Factory, HandlerContext
 from emulator.gpsimd.args import TensorSpec
-from emulator.kernel_payload import GPSIMD, NKI_IR, KernelPayloadError, unpack_gpsimd
+from emulator.kernel_payload import (GPSIMD, GPSIMD_OP, NKI_IR, KernelPayloadError, libraries,
+                                     unpack_gpsimd, unpack_gpsimd_op)
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 LIBRARY_DIR = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
 
 
-def _nki(name: str, data: bytes) -> Callable[..., list]:
+def _nki(name: str, data: bytes, kernels: Sequence[Any]) -> Callable[..., list]:
     from emulator.kernel_exec import run_kernel
     from emulator.kernel_exec.program import prepare
     from emulator.kernel_ir import serialise
@@ -39,14 +40,28 @@ def _nki(name: str, data: bytes) -> Callable[..., list]:
     return lambda *args: run_kernel(program, [np.asarray(a) for a in args])
 
 
-def _gpsimd(name: str, data: bytes) -> Callable[..., list]:
-    from emulator.gpsimd.library import materialise
-    from emulator.gpsimd.runner import runner_for
-
+def _gpsimd(name: str, data: bytes, kernels: Sequence[Any]) -> Callable[..., list]:
+    """A format 1.0 payload: the op's header and its library image in one."""
     try:
         payload = unpack_gpsimd(data)
     except KernelPayloadError as e:
         raise ArtifactError(f"kernel payload {name!r}: {e}") from None
+    return _gpsimd_run(payload)
+
+
+def _gpsimd_op(name: str, data: bytes, kernels: Sequence[Any]) -> Callable[..., list]:
+    """An op header naming its library, a gpsimd-library payload stored once per artifact."""
+    try:
+        payload = unpack_gpsimd_op(data, libraries((k.kind, k.data) for k in kernels))
+    except KernelPayloadError as e:
+        raise ArtifactError(f"kernel payload {name!r}: {e}") from None
+    return _gpsimd_run(payload)
+
+
+def _gpsimd_run(payload: Any) -> Callable[..., list]:
+    from emulator.gpsimd.library import materialise
+    from emulator.gpsimd.runner import runner_for
+
     path = materialise(payload.library, LIBRARY_DIR)
     arguments = [(a["kind"], a.get("value")) for a in payload.arguments]
     return lambda *args: [gpsimd_call(runner_for(path), payload.op, arguments, payload.output, args)]
@@ -80,9 +95,10 @@ GPSIMD_NUMPY: dict[str, np.dtype] = {
 _GPSIMD_NAMES = {dt: name for name, dt in GPSIMD_NUMPY.items()}
 
 
-#: payload kind -> loader(payload name, payload bytes) -> callable(*operands) -> list of results
-PAYLOADS: dict[str, Callable[[str, bytes], Callable[..., list]]] = {
-    NKI_IR: _nki, GPSIMD: _gpsimd,
+#: payload kind -> loader(payload name, payload bytes, all the artifact's payloads) ->
+#: callable(*operands) -> list of results
+PAYLOADS: dict[str, Callable[[str, bytes, Sequence[Any]], Callable[..., list]]] = {
+    NKI_IR: _nki, GPSIMD: _gpsimd, GPSIMD_OP: _gpsimd_op,
 }
 
 
@@ -103,7 +119,7 @@ def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
         if factory is None:
             raise ArtifactError(f"kernel payload {payload.name!r} has kind {payload.kind!r}; this "
                                 f"emulator runs {sorted(PAYLOADS)}")
-        prepared[index] = factory(payload.name, payload.data)
+        prepared[index] = factory(payload.name, payload.data, kernels)
     run = prepared[index]
     if ctx.type[0] == "tuple":
         return lambda *args: tuple(run(*args))

@@ -3,8 +3,10 @@
 The compiler calls ``payload_for(inst)`` for each ``AwsNeuronCustomNativeKernel`` custom-call. It
 decodes the backend_config (neuron_customcall.kernels.descriptor), checks the descriptor against
 the instruction (operand and result shapes and dtypes) and against its own payload (the NKI IR's
-signature and grid, the GpSimd op's arguments), and returns the emulator-native payload
-(emulator.kernel_payload) that the artifact embeds. Why here and not in the emulator: every
+signature and grid, the GpSimd op's arguments), and returns the emulator-native payloads
+(emulator.kernel_payload) that the artifact embeds: the one the instruction runs, last, after
+those it refers to (a GpSimd op's library, which the artifact then stores once however many ops
+and calls use it, although every custom-call's backend_config carries it). Why here and not in the emulator: every
 mismatch is then a compile error naming the instruction, before anything runs.
 """
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _check_signature(inst: Any, desc: KernelDescriptor) -> None:
                            f"outputs {[_show(s) for s in desc.outputs]}", inst)
 
 
-def _nki_payload(inst: Any, desc: KernelDescriptor) -> tuple[str, bytes]:
+def _nki_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, bytes]]:
     try:
         ir = serialise.from_bytes(desc.payload)
     except (serialise.KernelIRFormatError, KeyError, TypeError, ValueError) as e:
@@ -61,10 +63,10 @@ def _nki_payload(inst: Any, desc: KernelDescriptor) -> tuple[str, bytes]:
     if actual != (list(desc.inputs), list(desc.outputs)) or tuple(ir.grid) != desc.grid:
         raise CompileError(f"kernel {desc.name!r}: the descriptor's signature or grid disagrees with "
                            "its kernel IR", inst)
-    return kernel_payload.NKI_IR, desc.payload
+    return [(kernel_payload.NKI_IR, desc.payload)]
 
 
-def _gpsimd_payload(inst: Any, desc: KernelDescriptor) -> tuple[str, bytes]:
+def _gpsimd_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, bytes]]:
     try:
         op = OpDescriptor(**{**desc.op, "args": tuple(desc.op["args"])})
         out = GpSimdSpec(dtypes.hlo_to_gpsimd(desc.outputs[0].dtype), desc.outputs[0].shape)
@@ -72,22 +74,22 @@ def _gpsimd_payload(inst: Any, desc: KernelDescriptor) -> tuple[str, bytes]:
             dtypes.hlo_to_gpsimd(sig.dtype)
     except (TypeError, dtypes.KernelDtypeError) as e:
         raise CompileError(f"kernel {desc.name!r}: invalid GpSimd op: {e}", inst) from None
-    packed = kernel_payload.pack_gpsimd(kernel_payload.GpSimdPayload(
+    header = kernel_payload.pack_gpsimd_op(kernel_payload.GpSimdPayload(
         op, tuple(a.to_json() for a in desc.arguments), out, desc.payload))
-    return kernel_payload.GPSIMD, packed
+    return [(kernel_payload.GPSIMD_LIBRARY, desc.payload), (kernel_payload.GPSIMD_OP, header)]
 
 
-#: descriptor kind -> (instruction, descriptor) -> (emulator payload kind, payload bytes)
+#: descriptor kind -> (instruction, descriptor) -> [(emulator payload kind, payload bytes)]
 PAYLOADS = {NKI: _nki_payload, GPSIMD: _gpsimd_payload}
 
 
-def payload_for(inst: Any) -> tuple[str, str, bytes]:
-    """(kernel name, emulator payload kind, payload bytes) of a Neuron kernel custom-call."""
+def payload_for(inst: Any) -> tuple[str, list[tuple[str, bytes]]]:
+    """(kernel name, [(emulator payload kind, payload bytes)]) of a Neuron kernel custom-call:
+    the instruction runs the last payload; those before it are payloads it refers to."""
     config = inst.attributes.backend_config
     try:
         desc = decode(config if isinstance(config, bytes) else str(config))
     except DescriptorError as e:
         raise CompileError(f"invalid kernel descriptor in backend_config: {e}", inst) from None
     _check_signature(inst, desc)
-    kind, data = PAYLOADS[desc.kind](inst, desc)
-    return desc.name, kind, data
+    return desc.name, PAYLOADS[desc.kind](inst, desc)

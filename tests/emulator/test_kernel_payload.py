@@ -10,8 +10,9 @@ from emulator.artifact import ArtifactContents, KernelPayload, write_artifact
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.kernel_ir import serialise
-from emulator.kernel_payload import (GPSIMD, NKI_IR, GpSimdPayload, KernelPayloadError,
-                                     pack_gpsimd, unpack_gpsimd)
+from emulator.kernel_payload import (GPSIMD, GPSIMD_LIBRARY, GPSIMD_OP, NKI_IR, GpSimdPayload,
+                                     KernelPayloadError, libraries, pack_gpsimd, pack_gpsimd_op,
+                                     unpack_gpsimd, unpack_gpsimd_op)
 from emulator.program import Computation, Instruction, Program
 
 F = ["f32", [128, 512]]
@@ -45,6 +46,7 @@ def test_nki_ir_payload_runs_as_an_instruction():
     (KernelPayload("k", "cuda", b""), "has kind 'cuda'"),
     (KernelPayload("k", NKI_IR, b"NKIRgarbage"), "kernel payload 'k'"),
     (KernelPayload("k", GPSIMD, b"ELF"), "bad magic"),
+    (KernelPayload("k", GPSIMD_OP, b"ELF"), "bad magic"),
 ])
 def test_bad_payloads_are_artifact_errors(payload, message):
     with pytest.raises(ArtifactError, match=message):
@@ -63,3 +65,48 @@ def test_gpsimd_payload_round_trip_and_integrity():
         unpack_gpsimd(pack_gpsimd(bad))
     with pytest.raises(KernelPayloadError, match="malformed header"):
         unpack_gpsimd(data[:8] + b"[" + data[9:])
+
+
+def test_gpsimd_op_payload_names_its_library_by_digest():
+    payload = GpSimdPayload(OP, ({"kind": "tensor"}, {"kind": "double", "value": 0.5}),
+                            TensorSpec("float32", (4, 4)), b"\x7fELF library image")
+    header = pack_gpsimd_op(payload)
+    assert payload.library not in header and len(header) < 1024
+    found = libraries([(GPSIMD_LIBRARY, payload.library), (NKI_IR, b"other")])
+    assert unpack_gpsimd_op(header, found) == payload
+    corrupt = libraries([(GPSIMD_LIBRARY, payload.library[:-1] + b"!")])
+    with pytest.raises(KernelPayloadError, match="its library .* is not among the artifact's gpsimd-library"):
+        unpack_gpsimd_op(header, corrupt)
+    with pytest.raises(KernelPayloadError, match="bytes after its header"):
+        unpack_gpsimd_op(header + b"x", found)
+
+
+def test_a_gpsimd_op_without_its_library_is_an_artifact_error():
+    payload = GpSimdPayload(OP, ({"kind": "tensor"}, {"kind": "double", "value": 0.5}),
+                            TensorSpec("float32", (128, 512)), b"\x7fELF library image")
+    with pytest.raises(ArtifactError, match="kernel payload 'k': .* not among the artifact's gpsimd-library"):
+        load_artifact(_artifact([KernelPayload("k", GPSIMD_OP, pack_gpsimd_op(payload))]))
+
+
+def _copy_artifact(kernels: list[KernelPayload], payload: int) -> bytes:
+    io = [{"name": "v0", "dtype": "f32", "shape": [128, 512]}]
+    manifest = {"format": "neuron-customcall-neff", "module_name": "t", "hlo_fingerprint": "",
+                "compiler_version": "t", "flags": {}, "aliases": [], "inputs": io, "outputs": io}
+    comp = Computation("main", 2, [0], [F], [Instruction("kernel", 1, [0], F, {"payload": payload}, name="k")], 1, F)
+    return write_artifact(ArtifactContents(manifest, Program([comp], 0), [], kernels))
+
+
+def test_gpsimd_payloads_of_both_formats_run():
+    from emulator.gpsimd import HostLibrary
+    from tests.emulator.gpsimd.gpsimd_kernels import library
+
+    path = library("access_ops")
+    image = path.read_bytes()
+    op = HostLibrary(path).descriptor.op("copy_tcm")
+    payload = GpSimdPayload(op, ({"kind": "tensor"},), TensorSpec("float32", (128, 512)), image)
+    x = np.random.default_rng(1).standard_normal((128, 512), dtype=np.float32)
+    v1_0 = _copy_artifact([KernelPayload("k", GPSIMD, pack_gpsimd(payload))], 0)
+    v1_1 = _copy_artifact([KernelPayload("lib", GPSIMD_LIBRARY, image),
+                           KernelPayload("k", GPSIMD_OP, pack_gpsimd_op(payload))], 1)
+    for artifact in (v1_0, v1_1):
+        np.testing.assert_array_equal(load_artifact(artifact).run([x])[0], x)

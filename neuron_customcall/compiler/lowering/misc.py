@@ -54,7 +54,10 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
         return "copy", {}
     if target != NEURON_TARGET:
         raise CompileError(f"custom-call target {target!r} is not supported", inst)
-    _name, kind, data = payload_for(inst)  # decoded, checked against inst, emulator-native
+    _name, payloads = payload_for(inst)  # decoded, checked against inst, emulator-native
+    *referenced, (kind, data) = payloads
+    for ref_kind, ref_data in referenced:  # e.g. a GpSimd op's library: stored once per artifact
+        ctx.kernel(inst.name, ref_kind, ref_data)
     return "kernel", {"payload": ctx.kernel(inst.name, kind, data)}
 
 

@@ -87,12 +87,37 @@ def test_gpsimd_op_inlined_with_its_library(tmp_path, monkeypatch):
     # The artifact's own copy of the library is what runs: a fresh directory gets it.
     monkeypatch.setattr(kernel_op, "LIBRARY_DIR", tmp_path)
     exe = load_artifact(artifact)
-    assert [k.kind for k in exe.artifact.kernels] == ["gpsimd"]
+    assert [k.kind for k in exe.artifact.kernels] == ["gpsimd-library", "gpsimd-op"]
     assert len(list(tmp_path.glob("libgpsimd-*.so"))) == 1
     x = rng.standard_normal((16, 32), dtype=np.float32)
     (out,) = exe.run([x])
     np.testing.assert_array_equal(out, np.maximum(x, 0) + x)
     assert lib.exists()
+
+
+def test_ops_of_one_library_share_one_library_payload():
+    cpp_kernels.load("relu")
+    desc, path = custom_op.descriptor("relu_ops"), custom_op.library_path("relu_ops")
+    spec = GpSimdSpec("float32", (8, 4))
+    forward = build.gpsimd_config(desc.op("relu_forward"), path, [spec], spec)
+    tcm = build.gpsimd_config(desc.op("relu_tcm"), path, [spec], spec)
+    backward = build.gpsimd_config(desc.op("relu_backward"), path, [spec, spec], spec)
+    call = 'custom_call_target="AwsNeuronCustomNativeKernel"'
+    module = hlo.load(
+        "HloModule m\nENTRY e {\n  p0 = f32[8,4] parameter(0)\n  p1 = f32[8,4] parameter(1)\n"
+        f'  f = f32[8,4] custom-call(p0), {call}, backend_config="{forward}"\n'
+        f'  t = f32[8,4] custom-call(p1), {call}, backend_config="{tcm}"\n'
+        f'  b = f32[8,4] custom-call(p1, p0), {call}, backend_config="{backward}"\n'
+        "  s = f32[8,4] add(f, t)\n  ROOT out = f32[8,4] add(s, b)\n}")
+    artifact = compile_module(module)
+    exe = load_artifact(artifact)
+    kinds = [k.kind for k in exe.artifact.kernels]
+    assert kinds.count("gpsimd-library") == 1 and kinds.count("gpsimd-op") == 3
+    image = path.read_bytes()
+    assert len(artifact) < len(image) + 64 * 1024  # one copy, not three
+    x, g = rng.standard_normal((2, 8, 4), dtype=np.float32)
+    (out,) = exe.run([x, g])
+    np.testing.assert_allclose(out, np.maximum(x, 0) + np.maximum(g, 0) + np.where(x > 0, g, 0), rtol=1e-6)
 
 
 def _with(config: str, **changes) -> str:
