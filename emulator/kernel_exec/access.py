@@ -5,7 +5,7 @@ the variables of vectorised ``affine_range`` loops. The result has shape ``batch
 Because every index is affine in those axes, each storage axis' index is ``const + sum(coef * axis)``
 and the whole access is one ``numpy.lib.stride_tricks.as_strided`` view: no gather, no copy. Only a
 masked access that reaches outside its tensor needs index arrays (a gather or scatter restricted to
-the mask).
+the mask), and indices with ``//``/``%`` that no axis split makes affine (divmod_access.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from emulator.kernel_ir import Access, Affine
+
+from . import divmod_access
 
 
 @dataclass
@@ -61,18 +63,23 @@ class Plan:
     out_shape: tuple[int, ...]
     consts: list[int]
     coefs: list[dict[int, int]]
+    #: Per storage axis, derived terms (``//``, ``%``; see divmod_access.py) -> coefficient;
+    #: None when the access is affine (the usual case).
+    divs: list[dict] | None = None
 
     _in_bounds: dict | None = None
     _identity: bool | None = None
     _without: dict | None = None
     _used: frozenset[int] | None = None
+    _split: tuple | None = None
     #: (array strides, itemsize) -> (byte offset, view strides) of the last array viewed.
     _strided: tuple | None = None
 
     def used_axes(self) -> frozenset[int]:
         """Output axes some storage axis depends on (a write collapses the others)."""
         if self._used is None:
-            self._used = frozenset(ax for co in self.coefs for ax in co)
+            self._used = frozenset(ax for co in self.coefs for ax in co) | frozenset(
+                key[2] for divs in (self.divs or ()) for key in divs)
         return self._used
 
     def without_axes(self, drop: tuple[int, ...]) -> "Plan":
@@ -82,14 +89,30 @@ class Plan:
             self._without = {}
         hit = self._without.get(drop)
         if hit is None:
+            def at(ax: int) -> int:
+                return ax - sum(1 for d in drop if d < ax)
+
             def renumber(co: dict[int, int]) -> dict[int, int]:
-                return {ax - sum(1 for d in drop if d < ax): k for ax, k in co.items()}
+                return {at(ax): k for ax, k in co.items()}
+            divs = None if self.divs is None else [
+                {(op, c, at(ax), b, k): v for (op, c, ax, b, k), v in d.items()} for d in self.divs]
             hit = self._without[drop] = Plan(
                 tuple(n for i, n in enumerate(self.out_shape) if i not in drop),
-                self.consts, [renumber(co) for co in self.coefs])
+                self.consts, [renumber(co) for co in self.coefs], divs)
         return hit
 
+    def split(self) -> "Plan | None":
+        """For an access with ``//``/``%``: the affine plan over the split output shape, or None
+        when it needs index arrays (memoised; see divmod_access.expand)."""
+        if self._split is None:
+            self._split = (divmod_access.expand(self),)
+        return self._split[0]
+
     def bounds(self) -> list[tuple[int, int]]:
+        if self.divs is not None:
+            if 0 in self.out_shape:
+                return [(c, c) for c in self.consts]
+            return [(int(ix.min()), int(ix.max())) for ix in self.index_arrays()]
         out = []
         for c, co in zip(self.consts, self.coefs):
             lo = hi = c
@@ -110,7 +133,14 @@ class Plan:
         return hit
 
     def view(self, array: np.ndarray) -> np.ndarray:
-        """The access as a strided view of ``array`` (caller checked ``in_bounds``)."""
+        """The access as a strided view of ``array`` (caller checked ``in_bounds``). With ``//``
+        or ``%`` in the index: the split plan's view reshaped (a copy where the axes do not
+        merge), or a gather; use it for reading only then (writes: ``Runner.write``)."""
+        if self.divs is not None:
+            split = self.split()
+            if split is not None:
+                return split.view(array).reshape(self.out_shape)
+            return array[tuple(self.index_arrays())]
         if self._identity is None:
             self._identity = (not any(self.consts) and len(self.coefs) == len(self.out_shape)
                               and all(co == {a: 1} for a, co in enumerate(self.coefs)))
@@ -143,6 +173,8 @@ class Plan:
 
     def index_arrays(self) -> list[np.ndarray]:
         """Per storage axis, the broadcastable integer index array (for masked gathers)."""
+        if self.divs is not None:
+            return divmod_access.index_arrays(self)
         n = len(self.out_shape)
         out = []
         for c, co in zip(self.consts, self.coefs):
@@ -172,10 +204,24 @@ def tile_axis_map(ctx: Context, access_shape: tuple[int, ...],
     return axis_of
 
 
-def resolve_affine(a: Affine, ctx: Context, axis_of: dict[str, int]) -> tuple[int, dict[int, int]]:
+def resolve_affine(a: Affine, ctx: Context, axis_of: dict[str, int],
+                   divs: dict | None = None) -> tuple[int, dict[int, int]]:
+    """``a`` over output axes: constant and ``{axis: coef}``. Derived symbols (``//``, ``%``) add
+    their terms to ``divs`` (``{(op, coef, axis, offset, k): coef}``), which the caller must pass
+    when the expression may hold them."""
     const = a.const
     co: dict[int, int] = {}
     for s, k in a.terms:
+        if s[0] == "(":
+            if divs is None:
+                raise ValueError(f"'//' or '%' index {s} where only affine ones are supported")
+            c2, co2, d2 = divmod_access.resolve(s, k, axis_of, ctx.offsets, ctx.bound)
+            const += c2
+            for ax, v in co2.items():
+                co[ax] = co.get(ax, 0) + v
+            for key, v in d2.items():
+                divs[key] = divs.get(key, 0) + v
+            continue
         if s in axis_of:
             ax = axis_of[s]
             co[ax] = co.get(ax, 0) + k
@@ -211,11 +257,15 @@ def plan_access(storage: Storage, access: Access, ctx: Context,
             # sequential execution would have left behind.
             consts.append(storage.array.shape[i] - 1)
             coefs.append({})
+    divs: list[dict] = [{} for _ in storage.batch]
     for a in access.index:
-        c, co = resolve_affine(a, ctx, axis_of)
+        d: dict = {}
+        c, co = resolve_affine(a, ctx, axis_of, d)
         consts.append(c)
         coefs.append(co)
-    return Plan(ctx.batch_shape + tuple(out_tile), consts, coefs)
+        divs.append({key: v for key, v in d.items() if v})
+    return Plan(ctx.batch_shape + tuple(out_tile), consts, coefs,
+                divs if any(divs) else None)
 
 
 def eval_affine(expr: Affine, ctx: Context, out_tile: tuple[int, ...]) -> np.ndarray:
@@ -223,12 +273,15 @@ def eval_affine(expr: Affine, ctx: Context, out_tile: tuple[int, ...]) -> np.nda
     every position; its ``t<j>`` symbols are axes of ``out_tile``."""
     axis_of = tile_axis_map(ctx, out_tile, out_tile)
     shape = ctx.batch_shape + tuple(out_tile)
-    c, co = resolve_affine(expr, ctx, axis_of)
+    divs: dict = {}
+    c, co = resolve_affine(expr, ctx, axis_of, divs)
     val = np.full((1,) * len(shape), c, dtype=np.int64)
     for ax, k in co.items():
         shp = [1] * len(shape)
         shp[ax] = shape[ax]
         val = val + k * np.arange(shape[ax]).reshape(shp)
+    for key, k in divs.items():
+        val = val + k * divmod_access.div_values(key, shape)
     return val
 
 

@@ -186,8 +186,8 @@ def _covered_outputs(kernel: KernelIR) -> set[str]:
 def _covers(a: Access, shape: tuple[int, ...], ext: dict[str, int]) -> bool:
     seen: set[str] = set()
     for expr, n in zip(a.index, shape):
-        if expr.const != 0:
-            return False
+        if expr.const != 0 or any(s.startswith("(") for s, _ in expr.terms):
+            return False  # '//' and '%' indices: not proven to cover, so the NaN fill stays
         terms = sorted(((c, s) for s, c in expr.terms if ext.get(s, 1) > 1), key=lambda t: t[0])
         stride = 1
         for c, s in terms:

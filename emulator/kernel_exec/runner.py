@@ -321,15 +321,23 @@ class Runner:
             st.owned = True
         arr = st.array
         if plan.in_bounds(arr.shape):
-            view = plan.view(arr)
-            if ins.acc is not None:
-                value = alu.binary(_ACC_COMBINE[ins.acc], view, value)
-            if mask is None:
-                view[...] = value
-            else:
-                np.copyto(view, value.astype(np_dtype), where=mask, casting="unsafe")
-            return
-        if mask is None:
+            split = plan.split() if plan.divs is not None else None
+            if plan.divs is None or split is not None:
+                view = plan.view(arr) if split is None else split.view(arr)
+                if split is not None:  # '//' and '%' by a divisor of the axis: split it
+                    value = np.broadcast_to(value, plan.out_shape).reshape(split.out_shape)
+                    if mask is not None:
+                        mask = np.broadcast_to(mask, plan.out_shape).reshape(split.out_shape)
+                if ins.acc is not None:
+                    value = alu.binary(_ACC_COMBINE[ins.acc], view, value)
+                if mask is None:
+                    view[...] = value
+                else:
+                    np.copyto(view, value.astype(np_dtype), where=mask, casting="unsafe")
+                return
+            if mask is None:  # other '//' and '%' indices: a scatter
+                mask = np.ones(plan.out_shape, dtype=bool)
+        elif mask is None:
             raise self._oob(dst, plan, st, "writes")
         idx = plan.index_arrays()
         for ix, n in zip(idx, arr.shape):
@@ -358,7 +366,7 @@ class Runner:
         used = plan.used_axes()
         if any(i not in used for i in range(len(self.ctx.batch_syms))):
             return None
-        if not plan.in_bounds(st.array.shape):
+        if plan.divs is not None or not plan.in_bounds(st.array.shape):
             return None
         self._out = plan.view(st.array)
         return self._out

@@ -22,6 +22,7 @@ the grid fall back to a Python loop, with the reason logged at debug level.
 from __future__ import annotations
 
 from emulator.kernel_ir import Access, Instruction, KernelIR, Loop, walk_instructions, walk_loops
+from emulator.kernel_ir import divmod as dm
 
 
 def first_appearance(kernel: KernelIR) -> dict[str, int]:
@@ -45,9 +46,14 @@ def iteration_disjoint(access: Access, iter_syms: set[str], ext: dict[str, int])
         owned = False
         for a in access.index:
             k = a.coef(s)
-            if k == 0 or any(a.coef(o) for o in iter_syms if o != s):
+            if k == 0 or any(a.coef(o) for o in iter_syms if o != s) or any(
+                    dm.is_derived(sym) and dm.base_of(sym) in iter_syms for sym, _ in a.terms):
                 continue
-            span = sum(abs(c) * max(ext.get(sym, 1) - 1, 0) for sym, c in a.terms if sym != s)
+            span = 0
+            for sym, c in a.terms:
+                if sym != s:
+                    lo, hi = dm.term_range(sym, ext)
+                    span += abs(c) * (hi - lo)
             if span < abs(k):
                 owned = True
                 break

@@ -90,7 +90,9 @@ class Affine:
 
     def __str__(self) -> str:
         out = ""
+        from .divmod import pretty  # derived symbols: "(l1 // 2)"
         for s, c in self.terms:
+            s = pretty(s)
             mag = s if abs(c) == 1 else f"{abs(c)}*{s}"
             out += (f" - {mag}" if c < 0 else f" + {mag}") if out else (f"-{mag}" if c < 0 else mag)
         if self.const or not out:

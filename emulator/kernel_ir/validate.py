@@ -8,6 +8,7 @@ symbols out of scope, negative shapes.
 
 from __future__ import annotations
 
+from . import divmod as divmod_symbols
 from . import ops
 from .dtypes import DTYPES
 from .ir import (CONSTANT, INPUT, LOOP_KINDS, MEMORY_SPACES, OUTPUT, Access, Const, Instruction,
@@ -79,10 +80,21 @@ def _instruction(kernel: KernelIR, ins: Instruction, scope: set[str]) -> None:
         tiles = {f"t{j}" for j in range(len(a.shape))}
         for expr in a.index:
             for sym, _ in expr.terms:
-                if sym not in scope and sym not in tiles:
+                if _base(sym, where) not in scope and _base(sym, where) not in tiles:
                     raise KernelIRValidationError(f"{where}: symbol {sym!r} is out of scope")
     dst_tiles = {f"t{j}" for j in range(len(ins.dst.shape))} if ins.dst is not None else set()
     for m in ins.mask:
         for sym, _ in m.terms:
-            if sym not in scope and sym not in dst_tiles:
+            if _base(sym, where) not in scope and _base(sym, where) not in dst_tiles:
                 raise KernelIRValidationError(f"{where}: mask symbol {sym!r} is out of scope")
+
+
+def _base(sym: str, where: str) -> str:
+    """The plain symbol behind ``sym`` (itself, or the base of a ``//``/``%`` derived symbol)."""
+    try:
+        d = divmod_symbols.parse(sym)
+    except ValueError as e:
+        raise KernelIRValidationError(f"{where}: {e}") from None
+    if d is not None and (d.k < 1 or not 0 < d.coef < d.k or not 0 <= d.offset < d.k):
+        raise KernelIRValidationError(f"{where}: derived symbol {sym!r} is not canonical")
+    return sym if d is None else d.base

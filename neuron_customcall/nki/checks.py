@@ -20,6 +20,7 @@ import math
 from emulator import machine
 from emulator.kernel_ir import (Access, Instruction, KernelIR, Loop, Statement, TensorDecl,
                                 dtypes as ir_dtypes)
+from emulator.kernel_ir import divmod as dm
 
 from .errors import HardwareRuleError, KernelTraceError
 
@@ -102,9 +103,9 @@ def _check_static_bounds(trace, ins: Instruction, a: Access) -> None:
     for d, (expr, n) in enumerate(zip(a.index, shape)):
         lo = hi = expr.const
         for sym, c in expr.terms:
-            span = c * max(ext.get(sym, 1) - 1, 0)
-            lo += min(0, span)
-            hi += max(0, span)
+            smin, smax = dm.term_range(sym, ext)  # derived symbols (// and %): their range
+            lo += min(c * smin, c * smax)
+            hi += max(c * smin, c * smax)
         if lo < 0 or hi >= n:
             raise trace.error("out-of-bounds tile access",
                               f"{ins.op} accesses {a.tensor}[...] axis {d} at indices {lo}..{hi}, "

@@ -4,8 +4,9 @@ algebra.
 An ``Idx`` is an integer tile (possibly 0-d) whose value at every position is
 ``const + sum(coef * symbol)``; symbols are program ids (``p0``), loop variables (``l3``) and the
 tile's own axes (``a0``, ``a1``: position along that axis). Only affine arithmetic is allowed, which
-is what lets the emulator turn every access into a strided view. Comparisons of ``Idx`` values give
-``Pred`` masks.
+is what lets the emulator turn every access into a strided view; ``//`` and ``%`` by constants
+add derived symbols (emulator/kernel_ir/divmod.py) where one symbol is divided. Comparisons of
+``Idx`` values give ``Pred`` masks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Union
 import numpy as np
 
 from emulator.kernel_ir import Affine
+from emulator.kernel_ir import divmod as dm
 
 from .errors import NonAffineIndexError
 
@@ -24,7 +26,17 @@ def _axis_sym(j: int) -> str:
 
 
 def _is_axis(sym: str) -> bool:
-    return sym.startswith("a")
+    """An axis symbol, or a derived symbol (``//``, ``%``) of one."""
+    return dm.base_of(sym).startswith("a")
+
+
+def _axis_of(sym: str) -> int:
+    return int(dm.base_of(sym)[1:])
+
+
+def _renumber(sym: str, j: int) -> str:
+    """``sym`` (an axis symbol or a derived symbol of one) over axis ``j`` instead."""
+    return _axis_sym(j) if not dm.is_derived(sym) else dm.rebase(sym, _axis_sym(j))
 
 
 class Idx:
@@ -47,20 +59,17 @@ class Idx:
     def scalar_terms(self) -> dict[str, int]:
         return {s: c for s, c in self.terms.items() if not _is_axis(s)}
 
-    def axis_terms(self) -> dict[int, int]:
-        return {int(s[1:]): c for s, c in self.terms.items() if _is_axis(s)}
-
     def _aligned(self, rank: int) -> dict[str, int]:
         """Terms with axis symbols renumbered for right-alignment in a rank-``rank`` shape."""
         off = rank - self.ndim
-        return {(_axis_sym(int(s[1:]) + off) if _is_axis(s) else s): c
+        return {(_renumber(s, _axis_of(s) + off) if _is_axis(s) else s): c
                 for s, c in self.terms.items()}
 
     def __getitem__(self, key) -> "Idx":
         """Only axis insertion (``None``) and whole axes (``:``), as in ``arange(n)[:, None]``."""
         key = key if isinstance(key, tuple) else (key,)
         shape: list[int] = []
-        terms = self.scalar_terms()
+        new_axis: dict[int, int] = {}
         old = 0
         for k in key:
             if k is None:
@@ -68,19 +77,20 @@ class Idx:
             elif isinstance(k, slice) and k == slice(None):
                 if old >= self.ndim:
                     raise IndexError("too many indices for index tile")
-                c = self.terms.get(_axis_sym(old), 0)
-                if c:
-                    terms[_axis_sym(len(shape))] = c
+                new_axis[old] = len(shape)
                 shape.append(self.shape[old])
                 old += 1
             else:
                 raise NonAffineIndexError(
                     f"index tiles may only be indexed with None and ':' (got {k!r})")
         for j in range(old, self.ndim):
-            c = self.terms.get(_axis_sym(j), 0)
-            if c:
-                terms[_axis_sym(len(shape))] = c
+            new_axis[j] = len(shape)
             shape.append(self.shape[j])
+        terms = self.scalar_terms()
+        for s, c in self.terms.items():
+            if _is_axis(s):
+                sym = _renumber(s, new_axis[_axis_of(s)])
+                terms[sym] = terms.get(sym, 0) + c
         return Idx(tuple(shape), self.const, terms)
 
     # --- affine algebra ------------------------------------------------------------------------
@@ -130,9 +140,66 @@ class Idx:
     __rmul__ = __mul__
 
     def __floordiv__(self, other):
-        raise NonAffineIndexError("'//' on an index expression is not affine")
+        return self._divmod(other, dm.FLOORDIV)
 
-    __mod__ = __truediv__ = __rfloordiv__ = __rmod__ = __floordiv__
+    def __mod__(self, other):
+        return self._divmod(other, dm.MOD)
+
+    def _divmod(self, other, op: str) -> "Idx":
+        """``self // k`` or ``self % k`` for a positive integer constant ``k``. Terms whose
+        coefficient is a multiple of ``k`` divide exactly; what remains must be one symbol (an
+        axis, a loop variable or a program id), which becomes a derived symbol (see
+        emulator/kernel_ir/divmod.py), or stay inside one multiple of ``k`` over all values."""
+        if isinstance(other, Idx) and not other.terms:
+            other = other.const
+        if not _is_int(other) or int(other) <= 0:
+            raise NonAffineIndexError(
+                f"'{op}' on an index expression needs a positive integer constant, got {other!r}")
+        k = int(other)
+        exact = {s: c // k for s, c in self.terms.items() if c % k == 0}
+        rest = {s: c for s, c in self.terms.items() if c % k != 0}
+        whole = exact if op == dm.FLOORDIV else {}
+        if len(rest) == 1 and not dm.is_derived(next(iter(rest))):
+            (sym, c), = rest.items()
+            const, terms = dm.divmod_terms(op, c, sym, self.const, k, self._extent(sym))
+            for t, v in terms.items():
+                whole = {**whole, t: whole.get(t, 0) + v}
+            return Idx(self.shape, const, whole)
+        lo = hi = self.const
+        for sym, c in rest.items():
+            a, b = dm.term_range(sym, self._extents(sym))
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        if lo // k != hi // k:
+            raise NonAffineIndexError(
+                f"'{op} {k}' of an index expression: after dropping terms that are multiples of "
+                f"{k}, {Affine.make(self.const, rest)} still has several varying parts; "
+                f"'{op}' applies to one program id, loop variable or index axis at a time")
+        m = lo // k
+        if op == dm.FLOORDIV:
+            return Idx(self.shape, m, whole)
+        return Idx(self.shape, self.const - m * k, rest)
+
+    def _extents(self, sym: str) -> dict[str, int]:
+        base = dm.base_of(sym)
+        return {base: self._extent(base) or 1}
+
+    def _extent(self, sym: str) -> int | None:
+        """How many values a plain symbol takes: the axis length, or the program id's / loop
+        variable's extent from the kernel being traced (None when unknown)."""
+        if _is_axis(sym):
+            return self.shape[_axis_of(sym)]
+        from .tracer import current_or_none
+        tr = current_or_none()
+        return tr.extents.get(sym) if tr is not None else None
+
+    def __truediv__(self, other):
+        raise NonAffineIndexError("'/' on an index expression is not an integer index (use '//')")
+
+    def __rfloordiv__(self, other):
+        raise NonAffineIndexError("a constant divided by an index expression is not affine")
+
+    __rmod__ = __rfloordiv__
 
     # --- comparisons give masks ----------------------------------------------------------------
 
@@ -173,16 +240,20 @@ class Idx:
         """The IR expression, with axis ``j`` of this tile as tile axis ``t<j + offset>`` of a
         rank-``tile_rank`` tile it is right-aligned in."""
         off = tile_rank - self.ndim
-        terms = {}
+        const = self.const
+        terms: dict[str, int] = {}
         for s, c in self.terms.items():
             if _is_axis(s):
-                j = int(s[1:])
-                if self.shape[j] == 1:
+                j = _axis_of(s)
+                if self.shape[j] == 1:  # the only position is 0
+                    d = dm.parse(s)
+                    const += c * (dm.value(d, 0) if d is not None else 0)
                     continue
-                terms[f"t{j + off}"] = c
+                t = f"t{j + off}"
+                terms[t if not dm.is_derived(s) else dm.rebase(s, t)] = c
             else:
                 terms[s] = c
-        return Affine.make(self.const, terms)
+        return Affine.make(const, terms)
 
     def __repr__(self) -> str:
         return f"Idx(shape={list(self.shape)}, {Affine.make(self.const, self.terms)})"

@@ -10,6 +10,7 @@ broadcast together (NKI's ``a[i_p, i_f]``).
 from __future__ import annotations
 
 from emulator.kernel_ir import Affine
+from emulator.kernel_ir import divmod as dm
 
 from .errors import NonAffineIndexError
 from .indexing import Idx, _broadcast, _is_int
@@ -116,13 +117,30 @@ def _int_entry(e, n: int) -> Affine:
 
 
 def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...]:
-    """Substitute view axis ``t<j>`` by ``exprs[j]`` in each tensor-dimension expression."""
+    """Substitute view axis ``t<j>`` by ``exprs[j]`` in each tensor-dimension expression. A
+    derived symbol (``//``, ``%``) of a view axis takes the axis' new expression as its base,
+    which must then be a single symbol (or a constant)."""
     out = []
     for a in index:
         const = a.const
         terms: dict[str, int] = {}
         for s, c in a.terms:
-            if s.startswith("t"):
+            d = dm.parse(s)
+            if d is not None and d.base.startswith("t"):
+                e = exprs[int(d.base[1:])]
+                if len(e.terms) > 1:
+                    raise NonAffineIndexError(
+                        f"indexing a view whose index uses '{d.op}' with {e}: the view's axis "
+                        "must map to one index axis, loop variable or program id")
+                if not e.terms:
+                    const += c * int(dm.value(d, e.const))
+                    continue
+                (s2, c2), = e.terms
+                k0, t0 = dm.divmod_terms(d.op, d.coef * c2, s2, d.coef * e.const + d.offset, d.k)
+                const += c * k0
+                for s3, c3 in t0.items():
+                    terms[s3] = terms.get(s3, 0) + c * c3
+            elif s.startswith("t"):
                 e = exprs[int(s[1:])]
                 const += c * e.const
                 for s2, c2 in e.terms:

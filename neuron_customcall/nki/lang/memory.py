@@ -6,6 +6,7 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_ir import CONSTANT, Const, affine_to_json
+from emulator.kernel_ir import divmod as dm
 from emulator.kernel_ir import dtypes as ir_dtypes
 
 from .. import dtypes as nkd
@@ -164,7 +165,12 @@ def expand_dims(x: Tile, axis: int) -> Tile:
     axis = axis % rank
     shape = x.shape[:axis] + (1,) + x.shape[axis:]
     ren = {f"t{j}": f"t{j + 1 if j >= axis else j}" for j in range(x.ndim)}
-    index = tuple(Affine.make(a.const, {ren.get(s, s): c for s, c in a.terms}) for a in x.index)
+
+    def renamed(sym: str) -> str:
+        base = dm.base_of(sym)
+        return ren.get(sym, sym) if base == sym else dm.rebase(sym, ren.get(base, base))
+
+    index = tuple(Affine.make(a.const, {renamed(s): c for s, c in a.terms}) for a in x.index)
     return Tile(x.trace, x.decl, shape, index, x.cast)
 
 

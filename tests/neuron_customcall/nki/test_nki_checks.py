@@ -165,11 +165,20 @@ def test_psum_capacity():
 def test_non_affine_index_is_a_trace_error():
     @nki.jit
     def div_index(a):
-        t = nl.load(a[nl.program_id(0) // 2, :])  # HERE
+        t = nl.load(a[nl.program_id(0) * nl.arange(4)[:, None], :])  # HERE
         return a
 
     raises_at(div_index, [x(4, 8)], "# HERE", "non-affine index", "not affine",
               cls=KernelTraceError, grid=(2,))
+
+    @nki.jit
+    def two_part_div(a):
+        i = nl.arange(4)[:, None]
+        t = nl.load(a[(nl.program_id(0) + i) // 3, :])  # HERE
+        return a
+
+    raises_at(two_part_div, [x(4, 8)], "# HERE", "non-affine index", "'// 3'",
+              "several varying parts", cls=KernelTraceError, grid=(2,))
 
 
 def test_python_control_flow_on_program_id_is_a_trace_error():
