@@ -195,3 +195,32 @@ def test_derived_symbols_read_from_bytes_are_validated():
                      (b'"(1*l1+0)**2"', "malformed")):
         with pytest.raises(Exception, match=why):
             from_bytes(data.replace(b'"(1*l1+0)//2"', bad))
+
+
+@nki.jit
+def five_tiles(a):
+    """A loop extent the divisor does not divide: index arrays on the loop's batch axis."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    ip, jf = nl.arange(128)[:, None], nl.arange(512)[None, :]
+    nl.store(out[nl.arange(384)[:, None], nl.arange(1024)[None, :]], value=0.0)
+    for i in nl.affine_range(5):
+        rows, cols = (i // 2) * 128 + ip, (i % 2) * 512 + jf
+        nl.store(out[rows, cols], value=nl.load(a[rows, cols]) + 1.0)
+    return out
+
+
+@pytest.mark.parametrize("budget", [None, 128 * 512 * 4 * 3])
+def test_loop_extent_not_divisible_and_chunked_loops(budget, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG, logger="emulator.kernel_exec")
+    if budget is not None:  # loops in chunks: some start at odd iterations (offsets in // 2)
+        from emulator.kernel_exec import runner
+        monkeypatch.setattr(runner, "BATCH_BYTES_BUDGET", budget)
+    a = RNG.standard_normal((384, 1024)).astype(np.float32)
+    want = np.zeros_like(a)
+    for i in range(5):
+        r, c = slice((i // 2) * 128, (i // 2 + 1) * 128), slice((i % 2) * 512, (i % 2 + 1) * 512)
+        want[r, c] = a[r, c] + 1
+    np.testing.assert_allclose(five_tiles(a), want, rtol=1e-6)
+    np.testing.assert_allclose(tiled_by_loop(np.tile(a[:128], (4, 1))),
+                               _expected_tiles(np.tile(a[:128], (4, 1))), rtol=1e-6)
+    assert ("runs in chunks of" in caplog.text) == (budget is not None)
