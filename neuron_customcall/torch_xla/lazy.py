@@ -72,10 +72,15 @@ def live_tensors() -> list[torch.Tensor]:
     """Every XLA tensor reachable as a Python object (slow: walks all objects; see module doc)."""
     found = []
     for obj in gc.get_objects():
-        # issubclass on the type never triggers lazy modules' __class__ / __getattr__ hooks.
-        if issubclass(type(obj), torch.Tensor) and obj.device.type == "xla":
+        # torch_xla's lazy tensors are plain tensors or parameters; subclasses (FakeTensor,
+        # FunctionalTensor, ...) are tracing artefacts whose attributes may not even be readable.
+        # Checking the exact type never triggers lazy modules' __class__ / __getattr__ hooks.
+        if type(obj) in _LAZY_TENSOR_TYPES and obj.device.type == "xla":
             found.append(obj)
     return found
+
+
+_LAZY_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def _with_bases(tensors: Iterable[torch.Tensor]) -> Iterable[torch.Tensor]:

@@ -89,3 +89,20 @@ def test_views_and_their_base_are_written_back_consistently() -> None:
     torch.testing.assert_close(a.cpu(), expected)
     torch.testing.assert_close(row.cpu(), expected[1])
     torch.testing.assert_close(to_cpu(a.t()[1]), expected[:, 1])  # a new view of the new base
+
+
+def test_live_tensors_skip_tracing_artefacts_that_cannot_be_inspected():
+    """FakeTensors left behind by torch.compile/export raise on attribute access; the walk over
+    every live object must not trip over them."""
+    import torch
+    import torch_xla
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from neuron_customcall.torch_xla.lazy import live_tensors
+
+    with FakeTensorMode():
+        fake = torch.empty(3)
+    del fake.fake_mode  # what a torn-down trace leaves: reading attributes now raises
+    x = torch.ones(2, device=torch_xla.device()) * 3
+    found = live_tensors()
+    assert any(t is x for t in found)
