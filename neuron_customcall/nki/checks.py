@@ -145,6 +145,18 @@ def check_matmul_operands(trace, stationary: Access, moving: Access,
                     f"moving {list(moving.shape)}")
     if transpose:
         _check_transpose_mode(trace, stationary, moving)
+        return
+    for role, a in (("stationary", stationary), ("moving", moving)):
+        dt = trace.tensors[a.tensor].dtype
+        if dt not in MATMUL_DTYPES:
+            raise _fail(trace, "matmul operand dtype",
+                        f"matmul {role} operand {a.tensor!r} is {dt}; TensorE multiplies "
+                        f"{', '.join(sorted(MATMUL_DTYPES))} (transpose mode passes any dtype)")
+
+
+#: Input dtypes of TensorE matmuls (the SDK's nc_matmul); the transpose mode takes any dtype.
+MATMUL_DTYPES = frozenset({"float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32",
+                           "float32"})
 
 
 def _check_transpose_mode(trace, stationary: Access, moving: Access) -> None:

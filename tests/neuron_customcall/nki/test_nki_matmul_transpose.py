@@ -112,3 +112,17 @@ def test_plain_nc_matmul_still_gives_fp32():
     assert r.dtype == np.float32
     np.testing.assert_allclose(r, a.astype(np.float32).T @ b.astype(np.float32), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_operand_dtypes_any_in_transpose_mode_floats_otherwise():
+    @nki.jit
+    def int_mm(a, b, transpose):
+        t = nisa.nc_matmul(nl.load(a), nl.load(b), is_transpose=transpose)  # HERE
+        out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=t)
+        return out
+
+    a = np.arange(32 * 8, dtype=np.int32).reshape(32, 8)
+    np.testing.assert_array_equal(int_mm(a, np.eye(32, dtype=np.int32), True), a.T)
+    _raises(int_mm, [a, np.eye(32, dtype=np.int32), False], "# HERE", "matmul operand dtype",
+            "stationary operand", "int32", "bfloat16")
