@@ -170,6 +170,11 @@ class Idx:
             a, b = dm.term_range(sym, self._extents(sym))
             lo += min(c * a, c * b)
             hi += max(c * a, c * b)
+        if lo // k != hi // k and any(dm.is_derived(sym) for sym in rest):
+            raise NonAffineIndexError(
+                f"'{op} {k}' of an index that already holds '//' or '%' "
+                f"({Affine.make(self.const, rest)}): nested division is not supported; "
+                "divide the original index by the product instead")
         if lo // k != hi // k:
             raise NonAffineIndexError(
                 f"'{op} {k}' of an index expression: after dropping terms that are multiples of "

@@ -4,6 +4,7 @@ arrays (gathers and scatters), masks and ``iota``, bounds checks, the serialised
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import numpy as np
@@ -224,3 +225,19 @@ def test_loop_extent_not_divisible_and_chunked_loops(budget, monkeypatch, caplog
     np.testing.assert_allclose(tiled_by_loop(np.tile(a[:128], (4, 1))),
                                _expected_tiles(np.tile(a[:128], (4, 1))), rtol=1e-6)
     assert ("runs in chunks of" in caplog.text) == (budget is not None)
+
+
+def test_nested_division_is_a_trace_error_naming_the_line():
+    @nki.jit
+    def nested(a):
+        j = nl.arange(64)[None, :]
+        t = nl.load(a[nl.arange(4)[:, None], (j // 4) // 2])  # HERE
+        return a
+
+    with pytest.raises(KernelTraceError) as e:
+        nested(np.zeros((4, 64), np.float32))
+    msg = str(e.value)
+    assert "non-affine index" in msg and "nested division" in msg, msg
+    lines, start = inspect.getsourcelines(nested.func)
+    here = start + next(i for i, ln in enumerate(lines) if "# HERE" in ln)
+    assert f"{__file__}:{here}" in msg, msg
