@@ -346,6 +346,7 @@ class Runner:
         sel = tuple(ix[mask] for ix in idx)
         vals = np.broadcast_to(value, mask.shape)[mask]
         if ins.acc is not None:
+            sel, vals = _fold_repeated_targets(sel, vals, arr.shape, ins.acc)
             vals = alu.binary(_ACC_COMBINE[ins.acc], arr[sel], vals)
         arr[sel] = vals
 
@@ -447,6 +448,26 @@ _ACC_REDUCE = {"add": "add", "subtract": "add", "multiply": "multiply", "maximum
                "minimum": "minimum"}
 _ACC_COMBINE = {"add": "add", "subtract": "subtract", "multiply": "multiply",
                 "maximum": "maximum", "minimum": "minimum"}
+# How several contributions to one element fold before meeting it: a -= x1; a -= x2 is a -= (x1 + x2).
+_ACC_FOLD = {"add": np.add, "subtract": np.add, "multiply": np.multiply, "maximum": np.maximum,
+             "minimum": np.minimum}
+
+
+def _fold_repeated_targets(sel: tuple[np.ndarray, ...], vals: np.ndarray, shape: tuple[int, ...],
+                           acc: str) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """An accumulating scatter whose index arrays name one element several times (``acc[j // 3]
+    += x[j]`` when 3 does not divide the axis): fold the contributions per element first, at the
+    engine's width, so that none is lost to NumPy's last-write-wins fancy assignment."""
+    if not sel or sel[0].size < 2:
+        return sel, vals
+    flat = np.ravel_multi_index(sel, shape)
+    targets, group = np.unique(flat, return_inverse=True)
+    if targets.size == flat.size:
+        return sel, vals
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(targets.size))
+    folded = _ACC_FOLD[acc].reduceat(alu.widen(vals)[order], starts)
+    return np.unravel_index(targets, shape), folded
 
 
 def run_kernel(kernel: KernelIR | Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -241,3 +241,48 @@ def test_nested_division_is_a_trace_error_naming_the_line():
     lines, start = inspect.getsourcelines(nested.func)
     here = start + next(i for i, ln in enumerate(lines) if "# HERE" in ln)
     assert f"{__file__}:{here}" in msg, msg
+
+
+def _buckets():
+    """Each column j of [128, 20] goes to bucket j // 3 (3 does not divide 20): an index-array
+    scatter that names each of the 7 buckets up to three times."""
+    return nl.arange(128)[:, None], nl.arange(20)[None, :]
+
+
+@nki.jit
+def bucket_add(a):
+    out = nl.ndarray((128, 7), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.full((128, 7), 1.5, dtype=nl.float32, buffer=nl.sbuf)
+    p, j = _buckets()
+    acc[p, j // 3] += nl.load(a[p, j])
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def bucket_subtract(a):
+    out = nl.ndarray((128, 7), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.full((128, 7), 1.5, dtype=nl.float32, buffer=nl.sbuf)
+    p, j = _buckets()
+    acc[p, j // 3] -= nl.load(a[p, j])
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def bucket_multiply(a):
+    out = nl.ndarray((128, 7), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.full((128, 7), 1.5, dtype=nl.float32, buffer=nl.sbuf)
+    p, j = _buckets()
+    acc[p, j // 3] *= nl.load(a[p, j])
+    nl.store(out, value=acc)
+    return out
+
+
+@pytest.mark.parametrize("kernel, fold", [(bucket_add, np.add), (bucket_subtract, np.subtract),
+                                          (bucket_multiply, np.multiply)])
+def test_accumulating_scatter_keeps_every_contribution(kernel, fold):
+    a = RNG.uniform(0.5, 1.5, (128, 20)).astype(np.float32)
+    want = np.full((128, 7), 1.5, np.float32)
+    fold.at(want, (slice(None), np.arange(20) // 3), a)
+    np.testing.assert_allclose(kernel(a), want, rtol=1e-5)
