@@ -3,4 +3,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$root"
-exec python examples/hlo_tour.py "$@"
+exec python examples/mlp_training/train.py "$@"
