@@ -70,7 +70,8 @@ Factory = Callable[[HandlerContext], Handler]
 class LoadedProgram:
     """A program with every instruction bound to its handler; computations built on first use."""
 
-    def __init__(self, program: Program, constants: list[np.ndarray], kernels: list[Any]) -> None:
+    def __init__(self, program: Program, constants: list[np.ndarray], kernels: list[Any],
+                 recorder: Any = None) -> None:
         from emulator.ops import TABLE
 
         # Debug mode: check every instruction's result against its declared type (slow).
@@ -80,6 +81,10 @@ class LoadedProgram:
         self.program = program
         self.constants = constants
         self.kernels = kernels
+        # Profiling (emulator.profile.Recorder): computations run by the profiled loop, except
+        # lifted element-wise ones, whose work their calling instruction's cost already covers.
+        self.recorder = recorder
+        self._lifted = self._lifted_computations() if recorder is not None else set()
         self._runners: dict[int, Callable[..., Any]] = {}
         self.runner(program.entry)
 
@@ -132,7 +137,31 @@ class LoadedProgram:
             checked = self.program.computations.index(comp) not in lifted
             steps = [(_checked(fn, inst.type, checked, name), ins, out, free)
                      for (fn, ins, out, free), inst, name in zip(steps, comp.instructions, names)]
+        if self.recorder is not None and self.program.computations.index(comp) not in self._lifted:
+            return self._profiled_runner(comp, steps, names)
         return _make_runner(comp, steps, names)
+
+    def _profiled_runner(self, comp: Computation, steps: list[tuple], names: list[str]) -> Callable[..., Any]:
+        """The run loop that records events (emulator.profile.runner); built only for profiling."""
+        from emulator.cost.graph import coster
+        from emulator.cost.shapes import describe
+        from emulator.profile.runner import make_profiled_runner
+
+        types: dict[int, ValueType] = dict(zip(comp.params, comp.param_types))
+        profiled = []
+        for (fn, ins, out, free), inst in zip(steps, comp.instructions):
+            in_types = [types[s] for s in inst.ins]
+            ctx = HandlerContext(inst.op, inst.name, inst.attrs, inst.type, in_types, self, inst.reuse)
+            shapes = f"{', '.join(describe(t) for t in in_types)} -> {describe(inst.type)}"
+            profiled.append((_bind(fn, ins), ins, out, free, coster(ctx), inst.name or inst.op, inst.op, shapes))
+            types[inst.out] = inst.type
+
+        def on_error(k: int, e: Exception) -> Exception:
+            if isinstance(e, EmulatorError):
+                return e
+            return EmulatorError(f"computation {comp.name}: instruction {names[k]} failed: {type(e).__name__}: {e}")
+        return make_profiled_runner(comp.num_slots, tuple(comp.params), comp.result, profiled, self.recorder,
+                                    on_error)
 
     def _lifted_computations(self) -> set[int]:
         """Computations run element-wise on whole arrays (their declared types are scalars)."""
@@ -232,6 +261,8 @@ class Executable:
         self._loaded = LoadedProgram(artifact.program, artifact.constants, artifact.kernels)
         entry = artifact.program.computations[artifact.program.entry]
         self._entry = self._loaded.runner(artifact.program.entry)
+        self._profiling: tuple[LoadedProgram, Any] | None = None  # built on the first profiled run
+        self.last_profile: Any = None  # emulator.profile.Profile of the latest profiled run
         self._inputs = [(e["name"], DTYPES[e["dtype"]], tuple(e["shape"])) for e in self.manifest["inputs"]]
         self._outputs = [(e["name"], DTYPES[e["dtype"]], tuple(e["shape"])) for e in self.manifest["outputs"]]
         # The entry computation takes one value per leaf input (the compiler packs tuples inside).
@@ -245,8 +276,33 @@ class Executable:
         if [(DTYPES[t[0]], tuple(t[1])) for t in out_types] != [(dt, s) for _, dt, s in self._outputs]:
             raise ArtifactError("manifest outputs do not match the entry computation's result")
 
-    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
-        """Run on `inputs` (entry parameters in order, tuple parameters flattened into leaves)."""
+    def run(self, inputs: Sequence[Any], profile: bool = False) -> list[np.ndarray]:
+        """Run on `inputs` (entry parameters in order, tuple parameters flattened into leaves).
+        With `profile=True` the run is recorded; `last_profile` then holds its Profile."""
+        if profile:
+            return self.profile(inputs)[0]
+        return self._run(inputs, self._entry)
+
+    def profile(self, inputs: Sequence[Any]) -> tuple[list[np.ndarray], Any]:
+        """Run on `inputs`, recording every executed instruction: (outputs, emulator.profile.Profile).
+
+        The profiled program is loaded once (a second binding of every instruction, with costers);
+        the plain `run` never pays for it."""
+        import time
+
+        from emulator.profile import Profile, Recorder
+
+        if self._profiling is None:
+            recorder = Recorder()
+            loaded = LoadedProgram(self.artifact.program, self.artifact.constants, self.artifact.kernels, recorder)
+            self._profiling = (loaded, recorder)
+        loaded, recorder = self._profiling
+        recorder.reset(time.perf_counter())  # a fresh timeline (the runners hold this object)
+        outputs = self._run(inputs, loaded.runner(self.artifact.program.entry))
+        self.last_profile = Profile(recorder.events, recorder.host)
+        return outputs, self.last_profile
+
+    def _run(self, inputs: Sequence[Any], entry: Callable[..., Any]) -> list[np.ndarray]:
         if len(inputs) != len(self._inputs):
             raise EmulatorError(f"expected {len(self._inputs)} inputs ({', '.join(n for n, _, _ in self._inputs)}), "
                                 f"got {len(inputs)}")
@@ -259,7 +315,7 @@ class Executable:
                 raise EmulatorError(f"input {k} ({name}): expected shape {shape}, got {a.shape}")
             args.append(a)
         with np.errstate(all="ignore"), blas_threads_for_run():
-            result = self._entry(*args)
+            result = entry(*args)
         outs: list[np.ndarray] = []
         for k, (v, (name, dt, shape)) in enumerate(zip(_leaves(result), self._outputs)):
             a = np.asarray(v)

@@ -58,19 +58,40 @@ def _gpsimd_op(name: str, data: bytes, kernels: Sequence[Any]) -> Callable[..., 
     return _gpsimd_run(payload)
 
 
+class GpSimdCall:
+    """Calls one GpSimd op payload; keeps the counters of its latest execution (what the cost
+    model needs: GpSimd costs are known only after the kernel ran)."""
+
+    def __init__(self, path: Path, payload: Any) -> None:
+        self.path, self.op, self.output = path, payload.op, payload.output
+        self.arguments = [(a["kind"], a.get("value")) for a in payload.arguments]
+        self.last_counters: dict[str, int] | None = None
+        self.last_ncores = 1
+
+    def __call__(self, *args: Any) -> list:
+        from emulator.gpsimd.runner import runner_for
+
+        result, run = gpsimd_run(runner_for(self.path), self.op, self.arguments, self.output, args)
+        self.last_counters, self.last_ncores = run.counters, run.ncores
+        return [result]
+
+
 def _gpsimd_run(payload: Any) -> Callable[..., list]:
     from emulator.gpsimd.library import materialise
-    from emulator.gpsimd.runner import runner_for
 
-    path = materialise(payload.library, LIBRARY_DIR)
-    arguments = [(a["kind"], a.get("value")) for a in payload.arguments]
-    return lambda *args: [gpsimd_call(runner_for(path), payload.op, arguments, payload.output, args)]
+    return GpSimdCall(materialise(payload.library, LIBRARY_DIR), payload)
 
 
 def gpsimd_call(runner: Any, op: Any, arguments: Sequence[tuple[str, Any]], out: TensorSpec,
                 arrays: Sequence[Any]) -> np.ndarray:
     """Runs GpSimd ``op`` once: ``arguments`` are (kind, value) with value None for tensors,
     which come from ``arrays`` in order. Returns a fresh array holding the output."""
+    return gpsimd_run(runner, op, arguments, out, arrays)[0]
+
+
+def gpsimd_run(runner: Any, op: Any, arguments: Sequence[tuple[str, Any]], out: TensorSpec,
+               arrays: Sequence[Any]) -> tuple[np.ndarray, Any]:
+    """As `gpsimd_call`, also returning the runtime's RunResult (counters, cores)."""
     from emulator.gpsimd.runner import TensorValue
 
     operands = iter(arrays)
@@ -83,7 +104,7 @@ def gpsimd_call(runner: Any, op: Any, arguments: Sequence[tuple[str, Any]], out:
         # Raw bytes: memoryviews refuse ml_dtypes such as bfloat16.
         values.append(TensorValue(TensorSpec(_GPSIMD_NAMES[a.dtype], tuple(a.shape)), a.reshape(-1).view(np.uint8)))
     result = runner.run(op, values, out)
-    return np.array(result.output[:out.nbytes].view(GPSIMD_NUMPY[out.dtype]).reshape(out.shape), copy=True)
+    return np.array(result.output[:out.nbytes].view(GPSIMD_NUMPY[out.dtype]).reshape(out.shape), copy=True), result
 
 
 #: GpSimd runtime dtype names (emulator.gpsimd.abi.DTYPES) and their NumPy storage.
@@ -120,10 +141,16 @@ def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
             raise ArtifactError(f"kernel payload {payload.name!r} has kind {payload.kind!r}; this "
                                 f"emulator runs {sorted(PAYLOADS)}")
         prepared[index] = factory(payload.name, payload.data, kernels)
-    run = prepared[index]
+    run = prepared_payload(ctx)
     if ctx.type[0] == "tuple":
         return lambda *args: tuple(run(*args))
     return lambda *args: run(*args)[0]
+
+
+def prepared_payload(ctx: HandlerContext) -> Callable[..., list]:
+    """The prepared callable of the payload a (built) kernel instruction runs; for GpSimd
+    payloads a `GpSimdCall`, whose counters the profiler reads."""
+    return _PREPARED[ctx.program][ctx.attrs["payload"]]
 
 
 HANDLERS: dict[str, Factory] = {"kernel": _kernel}
