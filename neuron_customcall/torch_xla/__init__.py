@@ -5,6 +5,6 @@ and C++ custom ops on XLA tensors as Neuron custom-calls (`custom_call`).
 One of the two places (with neuron_customcall.jax) allowed to import torch and torch_xla."""
 from neuron_customcall.torch_xla import custom_call
 from neuron_customcall.torch_xla.dynamo import neuron_backend
-from neuron_customcall.torch_xla.lazy import live_tensors, mark_step, to_cpu
+from neuron_customcall.torch_xla.lazy import compile_graph, live_tensors, mark_step, to_cpu
 
-__all__ = ["custom_call", "live_tensors", "mark_step", "neuron_backend", "to_cpu"]
+__all__ = ["compile_graph", "custom_call", "live_tensors", "mark_step", "neuron_backend", "to_cpu"]

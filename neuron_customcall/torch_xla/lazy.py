@@ -115,10 +115,13 @@ def _sync_views(tensors: Sequence[torch.Tensor]) -> None:
             torch._functionalize_sync(t)
 
 
-def execute(tensors: Sequence[torch.Tensor], *, flags: Any = None, cache: backend.CacheSetting = None) -> list[np.ndarray]:
-    """Runs the graph that computes `tensors` on the emulator and returns their values.
+def compile_graph(tensors: Sequence[torch.Tensor], *, flags: Any = None,
+                  cache: backend.CacheSetting = None) -> tuple[Any, list[np.ndarray]]:
+    """The compiled graph that computes `tensors` (a `backend` compile result, whose `.executable`
+    runs on the emulator) and its inputs' current values, in parameter order.
 
-    Does not touch the tensors; `write_back` does.
+    Separate from `execute` for callers that run the graph themselves: profiling it, or timing
+    the emulator without the framework's tracing. Does not touch the tensors.
     """
     _sync_views(tensors)
     # torch_xla's own executions are asynchronous: a tensor it materialised may still hold a
@@ -128,7 +131,15 @@ def execute(tensors: Sequence[torch.Tensor], *, flags: Any = None, cache: backen
     ctx.build(list(tensors))
     params = ctx.parameter_id_tensor_mapping()
     inputs = [to_numpy(params[i]) for i in range(len(params))]
-    compiled = backend.compile_cached(ctx.hlo(), flags, cache=cache)
+    return backend.compile_cached(ctx.hlo(), flags, cache=cache), inputs
+
+
+def execute(tensors: Sequence[torch.Tensor], *, flags: Any = None, cache: backend.CacheSetting = None) -> list[np.ndarray]:
+    """Runs the graph that computes `tensors` on the emulator and returns their values.
+
+    Does not touch the tensors; `write_back` does.
+    """
+    compiled, inputs = compile_graph(tensors, flags=flags, cache=cache)
     outputs = compiled.executable.run(inputs)
     if len(outputs) != len(tensors):
         raise RuntimeError(f"graph of {len(tensors)} tensors returned {len(outputs)} outputs")
