@@ -92,8 +92,9 @@ def train(run: Run, model: torch.nn.Module, device: torch.device, data: dataset.
                 start = time.perf_counter()
             if step % every == 0 or step == steps:
                 run.steady_s = time.perf_counter() - start
-                print(f"[{step:>5d}/{steps}] epoch {epoch + 1}/{args.epochs}  loss {run.losses[-1]:.4f}  "
-                      f"{run.throughput:8.1f} it/s", flush=True)
+                rate = f"{run.throughput:8.1f} it/s" if step > 1 else f"first step {run.first_step_s:.2f} s"
+                print(f"[{step:>5d}/{steps}] epoch {epoch + 1}/{args.epochs}  loss {run.losses[-1]:.4f}  {rate}",
+                      flush=True)
     run.steady_s = time.perf_counter() - start
     print(f"Train throughput (iter/sec): {run.throughput}")
     print(f"Final loss is {run.losses[-1]:.4f}")
