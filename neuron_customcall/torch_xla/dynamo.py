@@ -88,7 +88,7 @@ class NeuronFxGraph:
         on_xla = [isinstance(r, torch.Tensor) and r.device.type == "xla" for r in results]
         graph_outputs = [r for r, x in zip(results, on_xla) if x]
         outputs = tuple(_FROM_GRAPH if x else r for r, x in zip(results, on_xla))
-        _X._xla_wait_device_ops(devices=[])  # see lazy.execute: no placeholder may be read
+        _X._xla_wait_device_ops(devices=[])  # see lazy.compile_graph: no placeholder may be read
         ctx = _X.lowering.LoweringContext()
         ctx.build(graph_outputs)
         params = ctx.parameter_id_tensor_mapping()
