@@ -49,12 +49,10 @@ class Layout:
         return p
 
     def __str__(self) -> str:
-        text = ",".join(map(str, self.minor_to_major))
-        if self.tiles:
-            text += ":" + "".join("T(" + ",".join("*" if d == -9223372036854775808 else str(d) for d in t) + ")" for t in self.tiles)
-        if self.memory_space:
-            text += f"S({self.memory_space})"
-        return "{" + text + "}"
+        """HLO text's spelling, e.g. `{1,0:T(8,128)}` (one printer: hlo.text.shapes)."""
+        from hlo.text.shapes import print_layout
+
+        return print_layout(self.to_proto())
 
 
 @dataclass(frozen=True)
@@ -145,11 +143,7 @@ class Shape:
         return p
 
     def __str__(self) -> str:
-        if self.is_tuple:
-            return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
-        dyn = self.is_dynamic_dimension
-        dims = ",".join(("<=" if i < len(dyn) and dyn[i] else "") + str(d) for i, d in enumerate(self.dimensions))
-        text = f"{self.element_type.lower()}[{dims}]"
-        if self.layout is not None and self.is_array and self.dimensions:
-            text += str(self.layout)
-        return text
+        """HLO text's spelling, e.g. `f32[2,3]{1,0}` (one printer: hlo.text.shapes)."""
+        from hlo.text.shapes import print_shape
+
+        return print_shape(self.to_proto())
