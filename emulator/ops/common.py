@@ -31,6 +31,23 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
     return F32 if dtype in NARROW else dtype
 
 
+def dot_compute_dtype(lhs: np.dtype, rhs: np.dtype, result: np.dtype) -> np.dtype:
+    """The dtype a dot or convolution multiplies and accumulates in, as XLA does: an integer
+    result accumulates in the result type (s8 x s8 -> s32 never wraps at 8 bits; a narrower result
+    wraps exactly as modular arithmetic in it would), a float result of integer operands in the
+    result's compute type, float operands in the widest of the operands' and the result's compute
+    types (f32 x f32 -> f64 accumulates in f64). A bool result computes in s32 (any nonzero sum is
+    true)."""
+    if result == np.bool_:
+        return np.dtype(np.int32)
+    if result.kind in "iu":
+        return result
+    cdt = np.result_type(compute_dtype(lhs), compute_dtype(rhs))
+    if cdt.kind in "iub":
+        return compute_dtype(result)
+    return np.result_type(cdt, compute_dtype(result))
+
+
 def unpack(result: Any, n: int) -> list[Any]:
     """A sub-program's result as a list of n values (a tuple root for n > 1)."""
     if n == 1 and not isinstance(result, tuple):

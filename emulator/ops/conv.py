@@ -23,7 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from emulator.executor import Factory, HandlerContext
-from emulator.ops.common import compute_dtype
+from emulator.ops.common import dot_compute_dtype
 
 
 def _padder(spatial: list[int], lo: list[int], hi: list[int], ldil: list[int]) -> Callable[[np.ndarray], np.ndarray]:
@@ -68,9 +68,7 @@ def _convolution(ctx: HandlerContext) -> Callable:
     stride, rdil = a["stride"], a["window_dilation"]
     rev = tuple(2 + d for d in range(nsp) if a["window_reversal"][d])
     dt = ctx.dtype
-    cdt = compute_dtype(np.result_type(ctx.in_dtype(0), ctx.in_dtype(1)))
-    if cdt.kind in "iub" and dt.kind == "f":
-        cdt = compute_dtype(dt)
+    cdt = dot_compute_dtype(ctx.in_dtype(0), ctx.in_dtype(1), dt)
     out_sp = [ctx.shape[d] for d in a["output_spatial"]]
     T, S = math.prod(ksp), math.prod(out_sp)
     G = bgc if bgc > 1 else fgc

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from emulator.executor import Factory, HandlerContext
-from emulator.ops.common import compute_dtype
+from emulator.ops.common import dot_compute_dtype
 
 
 def _dot(ctx: HandlerContext) -> Callable:
@@ -26,11 +26,7 @@ def _dot(ctx: HandlerContext) -> Callable:
     N = math.prod(rs[d] for d in rf)
     out, dt = ctx.shape, ctx.dtype
     dot_shape = tuple([ls[d] for d in lb] + [ls[d] for d in lf] + [rs[d] for d in rf])
-    cdt = np.result_type(compute_dtype(ctx.in_dtype(0)), compute_dtype(ctx.in_dtype(1)))
-    if dt.kind == "f" and cdt.kind in "iub":
-        cdt = compute_dtype(dt)
-    if cdt == np.bool_:
-        cdt = np.dtype(np.int32)
+    cdt = dot_compute_dtype(ctx.in_dtype(0), ctx.in_dtype(1), dt)
     lid = lperm == tuple(range(len(ls)))
     rid = rperm == tuple(range(len(rs)))
     nl, nr = len(lf), len(rf)
