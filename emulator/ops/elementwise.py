@@ -3,7 +3,8 @@
 Differences handled here: integer division truncates toward zero and x/0 is -1 (all ones for
 unsigned), INT_MIN/-1 is INT_MIN, x%0 is x; shifts by >= the bit width give 0 (or the sign fill
 for arithmetic right shift); integer power with negative exponents; round-half-away-from-zero;
-sign keeps -0 and NaN; TOTALORDER comparison of floats; narrow floats computed in f32.
+sign keeps -0 and NaN; TOTALORDER comparison of floats; narrow floats computed in f32; complex
+functions with XLA's formulas at infinities and NaNs (complex_math).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import F32, NARROW, compute_dtype
+from emulator.ops.complex_math import COMPLEX_FUNCTIONS
 
 
 def _in_place(ctx: HandlerContext, f: Callable) -> bool:
@@ -48,9 +50,6 @@ def _round_afz(x: np.ndarray) -> np.ndarray:
 def _sign(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind in "iu":
         return np.sign(x)
-    if x.dtype.kind == "c":
-        a = np.abs(x)
-        return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
     return np.where((x == 0) | np.isnan(x), x, np.copysign(np.ones_like(x), x))
 
 
@@ -110,12 +109,6 @@ def _is_finite(ctx: HandlerContext) -> Callable:
     cdt = compute_dtype(ctx.in_dtype(0))
     return lambda x: np.isfinite(np.asarray(x).astype(cdt, copy=False))
 
-
-def _abs(ctx: HandlerContext) -> Callable:
-    dt = ctx.dtype
-    if ctx.in_dtype(0).kind == "c":
-        return lambda x: np.abs(x).astype(dt)
-    return _float_unary(np.abs)(ctx)
 
 
 def _copy(ctx: HandlerContext) -> Callable:
@@ -355,8 +348,17 @@ def _clamp(ctx: HandlerContext) -> Callable:
     return lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(dt, copy=False)
 
 
-HANDLERS: dict[str, Factory] = {
-    "abs": _abs, "negate": _float_unary(np.negative), "exp": _float_unary(np.exp),
+def _or_complex(name: str, real: Factory) -> Factory:
+    """The real factory, or XLA's complex formula (complex_math) for complex operands."""
+    fn = COMPLEX_FUNCTIONS[name]
+
+    def make(ctx: HandlerContext) -> Callable:
+        return fn if ctx.in_dtype(0).kind == "c" else real(ctx)
+    return make
+
+
+_HANDLERS: dict[str, Factory] = {
+    "abs": _float_unary(np.abs), "negate": _float_unary(np.negative), "exp": _float_unary(np.exp),
     "expm1": _float_unary(np.expm1), "log": _float_unary(np.log), "log1p": _float_unary(np.log1p),
     "sqrt": _float_unary(np.sqrt), "rsqrt": _float_unary(_rsqrt), "cbrt": _float_unary(np.cbrt),
     "tanh": _float_unary(np.tanh), "logistic": _float_unary(_logistic), "sine": _float_unary(np.sin),
@@ -373,3 +375,5 @@ HANDLERS: dict[str, Factory] = {
     "shift_right_arithmetic": _shift("arithmetic"), "shift_right_logical": _shift("logical"),
     "complex": _complex, "compare": _compare, "select": _select, "clamp": _clamp,
 }
+HANDLERS: dict[str, Factory] = {name: _or_complex(name, f) if name in COMPLEX_FUNCTIONS else f
+                                for name, f in _HANDLERS.items()}
