@@ -9,51 +9,38 @@ So for the duration of `Executable.run` the emulator asks OpenBLAS for as many t
 or so) and restores the previous setting afterwards; with every core free it leaves BLAS alone.
 
 Control: NEURON_EMULATOR_BLAS_THREADS = "auto" (default) | a number (always that many) | "off"
-(never touch BLAS). Without an OpenBLAS (other BLAS, other platforms) this is a no-op.
+(never touch BLAS). The libraries are found and driven through threadpoolctl; without an
+OpenBLAS (other BLAS, other platforms) this is a no-op.
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from emulator.host import free_cpus, usable_cpus
 
 log = logging.getLogger(__name__)
 
-_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
-            "openblas_set_num_threads")
-_GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
-            "openblas_get_num_threads")
-_api: tuple[Callable[[int], None], Callable[[], int]] | None | bool = False  # False: not looked up yet
+_libs: list[Any] | None = None  # threadpoolctl controllers of the loaded OpenBLAS libraries
 
 
-def _openblas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
-    """(set, get) of the OpenBLAS NumPy loaded, found among the process's mapped libraries."""
-    global _api
-    if _api is not False:
-        return _api  # type: ignore[return-value]
-    _api = None
-    try:
-        import numpy  # noqa: F401 - make sure NumPy's BLAS is loaded
-        with open("/proc/self/maps") as f:
-            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line})
-    except OSError:
-        return None
-    for path in paths:
+def _openblas() -> list[Any]:
+    """threadpoolctl's controllers of every OpenBLAS loaded (NumPy's and SciPy's; both run our
+    GEMMs and LAPACK calls), found once. Empty without threadpoolctl or an OpenBLAS."""
+    global _libs
+    if _libs is None:
         try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        setter = next((getattr(lib, n) for n in _SETTERS if hasattr(lib, n)), None)
-        getter = next((getattr(lib, n) for n in _GETTERS if hasattr(lib, n)), None)
-        if setter is not None and getter is not None:
-            setter.argtypes, getter.restype = [ctypes.c_int], ctypes.c_int
-            _api = (setter, getter)
-            break
-    return _api
+            import numpy  # noqa: F401 - make sure NumPy's BLAS is loaded
+            import scipy.linalg  # noqa: F401 - and SciPy's, which the LAPACK ops call
+            from threadpoolctl import ThreadpoolController
+            _libs = list(ThreadpoolController().select(internal_api="openblas").lib_controllers)
+        except Exception as e:  # noqa: BLE001 - any failure means "leave BLAS alone"
+            log.debug("no OpenBLAS thread control: %s", e)
+            _libs = []
+    return _libs
 
 
 def _wanted() -> int | None:
@@ -80,17 +67,15 @@ def blas_threads_for_run() -> Iterator[None]:
 def blas_threads(n: int | None) -> Iterator[None]:
     """Within the block, OpenBLAS uses ``n`` threads (None: leave it alone); restored after.
     The NKI executor asks for one while its own host threads each run GEMMs (parallel.py)."""
-    api = _openblas() if n is not None else None
-    if api is None:
-        yield
-        return
-    setter, getter = api
-    before = getter()
-    if before == n:
-        yield
-        return
-    setter(n)
+    libs = _openblas() if n is not None else []
+    # each library's own setter, not threadpool_limits(): that snapshots every library's info
+    # first (30 us a call against 4 us here), paid on each run of a busy host
+    before = [lib.num_threads for lib in libs]
+    changed = [(lib, b) for lib, b in zip(libs, before) if b != n]
+    for lib, _ in changed:
+        lib.set_num_threads(n)
     try:
         yield
     finally:
-        setter(before)
+        for lib, b in changed:
+            lib.set_num_threads(b)

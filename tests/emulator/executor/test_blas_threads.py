@@ -13,25 +13,38 @@ def four_cpus(monkeypatch):
     monkeypatch.setattr(blas, "free_cpus", lambda: 4)
 
 
+def _threads() -> set[int]:
+    """The thread counts of every loaded OpenBLAS, read independently of blas.py."""
+    from threadpoolctl import threadpool_info
+
+    return {lib["num_threads"] for lib in threadpool_info() if lib["internal_api"] == "openblas"}
+
+
 @pytest.fixture
-def api():
-    found = blas._openblas()
-    if found is None:
+def getter():
+    if not blas._openblas():
         pytest.skip("NumPy is not linked against OpenBLAS here")
-    return found
+    return _threads
 
 
-def test_fixed_thread_count_inside_and_restored_after(api, monkeypatch):
-    setter, getter = api
+def test_every_openblas_is_controlled():
+    """NumPy's and SciPy's OpenBLAS (the LAPACK ops' library) alike."""
+    from threadpoolctl import threadpool_info
+
+    ours = {lib.filepath for lib in blas._openblas()}  # loads SciPy's first
+    loaded = {lib["filepath"] for lib in threadpool_info() if lib["internal_api"] == "openblas"}
+    assert ours == loaded and len(loaded) >= 1
+
+
+def test_fixed_thread_count_inside_and_restored_after(getter, monkeypatch):
     before = getter()
     monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "1")
     with blas.blas_threads_for_run():
-        assert getter() == 1
+        assert getter() == {1}
     assert getter() == before
 
 
-def test_off_leaves_blas_alone_and_auto_follows_the_free_cores(api, monkeypatch):
-    setter, getter = api
+def test_off_leaves_blas_alone_and_auto_follows_the_free_cores(getter, monkeypatch):
     before = getter()
     monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "off")
     with blas.blas_threads_for_run():
@@ -39,7 +52,7 @@ def test_off_leaves_blas_alone_and_auto_follows_the_free_cores(api, monkeypatch)
     monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "auto")
     monkeypatch.setattr(blas, "free_cpus", lambda: 1)  # strangers busy on three of four
     with blas.blas_threads_for_run():
-        assert getter() == 1
+        assert getter() == {1}
     monkeypatch.setattr(blas, "free_cpus", lambda: 3)
     assert blas._wanted() == 3
     monkeypatch.setattr(blas, "free_cpus", lambda: 4)  # all free: BLAS keeps its own setting
