@@ -116,6 +116,8 @@ def _gather(ctx: HandlerContext) -> Callable:
         """Shape B + kept sizes: the window of every index vector (starts clamped, as XLA does)."""
         B = iv.shape[:-1]
         if rows:
+            if not picked:  # every indexed dim has size 1: each window is the whole operand
+                return np.broadcast_to(x.reshape(tuple(sizes[d] for d in kept)), B + tuple(sizes[d] for d in kept))
             idx = tuple(np.clip(iv[..., start_map.index(d)], 0, oshape[d] - 1) for d in picked)
             return np.transpose(x, row_perm)[idx].reshape(B + tuple(sizes[d] for d in kept))
         starts = _starts(iv, rank, start_map, obatch, ibatch, ibatch_dims)

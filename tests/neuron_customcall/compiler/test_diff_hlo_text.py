@@ -22,6 +22,21 @@ add {
 """
 
 CASES: dict[str, tuple[str, list[np.ndarray]]] = {
+    # every indexed dim has size 1, so each window is the whole operand (was "cannot reshape")
+    "gather_from_size_one_operand": ("""
+HloModule m
+ENTRY e {
+  x = f32[1,5] parameter(0)
+  i = s32[3,1] parameter(1)
+  ROOT g = f32[3,5] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
+}""", [rand(1, 5), np.array([[0], [2], [-1]], np.int32)]),
+    "gather_from_size_one_dims_two_indices": ("""
+HloModule m
+ENTRY e {
+  x = f32[1,1,4] parameter(0)
+  i = s32[2,3,2] parameter(1)
+  ROOT g = f32[2,3,4] gather(x, i), offset_dims={2}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=2, slice_sizes={1,1,4}
+}""", [rand(1, 1, 4), np.array([[[0, 0], [1, 3], [-2, 0]], [[0, 1], [5, 5], [0, 0]]], np.int32)]),
     "map_two_operands": ("""
 HloModule m
 f {
