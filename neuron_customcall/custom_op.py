@@ -11,6 +11,8 @@ function. ``<lib>`` comes from ``NEURON_LIBRARY(<lib>, m)``, not from ``name``.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 from pathlib import Path
 from typing import Sequence
@@ -18,8 +20,9 @@ from typing import Sequence
 from emulator.gpsimd import LibraryDescriptor, RunResult
 from neuron_customcall.cpp import build as _build
 from neuron_customcall.cpp import loader as _loader
-from neuron_customcall.cpp import torch_ops as _torch_ops
 from neuron_customcall.cpp.errors import BuildError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BuildError", "descriptor", "last_run", "library_path", "load", "load_library"]
 
@@ -42,9 +45,15 @@ def load(
 
 
 def load_library(path: str | os.PathLike[str]) -> LibraryDescriptor:
-    """Loads a library built earlier (in this process or another) and registers its ops."""
+    """Loads a library built earlier (in this process or another) and registers its ops as
+    torch.ops.<lib>.<op> when torch is installed (a JAX-only install calls them through
+    neuron_customcall.jax.cpp_call, so torch is imported only here and only if present)."""
     loaded = _loader.load(path)
-    _torch_ops.register(loaded)
+    if importlib.util.find_spec("torch") is not None:
+        from neuron_customcall.cpp import torch_ops
+        torch_ops.register(loaded)
+    else:
+        log.debug("torch is not installed: %s's ops are not registered as torch.ops", loaded.descriptor.library)
     return loaded.descriptor
 
 
