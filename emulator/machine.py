@@ -25,6 +25,15 @@ GEMM_MOVING_FMAX: int = 512
 TENSOR_ENGINE_TRANSPOSE_MAX: int = 128
 VECTOR_ENGINE_TRANSPOSE_MAX: int = 32
 
+#: The engines of a NeuronCore, by the names the cost model's timelines and the kernel IR's
+#: instruction specs use (emulator/cost/engines.py, emulator/kernel_ir/instructions.py).
+TENSOR = "tensor"
+VECTOR = "vector"
+SCALAR = "scalar"
+GPSIMD = "gpsimd"
+DMA = "dma"
+ENGINES: tuple[str, ...] = (TENSOR, VECTOR, SCALAR, GPSIMD, DMA)
+
 #: Memory spaces as the kernel IR names them.
 HBM = "hbm"
 SHARED_HBM = "shared_hbm"

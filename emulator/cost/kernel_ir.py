@@ -1,7 +1,8 @@
 """NKI kernel IR: cycles per engine of one kernel launch, from the IR alone.
 
-Each instruction is costed by a TABLE entry (op -> function of the instruction and the kernel's
-tensor declarations), times the trip counts of its enclosing loops and the grid size. The
+Each instruction is costed by the rule of the engine that runs it (``ENGINE_COST``: a function of
+the instruction and the kernel's tensor declarations), times the trip counts of its enclosing
+loops and the grid size. The
 engines of a kernel work in parallel; its profile shows one event per engine it uses.
 """
 from __future__ import annotations
@@ -11,11 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from emulator.cost.dma import dma_cycles
-from emulator.cost.engines import DMA, NONE, SCALAR, TENSOR, VECTOR, Cost
+from emulator.cost.engines import DMA, GPSIMD, NONE, SCALAR, TENSOR, VECTOR, Cost
+from emulator.cost.gpsimd import gpsimd_cycles
 from emulator.cost.tensor import FAST_DTYPES, nc_matmul_cycles
 from emulator.cost.vector import scalar_cycles, vector_cycles
 from emulator.kernel_ir import ir
-from emulator.kernel_ir.dtypes import DTYPES
+from emulator.kernel_ir.dtypes import itemsize
+from emulator.kernel_ir.instructions import spec
 
 
 def _free(shape: tuple[int, ...]) -> int:
@@ -27,34 +30,39 @@ def _accesses(ins: ir.Instruction) -> list[ir.Access]:
     return [a for a in (ins.dst, *ins.srcs) if isinstance(a, ir.Access)]
 
 
-def _matmul(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
-    """nc_matmul: stationary srcs[0], moving srcs[1] (nki-api.md formula)."""
-    st, mv = ins.srcs[0], ins.srcs[1]
-    fp32 = tensors[st.tensor].dtype not in FAST_DTYPES or tensors[mv.tensor].dtype not in FAST_DTYPES
-    return {TENSOR: nc_matmul_cycles(_free(st.shape), _free(mv.shape), fp32)}
+def _tensor(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
+    """TensorE (nki-api.md formula): stationary srcs[0], moving srcs[1]; a transpose is a matmul
+    against the identity, whose free size is the source's partitions."""
+    st = ins.srcs[0]
+    mv_free = _free(ins.srcs[1].shape) if len(ins.srcs) > 1 else (st.shape[0] if st.shape else 1)
+    fp32 = any(tensors[a.tensor].dtype not in FAST_DTYPES
+               for a in ins.srcs if isinstance(a, ir.Access))
+    return {TENSOR: nc_matmul_cycles(_free(st.shape), mv_free, fp32)}
 
 
-def _transpose(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
-    """nc_transpose on TensorE: a matmul against the identity (moving free = partitions)."""
-    src = ins.srcs[0]
-    fp32 = tensors[src.tensor].dtype not in FAST_DTYPES
-    return {TENSOR: nc_matmul_cycles(_free(src.shape), src.shape[0] if src.shape else 1, fp32)}
-
-
-def _activation(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
+def _scalar(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
     """ScalarE: one element per partition lane per cycle over the destination tile."""
     return {SCALAR: scalar_cycles(math.prod(ins.dst.shape))}
 
 
+def _largest(ins: ir.Instruction) -> int:
+    return max((math.prod(a.shape) for a in _accesses(ins)), default=1)
+
+
 def _vector(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
     """VectorE: one pass over the largest tile the instruction touches."""
-    return {VECTOR: vector_cycles(max((math.prod(a.shape) for a in _accesses(ins)), default=1))}
+    return {VECTOR: vector_cycles(_largest(ins))}
+
+
+def _gpsimd(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
+    """GpSimd: one pass over the largest tile, on its 8 cores' 16 fp32 lanes each."""
+    return {GPSIMD: gpsimd_cycles(_largest(ins))}
 
 
 def _dma(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
     """load/store: the destination tile's bytes over DMA."""
     dst = ins.dst
-    return {DMA: dma_cycles(math.prod(dst.shape) * DTYPES[tensors[dst.tensor].dtype].itemsize)}
+    return {DMA: dma_cycles(math.prod(dst.shape) * itemsize(tensors[dst.tensor].dtype))}
 
 
 def _free_op(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
@@ -63,15 +71,11 @@ def _free_op(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
 
 InstructionCost = Callable[[ir.Instruction, dict[str, ir.TensorDecl]], Cost]
 
-#: kernel-IR op -> cost function
-TABLE: dict[str, InstructionCost] = {
-    "alloc": _free_op,
-    "load": _dma, "store": _dma,
-    "matmul": _matmul, "transpose": _transpose,
-    "activation": _activation,
-    **{op: _vector for op in ("tensor_copy", "memset", "iota", "random", "tensor_tensor", "tensor_scalar",
-                              "select", "affine_select", "tensor_reduce", "partition_reduce", "bn_stats",
-                              "bn_aggr", "tensor_tensor_scan")},
+#: engine -> cost rule of an instruction running on it (the engine comes from the instruction's
+#: spec, emulator/kernel_ir/instructions.py, or its ``engine`` attribute where NKI lets the kernel
+#: choose).
+ENGINE_COST: dict[str, InstructionCost] = {
+    TENSOR: _tensor, VECTOR: _vector, SCALAR: _scalar, GPSIMD: _gpsimd, DMA: _dma, NONE: _free_op,
 }
 
 
@@ -89,6 +93,6 @@ def _add_body(body: list[Any], tensors: dict[str, ir.TensorDecl], times: int, to
         if isinstance(st, ir.Loop):
             _add_body(st.body, tensors, times * st.extent, total)
             continue
-        cost = TABLE.get(st.op, _vector)(st, tensors)
+        cost = ENGINE_COST[spec(st.op).engine_of(st.attrs)](st, tensors)
         for engine, cycles in cost.items():
             total[engine] = total.get(engine, 0.0) + cycles * times

@@ -18,6 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 from emulator.kernel_ir import Access, Affine
 
 from . import divmod_access
+from .errors import UnboundSymbolError
 
 
 @dataclass(slots=True)
@@ -53,10 +54,6 @@ class Context:
 
     def base_of(self, syms: tuple[str, ...]) -> tuple[int, ...]:
         return tuple(self.offsets.get(s, 0) for s in syms) if self.offsets else ()
-
-
-class UnboundSymbolError(KeyError):
-    pass
 
 
 @dataclass(slots=True)

@@ -22,6 +22,8 @@ import numpy as np
 
 from emulator.kernel_ir import divmod as dm
 
+from .errors import UnboundSymbolError
+
 if TYPE_CHECKING:
     from .access import Plan
 
@@ -51,7 +53,6 @@ def resolve(sym: str, coef: int, axis_of: dict[str, int], offsets: dict[str, int
         return coef * int(dm.value(d, bound[d.base])), {}, {}
     if d.base.startswith("t"):  # a broadcast (extent-1) tile axis: position 0
         return coef * int(dm.value(d, 0)), {}, {}
-    from .access import UnboundSymbolError
     raise UnboundSymbolError(d.base)
 
 
@@ -84,7 +85,6 @@ def index_arrays(plan: "Plan") -> list[np.ndarray]:
 def expand(plan: "Plan") -> "Plan | None":
     """The affine plan over the split shape (see module docstring), or None when some derived
     term is not a plain ``axis // k`` / ``axis % k`` with ``k`` dividing the axis."""
-    from .access import Plan
     split: dict[int, int] = {}
     for divs in plan.divs:
         for (op, c, ax, b, k), _ in divs.items():
@@ -119,4 +119,4 @@ def expand(plan: "Plan") -> "Plan | None":
             outer, inner = where[ax]
             add(outer if op == dm.FLOORDIV else inner, c)
         coefs.append({a: v for a, v in new.items() if v})
-    return Plan(tuple(shape), list(plan.consts), coefs)
+    return type(plan)(tuple(shape), list(plan.consts), coefs)  # a Plan (access.py imports us)

@@ -15,3 +15,8 @@ class OutOfBoundsAccessError(KernelRuntimeError):
 
     def __init__(self, kernel: str, loc: SourceLoc | None, detail: str):
         super().__init__(kernel, loc, "out-of-bounds access", detail)
+
+
+class UnboundSymbolError(KeyError):
+    """An index symbol with no value in the running context (the runner turns it into a
+    ``KernelRuntimeError`` naming the instruction)."""

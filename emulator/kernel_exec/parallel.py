@@ -12,7 +12,7 @@ stays deterministic:
 * the grid must already run vectorised (vectorise.py), which rules out programs reading what
   others write.
 
-(``random`` values are a pure function of program, iteration and element, see handlers/dma.py,
+(``random`` values are a pure function of program, iteration and element, see handlers/vector.py,
 so they do not depend on the split either.)
 
 Results are bit-identical to a one-thread run. Small launches stay on one thread: below

@@ -20,7 +20,7 @@ import json
 import struct
 from typing import Any
 
-from . import ops
+from .instructions import SPECS
 from .validate import KernelIRValidationError, validate
 from .ir import (IR_VERSION, LOOP_KINDS, ROLES, Access, Const, Instruction, KernelIR, Loop,
                  SourceLoc, Statement, TensorDecl, affine_from_json, affine_to_json)
@@ -176,7 +176,7 @@ def _stmt_from(d: dict) -> Statement:
             raise KernelIRFormatError(f"unknown loop kind {lp['kind']!r}")
         return Loop(str(lp["var"]), int(lp["extent"]), lp["kind"],
                     [_stmt_from(b) for b in lp["body"]], _loc_from(lp.get("loc")))
-    if d["op"] not in ops.INSTRUCTIONS:
+    if d["op"] not in SPECS:
         raise KernelIRFormatError(f"unknown instruction {d['op']!r}")
     attrs = d.get("attrs") or {}
     if not isinstance(attrs, dict):

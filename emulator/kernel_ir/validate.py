@@ -9,7 +9,7 @@ symbols out of scope, negative shapes.
 from __future__ import annotations
 
 from . import divmod as divmod_symbols
-from . import ops
+from .instructions import AFFINE_KINDS, SPECS
 from .dtypes import DTYPES
 from .ir import (CONSTANT, INPUT, LOOP_KINDS, MEMORY_SPACES, OUTPUT, Access, Const, Instruction,
                  KernelIR, Loop, Statement)
@@ -55,21 +55,19 @@ def _body(kernel: KernelIR, body: list[Statement], scope: set[str]) -> None:
 
 
 def _instruction(kernel: KernelIR, ins: Instruction, scope: set[str]) -> None:
-    if ins.op not in ops.INSTRUCTIONS:
+    spec = SPECS.get(ins.op)
+    if spec is None:
         raise KernelIRValidationError(f"unknown instruction {ins.op!r}")
     where = f"{ins.op} at {ins.loc}"
-    if ins.acc is not None and ins.acc not in ops.ALU_OPS:
-        raise KernelIRValidationError(f"{where}: unknown accumulation {ins.acc!r}")
-    for key in ("op", "op0", "op1"):
-        if key in ins.attrs and ins.attrs[key] is not None and ins.attrs[key] not in ops.ALU_OPS:
-            raise KernelIRValidationError(f"{where}: unknown ALU operator {ins.attrs[key]!r}")
-    if "func" in ins.attrs and ins.attrs["func"] not in ops.ACTIVATIONS:
-        raise KernelIRValidationError(f"{where}: unknown activation {ins.attrs['func']!r}")
-    accesses = ([ins.dst] if ins.dst is not None else []) + [
-        s for s in ins.srcs if isinstance(s, Access)]
     for s in ins.srcs:
         if not isinstance(s, (Access, Const)):
             raise KernelIRValidationError(f"{where}: operand {s!r}")
+    if ins.dst is None:
+        raise KernelIRValidationError(f"{where}: no destination")
+    problems = spec.problems(operand_kinds(ins.srcs), ins.attrs, ins.acc)
+    if problems:
+        raise KernelIRValidationError(f"{where}: {'; '.join(problems)}")
+    accesses = [ins.dst] + [s for s in ins.srcs if isinstance(s, Access)]
     for a in accesses:
         t = kernel.tensors.get(a.tensor)
         if t is None:
@@ -82,11 +80,23 @@ def _instruction(kernel: KernelIR, ins: Instruction, scope: set[str]) -> None:
             for sym, _ in expr.terms:
                 if _base(sym, where) not in scope and _base(sym, where) not in tiles:
                     raise KernelIRValidationError(f"{where}: symbol {sym!r} is out of scope")
-    dst_tiles = {f"t{j}" for j in range(len(ins.dst.shape))} if ins.dst is not None else set()
-    for m in ins.mask:
-        for sym, _ in m.terms:
+    # Masks and affine attributes (iota's expression, affine_select's predicates) range over
+    # the destination tile's axes.
+    dst_tiles = {f"t{j}" for j in range(len(ins.dst.shape))}
+    exprs = [list(m.terms) for m in ins.mask]
+    for a in spec.attrs:
+        if a.kind in AFFINE_KINDS and a.name in ins.attrs:
+            value = ins.attrs[a.name]
+            exprs += [e[1] for e in (value if a.kind == "affines" else [value])]
+    for terms in exprs:
+        for sym, _ in terms:
             if _base(sym, where) not in scope and _base(sym, where) not in dst_tiles:
                 raise KernelIRValidationError(f"{where}: mask symbol {sym!r} is out of scope")
+
+
+def operand_kinds(srcs) -> tuple[str, ...]:
+    """"access" or "const" per source, as ``InstructionSpec.problems`` takes them."""
+    return tuple("access" if isinstance(s, Access) else "const" for s in srcs)
 
 
 def _base(sym: str, where: str) -> str:

@@ -19,6 +19,7 @@ from emulator.kernel_ir import Affine
 from emulator.kernel_ir import divmod as dm
 
 from .errors import NonAffineIndexError
+from .tracer import current_or_none
 
 
 def _axis_sym(j: int) -> str:
@@ -194,7 +195,6 @@ class Idx:
         variable's extent from the kernel being traced (None when unknown)."""
         if _is_axis(sym):
             return self.shape[_axis_of(sym)]
-        from .tracer import current_or_none
         tr = current_or_none()
         return tr.extents.get(sym) if tr is not None else None
 

@@ -28,7 +28,8 @@ from . import dtypes as nkd
 from .errors import KernelTraceError, NKIError, NonAffineIndexError
 from .loops import traceable
 from .tile import Tile
-from .tracer import Trace, activate, deactivate, in_front_end
+from .builder import Builder
+from .tracer import activate, deactivate, in_front_end
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     kwargs = dict(kwargs or {})
     name = getattr(func, "__name__", "kernel")
     source = inspect.getsourcefile(func) or ""
-    trace = Trace(name, tuple(int(g) for g in grid), source)
+    trace = Builder(name, tuple(int(g) for g in grid), source)
     try:
         bound = inspect.signature(func).bind(*args, **kwargs)
     except TypeError as e:
@@ -113,7 +114,7 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     return TracedKernel(ir, specs, returns)
 
 
-def _results(trace: Trace, result: Any) -> tuple[str, list[Tile]]:
+def _results(trace: Builder, result: Any) -> tuple[str, list[Tile]]:
     if result is None:
         return "none", []
     if isinstance(result, Tile):

@@ -271,34 +271,6 @@ class _Rewriter(ast.NodeTransformer):
 
 # --- the run-time object ------------------------------------------------------------------------
 
-class _Snapshot:
-    """What tracing the symbolic body changes in a ``Trace``, to undo it."""
-
-    def __init__(self, tr):
-        self.stack_depth = len(tr._stack)
-        self.body_len = len(tr._stack[-1])
-        self.tensors = set(tr.tensors)
-        self.inits = {n: d.init for n, d in tr.tensors.items()}
-        self.constants = set(tr.constants)
-        self.extents = set(tr.extents)
-        self.counter = tr._counter
-        self.loops = tr._loops
-
-    def restore(self, tr) -> None:
-        del tr._stack[self.stack_depth:]
-        del tr._stack[-1][self.body_len:]
-        for n in [n for n in tr.tensors if n not in self.tensors]:
-            del tr.tensors[n]
-        for n, init in self.inits.items():
-            tr.tensors[n].init = init
-        for n in [n for n in tr.constants if n not in self.constants]:
-            del tr.constants[n]
-        for n in [n for n in tr.extents if n not in self.extents]:
-            del tr.extents[n]
-        tr._counter = self.counter
-        tr._loops = self.loops
-
-
 class PlainRange:
     """One rewritten ``for name in range(...)`` statement at run time (see module docstring).
     The generated code calls ``attempt`` until it says no, iterating the object (one symbolic
@@ -317,7 +289,7 @@ class PlainRange:
         self.passes = 0
         self.rebound: set[str] = set()
         self._bound: dict[str, Tile] = {}
-        self._snap: _Snapshot | None = None
+        self._snap = None  # a builder checkpoint while the symbolic body traces
         self._first_loop = 0
         self._range: range | None = None
         if self.trace is None or rng is not builtins.range:
@@ -331,7 +303,7 @@ class PlainRange:
 
     def _unroll(self, why: str) -> None:
         if self._snap is not None:
-            self._snap.restore(self.trace)
+            self.trace.rollback(self._snap)
             self._snap = None
         self.unrolled = True
         tr = self.trace
@@ -361,13 +333,13 @@ class PlainRange:
                                  f"not an on-chip tile ({type(v).__name__})")
                     return False
         self.passes += 1
-        self._snap = _Snapshot(tr)
-        self._first_loop = tr._loops + 1
+        self._snap = tr.checkpoint()
+        self._first_loop = tr.loop_count + 1
         self._bound = dict(zip(self.carried, self.entry or ()))
         for n in sorted(self.rebound):
             e = self._bound[n]
-            self._bound[n] = fresh = Tile(tr, tr.temp(e.shape, e.dtype_name, e.decl.memory))
-            tr.emit("tensor_copy", fresh.access(), (e.access(),))
+            self._bound[n] = tr.new("tensor_copy", e.shape, e.dtype_name, e,
+                                    memory=e.decl.memory)
         return True
 
     def __iter__(self):
@@ -386,7 +358,7 @@ class PlainRange:
         if self._snap is None:
             return
         tr = self.trace
-        syms = {f"l{i}" for i in range(self._first_loop, tr._loops + 1)}
+        syms = {f"l{i}" for i in range(self._first_loop, tr.loop_count + 1)}
         for n in self.escaping:
             if n in scope and _mentions(scope[n], syms):
                 self._unroll(f"{n!r} is read outside the loop and holds an index of its variable")
@@ -404,11 +376,11 @@ class PlainRange:
             copies.append((e, v))
         if copies and self.passes == 1:
             self.rebound = {n for n in self.carried if scope.get(n) is not self._bound[n]}
-            self._snap.restore(tr)
+            tr.rollback(self._snap)
             self._snap = None
             return
         for e, v in copies:
-            tr.emit("tensor_copy", e.access(), (v.access(),))
+            tr.emit("tensor_copy", e, v)
         self._snap = None
 
     def recover(self, exc: BaseException) -> bool:

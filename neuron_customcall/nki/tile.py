@@ -2,7 +2,9 @@
 
 A tile is a view: a traced tensor plus an affine map from the tile's coordinates to the tensor's.
 Indexing makes a new view (no instruction); reading or writing through it emits instructions
-that carry the composed ``Access``. Python operators call the matching ``nl`` functions.
+that carry the composed ``Access``. Python operators (``+``, ``[...] =``, ``.astype``...) are
+installed by ``nki.language``, which implements them (as JAX installs its Tracer's operators),
+so that this module needs nothing above it.
 """
 
 from __future__ import annotations
@@ -130,10 +132,6 @@ class Tile:
         return Tile(self.trace, self.decl, shape, compose(self.index, exprs), self.cast,
                     self.vshape)
 
-    def __setitem__(self, key, value) -> None:
-        from .lang.memory import assign
-        assign(self[key], value)
-
     def reshape(self, shape) -> "Tile":
         """A new view with ``shape`` over the same elements of a whole tensor, where dimensions are
         only split (or size-1 dimensions added/removed): those stay affine."""
@@ -165,9 +163,8 @@ class Tile:
                     f"multiple of {new}'s {new_size} bytes")
             shape = shape[:-1] + (nbytes // new_size,)
         if self.on_chip:
-            out = Tile(self.trace, self.trace.temp(shape, new, self.decl.memory))
-            self.trace.emit("tensor_copy", out.access(), (self.access(),), {"bitcast": True})
-            return out
+            return self.trace.new("tensor_copy", shape, new, self, memory=self.decl.memory,
+                                  bitcast=True)
         if old_size == new_size:
             return Tile(self.trace, self.decl, self.shape, self.index,
                         None if new == self.decl.dtype and self.vshape is None else new,
@@ -189,77 +186,6 @@ class Tile:
                 f"{what}: a bit-cast view of HBM tensor {self.decl.name!r} ({self.decl.dtype} "
                 f"viewed as {self.cast}) can only be read with nl.load or written with nl.store")
 
-    def astype(self, dtype) -> "Tile":
-        from . import language as nl
-        return nl.copy(self, dtype=dtype)
-
-    def broadcast_to(self, shape) -> "Tile":
-        from . import language as nl
-        return nl.broadcast_to(self, shape)
-
-    def expand_dims(self, axis: int) -> "Tile":
-        from . import language as nl
-        return nl.expand_dims(self, axis)
-
-    # --- operators -----------------------------------------------------------------------------
-
-    def _bin(name: str, reverse: bool = False):  # noqa: N805  (builds methods)
-        def method(self, other):
-            from . import language as nl
-            fn = getattr(nl, name)
-            return fn(other, self) if reverse else fn(self, other)
-        method.__name__ = name
-        return method
-
-    __add__ = _bin("add")
-    __radd__ = _bin("add", True)
-    __sub__ = _bin("subtract")
-    __rsub__ = _bin("subtract", True)
-    __mul__ = _bin("multiply")
-    __rmul__ = _bin("multiply", True)
-    __truediv__ = _bin("divide")
-    __rtruediv__ = _bin("divide", True)
-    __pow__ = _bin("power")
-    __rpow__ = _bin("power", True)
-    __mod__ = _bin("mod")
-    __and__ = _bin("bitwise_and")
-    __or__ = _bin("bitwise_or")
-    __xor__ = _bin("bitwise_xor")
-    __lshift__ = _bin("left_shift")
-    __rshift__ = _bin("right_shift")
-    __lt__ = _bin("less")
-    __le__ = _bin("less_equal")
-    __gt__ = _bin("greater")
-    __ge__ = _bin("greater_equal")
-    __eq__ = _bin("equal")  # type: ignore[assignment]
-    __ne__ = _bin("not_equal")  # type: ignore[assignment]
-    __matmul__ = _bin("matmul")
-    __hash__ = object.__hash__
-
-    def __neg__(self):
-        from . import language as nl
-        return nl.negative(self)
-
-    def __abs__(self):
-        from . import language as nl
-        return nl.abs(self)
-
-    def __invert__(self):
-        from . import language as nl
-        return nl.invert(self)
-
-    def _inplace(op: str):  # noqa: N805
-        def method(self, other):
-            from .lang.memory import accumulate
-            accumulate(self, other, op)
-            return self
-        method.__name__ = f"__i{op}__"
-        return method
-
-    __iadd__ = _inplace("add")
-    __isub__ = _inplace("subtract")
-    __imul__ = _inplace("multiply")
-
     def __bool__(self) -> bool:
         raise self.trace.error("data-dependent control flow",
                                "a tile's values are only known when the kernel runs")
@@ -267,7 +193,7 @@ class Tile:
     def __iter__(self):
         raise self.trace.error("unsupported", "tiles can not be iterated; index them instead")
 
-    del _bin, _inplace
+    __hash__ = object.__hash__  # tiles are identities (and ``==`` builds a comparison tile)
 
 
 def _reshape_view(t: Tile, shape: tuple[int, ...]) -> Tile:

@@ -7,13 +7,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from emulator.kernel_ir import Access, Const, Instruction
+from emulator.kernel_ir.instructions import SCALAR
 
 from .. import alu
+from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
     from ..runner import Runner
 
+HANDLERS = EngineHandlers(SCALAR)
 
+
+@HANDLERS.register("activation")
 def activation(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     src = ins.srcs[0]
@@ -37,6 +42,3 @@ def activation(r: Runner, ins: Instruction) -> None:
     # "copy" of an unscaled operand is the operand itself: let write() copy if it can change.
     alias = y is x and isinstance(src, Access) and not r.is_immutable(src.tensor)
     r.write(ins, y, may_alias=alias)
-
-
-HANDLERS = {"activation": activation}

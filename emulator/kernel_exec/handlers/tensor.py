@@ -7,13 +7,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from emulator.kernel_ir import Instruction
+from emulator.kernel_ir.instructions import TENSOR
 
 from .. import alu
+from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
     from ..runner import Runner
 
+HANDLERS = EngineHandlers(TENSOR)
 
+
+@HANDLERS.register("matmul")
 def matmul(r: Runner, ins: Instruction) -> None:
     """The contraction axis is the partition axis of both operands. Batched over grid and
     vectorised loops, as few ``numpy.matmul`` calls as possible: batch axes along which one operand
@@ -96,11 +101,9 @@ def _fold(x: np.ndarray, perm: list[int], nkeep: int, k: int) -> np.ndarray:
     return y.reshape(y.shape[:nkeep] + (k, y.shape[-1]))
 
 
+@HANDLERS.register("transpose")
 def transpose(r: Runner, ins: Instruction) -> None:
     """A transposed view of the source; copied only if the source can still change."""
     src = ins.srcs[0]
     x = r.read(src)
     r.write(ins, np.swapaxes(x, -1, -2), may_alias=not r.is_immutable(src.tensor))
-
-
-HANDLERS = {"matmul": matmul, "transpose": transpose}

@@ -1,21 +1,75 @@
-"""VectorE instructions: element-wise ALU ops, selects, reductions, batch-norm statistics, scans
-(and the cross-partition reduction, which GpSimd runs on the hardware)."""
+"""VectorE instructions: copies and fills, random values, element-wise ALU ops, select,
+reductions along free axes, batch-norm statistics, scans."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from emulator.kernel_ir import Instruction, affine_from_json
+from emulator.kernel_ir import Instruction
+from emulator.kernel_ir.instructions import VECTOR
 
 from .. import alu
-from ..access import eval_mask
+from .dma import copy
+from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
     from ..runner import Runner
 
+HANDLERS = EngineHandlers(VECTOR)
+HANDLERS.register("tensor_copy")(copy)
 
+
+@HANDLERS.register("memset")
+def memset(r: Runner, ins: Instruction) -> None:
+    r.write(ins, r.read(ins.srcs[0]))
+
+
+@HANDLERS.register("random")
+def random(r: Runner, ins: Instruction) -> None:
+    """Uniform [0, 1) fp32 values, different for every program, iteration and element, and a pure
+    function of them: element ``e`` of program/iteration ``(s1, s2, ...)`` gets
+    ``counter_uniform(seed, id)`` with ``id`` the element's mixed-radix number over the full
+    extents of the enclosing program ids and loop variables (symbols in name order) and the tile.
+    So the values do not depend on how the executor runs the kernel: batched or Python-looped,
+    in memory chunks, or split over host threads (parallel.py)."""
+    ctx = r.ctx
+    tile = tuple(ins.dst.shape)
+    ident = np.arange(math.prod(tile), dtype=np.uint64).reshape(tile)
+    stride = math.prod(tile)
+    nb = len(ctx.batch_syms)
+    ident = ident.reshape((1,) * nb + tile)
+    axis = {s: i for i, s in enumerate(ctx.batch_syms)}
+    for sym in sorted(set(ctx.batch_syms) | set(ctx.bound), reverse=True):
+        if sym in axis:
+            i = axis[sym]
+            values = np.arange(ctx.batch_shape[i], dtype=np.uint64) + np.uint64(
+                ctx.offsets.get(sym, 0))
+            values = values.reshape(tuple(-1 if j == i else 1 for j in range(nb)) + (1,) * len(tile))
+        else:
+            values = np.uint64(ctx.bound[sym])
+        ident = ident + values * np.uint64(stride)
+        stride *= ctx.extents[sym]
+    shape = ctx.batch_shape + tile
+    r.write(ins, counter_uniform(int(ins.attrs.get("seed", 0)), np.broadcast_to(ident, shape)))
+
+
+def counter_uniform(seed: int, ident: np.ndarray) -> np.ndarray:
+    """Uniform [0, 1) float32 from (seed, per-element counter) with SplitMix64's finaliser (a
+    counter-based generator: any element can be computed on its own, in any order)."""
+    z = ident.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019)
+                                            % (1 << 64))
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)
+
+
+
+@HANDLERS.register("tensor_tensor")
 def tensor_tensor(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     a = r.read(ins.srcs[0], tile, masked=True)
@@ -30,6 +84,7 @@ def tensor_tensor(r: Runner, ins: Instruction) -> None:
     r.write(ins, alu.binary(ins.attrs["op"], a, b, out=out))
 
 
+@HANDLERS.register("tensor_scalar")
 def tensor_scalar(r: Runner, ins: Instruction) -> None:
     """``op1(op0(data, operand0), operand1)``; ``reverseN`` swaps the operands of opN. Operands are
     constants or per-partition [P, 1] tiles."""
@@ -51,21 +106,14 @@ def tensor_scalar(r: Runner, ins: Instruction) -> None:
     r.write(ins, x)
 
 
+@HANDLERS.register("select")
 def select(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     cond, x, y = (r.read(s, tile, masked=True) for s in ins.srcs)
     r.write(ins, np.where(cond.astype(bool), alu.widen(x), alu.widen(y)))
 
 
-def affine_select(r: Runner, ins: Instruction) -> None:
-    """``on_true`` where every affine predicate in ``attrs['pred']`` is >= 0, else the scalar
-    ``on_false`` (a causal mask without materialising indices)."""
-    tile = ins.dst.shape
-    pred = eval_mask(tuple(affine_from_json(p) for p in ins.attrs["pred"]), r.ctx, tile)
-    x = alu.widen(r.read(ins.srcs[0], tile, masked=True))
-    r.write(ins, np.where(pred, x, np.asarray(ins.srcs[1].value, dtype=x.dtype)))
-
-
+@HANDLERS.register("tensor_reduce")
 def tensor_reduce(r: Runner, ins: Instruction) -> None:
     src = ins.srcs[0]
     x = alu.widen(r.read(src))
@@ -78,13 +126,7 @@ def tensor_reduce(r: Runner, ins: Instruction) -> None:
     r.write(ins, y.reshape(r.ctx.batch_shape + tuple(ins.dst.shape)))
 
 
-def partition_reduce(r: Runner, ins: Instruction) -> None:
-    """Reduce across the partition axis ([P, F] -> [1, F]); GpSimd's job on the hardware."""
-    x = alu.widen(r.read(ins.srcs[0]))
-    nb = len(r.ctx.batch_shape)
-    r.write(ins, alu.reduce(ins.attrs["op"], x, axis=nb, keepdims=True))
-
-
+@HANDLERS.register("bn_stats")
 def bn_stats(r: Runner, ins: Instruction) -> None:
     """Per partition, (count, mean, variance) of each half of the free axis: [P, F] -> [P, 6]."""
     x = alu.widen(r.read(ins.srcs[0])).astype(np.float32)
@@ -99,6 +141,7 @@ def bn_stats(r: Runner, ins: Instruction) -> None:
     r.write(ins, np.stack(parts, axis=-1))
 
 
+@HANDLERS.register("bn_aggr")
 def bn_aggr(r: Runner, ins: Instruction) -> None:
     """Combine bn_stats groups ([P, 6k]) into (mean, variance) per partition: [P, 2]."""
     s = alu.widen(r.read(ins.srcs[0])).astype(np.float32)
@@ -110,6 +153,7 @@ def bn_aggr(r: Runner, ins: Instruction) -> None:
     r.write(ins, np.stack([mean, var], axis=-1))
 
 
+@HANDLERS.register("tensor_tensor_scan")
 def tensor_tensor_scan(r: Runner, ins: Instruction) -> None:
     """``out[:, i] = op1(op0(out[:, i-1], data0[:, i]), data1[:, i])`` with ``out[:, -1] =
     initial``: a loop along the free axis, vectorised over partitions, grid and batch."""
@@ -124,16 +168,3 @@ def tensor_tensor_scan(r: Runner, ins: Instruction) -> None:
         prev = alu.binary(op1, alu.binary(op0, prev, d0[..., i]), d1[..., i])
         out[..., i] = prev
     r.write(ins, out)
-
-
-HANDLERS = {
-    "tensor_tensor": tensor_tensor,
-    "tensor_scalar": tensor_scalar,
-    "select": select,
-    "affine_select": affine_select,
-    "tensor_reduce": tensor_reduce,
-    "partition_reduce": partition_reduce,
-    "bn_stats": bn_stats,
-    "bn_aggr": bn_aggr,
-    "tensor_tensor_scan": tensor_tensor_scan,
-}

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulator.kernel_ir import Const, affine_to_json
+from emulator.kernel_exec import alu
+from emulator.kernel_ir import affine_to_json
 
 from .. import dtypes as nkd
 from ..errors import NonAffineIndexError
 from ..indexing import Idx, Pred
 from ..tile import Tile
 from ..tracer import current
-from .operands import broadcast_shapes, is_scalar, new_tile, operand, scalar_value
+from .operands import broadcast_shapes, is_scalar, operand, scalar_value
 
 _COMPARISONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
                 "logical_and", "logical_or", "logical_xor"}
@@ -34,7 +35,6 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
             except NonAffineIndexError:
                 pass
         if is_scalar(x) and is_scalar(y):
-            from emulator.kernel_exec import alu
             with np.errstate(all="ignore"):
                 return alu.binary(op, np.float32(x) if isinstance(x, float) else x,
                                   np.float32(y) if isinstance(y, float) else y).item()
@@ -51,15 +51,10 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
     if isinstance(x, Tile) and isinstance(y, Tile):
-        shape = broadcast_shapes(tr, x.shape, y.shape)
-        out = new_tile(shape, out_dtype)
-        tr.emit("tensor_tensor", out.access(), (x.access(), y.access()), {"op": op}, mask)
-    else:
-        t, s, rev = (x, y, False) if isinstance(x, Tile) else (y, x, True)
-        out = new_tile(t.shape, out_dtype)
-        tr.emit("tensor_scalar", out.access(), (t.access(), Const(s)),
-                {"op0": op, "reverse0": rev}, mask)
-    return out
+        return tr.new("tensor_tensor", broadcast_shapes(tr, x.shape, y.shape), out_dtype, x, y,
+                      mask=mask, op=op)
+    t, s, rev = (x, y, False) if isinstance(x, Tile) else (y, x, True)
+    return tr.new("tensor_scalar", t.shape, out_dtype, t, s, mask=mask, op0=op, reverse0=rev)
 
 
 _FLOAT_RESULT = {"exp", "log", "cos", "sin", "tan", "tanh", "arctan", "sqrt", "rsqrt", "sigmoid",
@@ -73,7 +68,6 @@ def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
     tr = current()
     x = operand(x)
     if not isinstance(x, Tile):
-        from emulator.kernel_exec import alu
         with np.errstate(all="ignore"):
             return alu.activation(func, np.float32(x)).item()
     if dtype is not None:
@@ -84,19 +78,12 @@ def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
         out_dtype = "float32"
     else:
         out_dtype = x.dtype_name
-    out = new_tile(x.shape, out_dtype)
-    srcs = [x.access(), Const(0.0)]
-    attrs = {"func": func, "scale": 1.0}
-    if bias is not None:
-        b = operand(bias)
-        srcs[1] = b.access() if isinstance(b, Tile) else Const(b)
+    srcs = [x, 0.0 if bias is None else operand(bias)]
     s = operand(scale)
     if isinstance(s, Tile):
-        srcs.append(s.access())
-    else:
-        attrs["scale"] = float(s)
-    tr.emit("activation", out.access(), tuple(srcs), attrs, mask)
-    return out
+        srcs.append(s)
+        s = 1.0
+    return tr.new("activation", x.shape, out_dtype, *srcs, mask=mask, func=func, scale=float(s))
 
 
 def _binary(name: str):
@@ -180,11 +167,10 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
     ``affine_select`` (no index tiles materialised), e.g. a causal mask."""
     tr = current()
     if isinstance(condition, Pred) and isinstance(x, Tile) and is_scalar(y):
-        out = new_tile(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
         affs = condition.to_affines(len(x.shape))
-        tr.emit("affine_select", out.access(), (x.access(), Const(scalar_value(y))),
-                {"pred": [affine_to_json(a) for a in affs]}, mask)
-        return out
+        return tr.new("affine_select", x.shape,
+                      nkd.name_of(dtype) if dtype is not None else x.dtype_name, x,
+                      scalar_value(y), mask=mask, pred=[affine_to_json(a) for a in affs])
     c, a, b = operand(condition), operand(x), operand(y)
     tiles = [t for t in (c, a, b) if isinstance(t, Tile)]
     shape: tuple[int, ...] = ()
@@ -197,7 +183,4 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
         out_dtype = t.dtype_name if isinstance(t, Tile) else "float32"
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
-    ops_ = tuple(v.access() if isinstance(v, Tile) else Const(v) for v in (c, a, b))
-    out = new_tile(shape, out_dtype)
-    tr.emit("select", out.access(), ops_, {}, mask)
-    return out
+    return tr.new("select", shape, out_dtype, c, a, b, mask=mask)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulator import machine
-from emulator.kernel_ir import CONSTANT, Const, affine_to_json
+from emulator.kernel_ir import CONSTANT, Affine, affine_to_json
 from emulator.kernel_ir import divmod as dm
 from emulator.kernel_ir import dtypes as ir_dtypes
 
@@ -15,8 +15,9 @@ from ..indexing import Idx, Pred
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import where
-from .operands import (alu_op_name, as_shape, broadcast_shapes, buffer_name, new_tile, operand,
-                       sbuf, scalar_value)
+from .operands import (alu_op_name, as_shape, broadcast_shapes, buffer_name, operand, sbuf,
+                       scalar_value)
+from .tensor_ops import transpose
 
 # --- creation --------------------------------------------------------------------------------------
 
@@ -27,7 +28,7 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
     decl = tr.declare(as_shape(shape), nkd.name_of(dtype), memory, name=name)
     t = Tile(tr, decl)
     if memory in machine.ON_CHIP:
-        tr.emit("alloc", t.access())
+        tr.emit("alloc", t)
     return t
 
 
@@ -38,11 +39,11 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
     memory = buffer_name(buffer)
     if memory not in machine.ON_CHIP:
         t = ndarray(shape, dtype, buffer=buffer, name=name)
-        tr.emit("store", t.access(), (Const(scalar_value(fill_value)),))
+        tr.emit("store", t, scalar_value(fill_value))
         return t
     decl = tr.declare(as_shape(shape), nkd.name_of(dtype), memory, name=name)
     t = Tile(tr, decl)
-    tr.emit("alloc", t.access(), (), {"fill": scalar_value(fill_value)})
+    tr.emit("alloc", t, fill=scalar_value(fill_value))
     return t
 
 
@@ -70,7 +71,7 @@ def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
     decl = tr.declare(as_shape(shape), nkd.name_of(dtype), buffer_name(buffer), name=name,
                       init="defined")
     t = Tile(tr, decl)
-    tr.emit("random", t.access(), (), {"seed": tr.next_seed()})
+    tr.emit("random", t, seed=tr.next_seed())
     return t
 
 
@@ -106,20 +107,18 @@ def load(src: Tile, *, mask=None, dtype=None) -> Tile:
     want = nkd.name_of(dtype) if dtype is not None else src.dtype_name
     if src.cast:
         access = src.raw_access("nl.load")
-        raw = new_tile(access.shape, src.decl.dtype)
-        tr.emit("load", raw.access(), (access,), {}, _view_mask(src, mask, "nl.load"))
-        cast = new_tile(src.shape, src.cast)
-        tr.emit("tensor_copy", cast.access(), (raw.access(),), {"bitcast": True})
+        raw = tr.new("load", access.shape, src.decl.dtype, access,
+                     mask=_view_mask(src, mask, "nl.load"))
+        cast = tr.new("tensor_copy", src.shape, src.cast, raw, bitcast=True)
         return cast if want == src.cast else copy(cast, dtype=want)
-    out = new_tile(src.shape, want)
-    tr.emit("load", out.access(), (src.access(),), {}, mask)
-    return out
+    return tr.new("load", src.shape, want, src, mask=mask)
 
 
 def store(dst: Tile, value, *, mask=None) -> None:
     """SBUF/PSUM -> HBM. Into a bit-cast HBM view: the value is converted to the view's dtype
     and its bits reinterpreted as the tensor's own dtype on chip before the store."""
     v = operand(value)
+    tr = current()
     if dst.cast:
         access = dst.raw_access("nl.store")
         mask = _view_mask(dst, mask, "nl.store")
@@ -132,14 +131,13 @@ def store(dst: Tile, value, *, mask=None) -> None:
             v = full(dst.shape, v, dst.cast)
         elif v.dtype_name != dst.cast or v.shape != dst.shape:
             # Another width regroups the last axis: the value must be the whole tile first.
-            broadcast_shapes(current(), v.shape, dst.shape)
+            broadcast_shapes(tr, v.shape, dst.shape)
             v = copy(broadcast_to(v, dst.shape) if v.shape != dst.shape else v, dtype=dst.cast)
-        raw = new_tile(v.shape if dst.vshape is None else access.shape, dst.decl.dtype)
-        current().emit("tensor_copy", raw.access(), (v.access(),), {"bitcast": True})
-        current().emit("store", access, (raw.access(),), {}, mask)
+        raw = tr.new("tensor_copy", v.shape if dst.vshape is None else access.shape,
+                     dst.decl.dtype, v, bitcast=True)
+        tr.emit("store", access, raw, mask=mask)
         return
-    src = v.access() if isinstance(v, Tile) else Const(v)
-    current().emit("store", dst.access(), (src,), {}, mask)
+    tr.emit("store", dst, v, mask=mask)
 
 
 def _view_mask(view: Tile, mask, what: str):
@@ -163,17 +161,14 @@ def _view_mask(view: Tile, mask, what: str):
 
 
 def load_transpose2d(src: Tile, *, mask=None, dtype=None) -> Tile:
-    from .tensor_ops import transpose
     return transpose(load(src, mask=mask, dtype=dtype))
 
 
 def copy(x, dtype=None, *, mask=None) -> Tile:
     """On-chip copy, converting to ``dtype``."""
     x = operand(x)
-    tr = current()
-    out = new_tile(x.shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name)
-    tr.emit("tensor_copy", out.access(), (x.access(),), {}, mask)
-    return out
+    return current().new("tensor_copy", x.shape,
+                         nkd.name_of(dtype) if dtype is not None else x.dtype_name, x, mask=mask)
 
 
 copy._nki_act = "copy"
@@ -184,14 +179,11 @@ def broadcast_to(x, shape) -> Tile:
     shape = as_shape(shape)
     tr = current()
     broadcast_shapes(tr, x.shape, shape)
-    out = new_tile(shape, x.dtype_name)
-    tr.emit("tensor_copy", out.access(), (x.access(),))
-    return out
+    return tr.new("tensor_copy", shape, x.dtype_name, x)
 
 
 def expand_dims(x: Tile, axis: int) -> Tile:
     """A view with a new size-1 axis (no data movement)."""
-    from emulator.kernel_ir import Affine
     rank = x.ndim + 1
     axis = axis % rank
     shape = x.shape[:axis] + (1,) + x.shape[axis:]
@@ -209,8 +201,7 @@ def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
     """``dst = op(dst, value)`` in HBM."""
     dst.bitcast_use("nl.atomic_rmw")
     v = operand(value)
-    current().emit("store", dst.access(), (v.access() if isinstance(v, Tile) else Const(v),), {},
-                   mask, acc=alu_op_name(op))
+    current().emit("store", dst, v, mask=mask, acc=alu_op_name(op))
 
 
 def assign(view: Tile, value) -> None:
@@ -219,7 +210,7 @@ def assign(view: Tile, value) -> None:
     if isinstance(value, Tile) and value.decl is view.decl and value.access() == view.access():
         return  # ``t[...] += x``: Python re-assigns the view __iadd__ already updated in place
     if isinstance(value, Idx):
-        tr.emit("iota", view.access(), (), {"expr": affine_to_json(value.to_affine(view.ndim))})
+        tr.emit("iota", view, expr=affine_to_json(value.to_affine(view.ndim)))
         return
     v = operand(value)
     if isinstance(v, Tile) and v.cast:
@@ -228,14 +219,14 @@ def assign(view: Tile, value) -> None:
         store(view, v)
         return
     if not isinstance(v, Tile):
-        tr.emit("memset", view.access(), (Const(v),))
+        tr.emit("memset", view, v)
         return
     if not view.on_chip:
-        tr.emit("store", view.access(), (v.access(),))
+        tr.emit("store", view, v)
     elif not v.on_chip:
-        tr.emit("load", view.access(), (v.access(),))
+        tr.emit("load", view, v)
     else:
-        tr.emit("tensor_copy", view.access(), (v.access(),))
+        tr.emit("tensor_copy", view, v)
 
 
 def accumulate(dst: Tile, value, op: str) -> None:
@@ -244,5 +235,4 @@ def accumulate(dst: Tile, value, op: str) -> None:
     v = operand(value)
     if not dst.on_chip:
         raise tr.error("in-place update of HBM", f"{dst.name} {op}= ...: use nl.store / atomic_rmw")
-    src = v.access() if isinstance(v, Tile) else Const(v)
-    tr.emit("tensor_copy", dst.access(), (src,), {}, None, acc=op)
+    tr.emit("tensor_copy", dst, v, acc=op)

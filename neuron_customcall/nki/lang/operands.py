@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulator import machine
-from emulator.kernel_ir import affine_to_json
+from emulator.kernel_ir import affine_to_json, ops
 
 from ..indexing import Idx, Pred
 from ..tile import Tile
@@ -47,11 +47,6 @@ def as_shape(shape) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def new_tile(shape, dtype: str, memory: str = sbuf) -> Tile:
-    tr = current()
-    return Tile(tr, tr.temp(as_shape(shape), dtype, memory))
-
-
 def is_scalar(x) -> bool:
     return isinstance(x, (int, float, bool, np.number, np.bool_))
 
@@ -63,18 +58,21 @@ def scalar_value(x):
 def iota_tile(idx: Idx, dtype: str = "int32") -> Tile:
     """An index expression used as data: materialise it with ``iota``."""
     shape = idx.shape or (1,)
-    out = new_tile(shape, dtype)
-    current().emit("iota", out.access(), (), {"expr": affine_to_json(idx.to_affine(len(shape)))})
-    return out
+    return current().new("iota", shape, dtype, expr=affine_to_json(idx.to_affine(len(shape))))
 
 
 def pred_tile(pred: Pred) -> Tile:
     """A mask used as data: a bool tile, true where every expression is >= 0."""
-    from .elementwise import binary_op
+    tr = current()
     result = None
     for e in pred.exprs:
-        t = binary_op("greater_equal", iota_tile(e), 0)
-        result = t if result is None else binary_op("logical_and", result, t)
+        idx = iota_tile(e)
+        t = tr.new("tensor_scalar", idx.shape, "bool", idx, 0, op0="greater_equal",
+                   reverse0=False)
+        if result is not None:
+            t = tr.new("tensor_tensor", broadcast_shapes(tr, result.shape, t.shape), "bool",
+                       result, t, op="logical_and")
+        result = t
     return result
 
 
@@ -102,7 +100,6 @@ def broadcast_shapes(tr, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, .
 
 def alu_op_name(op) -> str:
     """ALU operator name of ``nl.add``, ``np.add``, or "add"."""
-    from emulator.kernel_ir import ops
     name = getattr(op, "_nki_alu", None) or getattr(op, "__name__", op)
     name = {"true_divide": "divide", "max": "maximum", "min": "minimum"}.get(name, name)
     if name not in ops.ALU_OPS:
@@ -111,7 +108,6 @@ def alu_op_name(op) -> str:
 
 
 def activation_name(op) -> str:
-    from emulator.kernel_ir import ops
     name = getattr(op, "_nki_act", None) or getattr(op, "__name__", op)
     if name not in ops.ACTIVATIONS:
         raise current().error("unknown activation", f"{op!r} is not an activation function")

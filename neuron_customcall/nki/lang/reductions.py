@@ -8,7 +8,7 @@ from .. import dtypes as nkd
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import binary_op, unary_op, exp, square
-from .operands import new_tile, operand
+from .operands import operand
 
 # --- reductions ------------------------------------------------------------------------------------
 
@@ -26,11 +26,8 @@ def reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdims or i not in axes)
     out_dtype = nkd.name_of(dtype) if dtype is not None else (
         "bool" if op in ("logical_and", "logical_or") else x.dtype_name)
-    out = new_tile(shape, out_dtype)
-    tr.emit("tensor_reduce", out.access(), (x.access(),),
-            {"op": op, "axes": list(axes), "keepdims": bool(keepdims), "negate": bool(negate)},
-            mask)
-    return out
+    return tr.new("tensor_reduce", shape, out_dtype, x, mask=mask, op=op, axes=list(axes),
+                  keepdims=bool(keepdims), negate=bool(negate))
 
 
 def sum(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001

@@ -1,11 +1,11 @@
-"""The executor's counter-based uniform generator (handlers/dma.py): uniform, uncorrelated, and a
+"""The executor's counter-based uniform generator (handlers/vector.py): uniform, uncorrelated, and a
 function of seed and element number only."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from emulator.kernel_exec.handlers.dma import counter_uniform
+from emulator.kernel_exec.handlers.vector import counter_uniform
 
 
 def test_values_are_uniform_in_0_1_and_float32():

@@ -82,7 +82,7 @@ def test_structurally_invalid_ir_is_refused_on_read():
         (lambda d: loop_body(d)[0]["srcs"][0]["access"].update(tensor="nope"), "unknown tensor"),
         (lambda d: loop_body(d)[0]["srcs"][0]["access"]["index"].pop(), "1 indices for tensor"),
         (lambda d: d["tensors"][0].update(dtype="float64"), "unknown dtype"),
-        (lambda d: loop_body(d)[1]["attrs"].update(op0="system"), "unknown ALU operator"),
+        (lambda d: loop_body(d)[1]["attrs"].update(op0="system"), "attribute 'op0' must be an ALU operator"),
         (lambda d: d["body"].append(loop_body(d)[0]), "symbol 'l1' is out of scope"),
     ]
     for mutate, message in cases:

@@ -100,7 +100,7 @@ def test_matmul_result_must_be_in_psum():
         tr = nl.load(a)
         from neuron_customcall.nki.tracer import current
         out = nl.ndarray((64, 64), nl.float32)
-        current().emit("matmul", out.access(), (tr.access(), nl.load(b).access()))  # HERE
+        current().emit("matmul", out, tr, nl.load(b))  # HERE
         return a
 
     raises_at(mm_dst, [x(128, 64), x(128, 64)], "# HERE", "matmul result location", "to PSUM")

@@ -1,0 +1,256 @@
+"""The kernel-IR instruction set: one ``InstructionSpec`` per instruction, the only list of them.
+
+A spec says what an instruction reads (its sources, in order, and which may be constants), which
+attributes it carries (name, kind, required or not), whether it may accumulate into its
+destination, and which NeuronCore engine runs it. Everything else derives from it:
+
+* ``validate`` checks deserialised IR against the specs, and the NKI builder checks every
+  instruction it emits against them while tracing (a front-end bug is a trace error, not a
+  wrong answer at run time);
+* the engine names the executor's handler module (``emulator/kernel_exec/handlers/<engine>.py``,
+  which must register a handler for every instruction of its engine) and the cost rule
+  (``emulator/cost/kernel_ir.py``, one rule per engine).
+
+Only names and plain Python live here: the IR serialises without NumPy. Adding an instruction is
+one entry in ``SPECS`` plus its handler, its front-end function and tests (docs/kernel-ir.md,
+"Adding an instruction").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from emulator import machine
+from emulator.machine import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
+
+from . import ops
+
+__all__ = ["DMA", "GPSIMD", "SCALAR", "TENSOR", "VECTOR", "NONE", "ENGINES", "SPECS",
+           "InstructionSpec", "Source", "Attr", "spec", "by_engine", "UnknownInstructionError"]
+
+# --- engines ---------------------------------------------------------------------------------------
+
+#: The engines of a NeuronCore that run kernel instructions (emulator/machine.py, whose names
+#: the cost model's engine tracks use too), and ``none`` for bookkeeping that no engine runs.
+NONE = "none"
+ENGINES: tuple[str, ...] = machine.ENGINES + (NONE,)
+
+# --- operands and attributes -----------------------------------------------------------------------
+
+#: Source kinds: an on-chip or HBM access only, an access or a scalar constant, a constant only.
+TILE = "tile"
+VALUE = "value"
+CONST = "const"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One operand position: its name (for messages and docs) and what it may hold."""
+
+    name: str
+    kind: str = TILE
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_affine(v: object) -> bool:
+    return (isinstance(v, list) and len(v) == 2 and _is_int(v[0]) and isinstance(v[1], list)
+            and all(isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and _is_int(t[1])
+                    for t in v[1]))
+
+
+#: Attribute kind -> (test of a JSON value, what the kind is, for messages).
+ATTR_KINDS: dict[str, tuple] = {
+    "alu": (lambda v: v in ops.ALU_OPS, "an ALU operator name (kernel_ir/ops.py ALU_OPS)"),
+    "activation": (lambda v: v in ops.ACTIVATIONS,
+                   "an activation name (kernel_ir/ops.py ACTIVATIONS)"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int": (_is_int, "an integer"),
+    "number": (_is_number, "a number"),
+    "scalar": (lambda v: isinstance(v, (bool, int, float)), "a number or a boolean"),
+    "axes": (lambda v: isinstance(v, list) and all(_is_int(a) for a in v), "a list of axes"),
+    "affine": (_is_affine, "an affine expression [const, [[symbol, coef], ...]]"),
+    "affines": (lambda v: isinstance(v, list) and all(_is_affine(a) for a in v),
+                "a list of affine expressions"),
+    "engine": (lambda v: v in ENGINES, f"an engine name {list(ENGINES)}"),
+}
+
+#: Kinds whose value holds affine expressions over the destination tile's axes and the symbols
+#: in scope (validated like a mask).
+AFFINE_KINDS = frozenset({"affine", "affines"})
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    kind: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class InstructionSpec:
+    """What one kernel-IR instruction is (see the module docstring)."""
+
+    name: str
+    engine: str
+    sources: tuple[Source, ...] = ()
+    #: How many leading sources every instance has (the rest are optional, trailing).
+    min_sources: int | None = None
+    attrs: tuple[Attr, ...] = ()
+    #: May carry ``acc`` (``dst = acc(dst, value)``).
+    accumulates: bool = False
+    #: Other engines the instruction may run on, chosen by ``attrs["engine"]`` (NKI's
+    #: ``engine=`` argument); the handler is the default engine's, the cost the chosen one's.
+    alt_engines: tuple[str, ...] = ()
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.min_sources is None:
+            object.__setattr__(self, "min_sources", len(self.sources))
+        if self.engine not in ENGINES or any(e not in ENGINES for e in self.alt_engines):
+            raise ValueError(f"instruction {self.name!r}: unknown engine")
+        if any(a.kind not in ATTR_KINDS for a in self.attrs):
+            raise ValueError(f"instruction {self.name!r}: unknown attribute kind")
+        if self.alt_engines and "engine" not in {a.name for a in self.attrs}:
+            raise ValueError(f"instruction {self.name!r}: alternative engines need an 'engine' "
+                             "attribute")
+
+    def attr(self, name: str) -> Attr | None:
+        for a in self.attrs:
+            if a.name == name:
+                return a
+        return None
+
+    def engine_of(self, attrs: dict) -> str:
+        """The engine an instance runs on: ``attrs["engine"]`` when the spec allows a choice."""
+        chosen = attrs.get("engine") if self.alt_engines else None
+        return chosen if chosen in self.alt_engines else self.engine
+
+    def problems(self, srcs: tuple, attrs: dict, acc: str | None) -> list[str]:
+        """What is wrong with an instance's operands and attributes (empty: nothing).
+        ``srcs`` are kinds per source: "access" or "const"."""
+        out = []
+        if not self.min_sources <= len(srcs) <= len(self.sources):
+            want = (str(len(self.sources)) if self.min_sources == len(self.sources)
+                    else f"{self.min_sources} to {len(self.sources)}")
+            out.append(f"takes {want} sources ({', '.join(s.name for s in self.sources)}), "
+                       f"got {len(srcs)}")
+        for spec, kind in zip(self.sources, srcs):
+            if spec.kind == TILE and kind != "access":
+                out.append(f"source {spec.name!r} must be a tile, got a constant")
+            elif spec.kind == CONST and kind != "const":
+                out.append(f"source {spec.name!r} must be a constant, got a tile")
+        for name, value in attrs.items():
+            a = self.attr(name)
+            if a is None:
+                out.append(f"unknown attribute {name!r} (known: "
+                           f"{', '.join(x.name for x in self.attrs) or 'none'})")
+            elif not ATTR_KINDS[a.kind][0](value):
+                out.append(f"attribute {name!r} must be {ATTR_KINDS[a.kind][1]}, got {value!r}")
+        for a in self.attrs:
+            if a.required and a.name not in attrs:
+                out.append(f"attribute {a.name!r} is required")
+        if acc is not None and not self.accumulates:
+            out.append("does not accumulate into its destination")
+        elif acc is not None and acc not in ops.ALU_OPS:
+            out.append(f"unknown accumulation {acc!r}")
+        return out
+
+
+def _specs(*specs: InstructionSpec) -> dict[str, InstructionSpec]:
+    table: dict[str, InstructionSpec] = {}
+    for s in specs:
+        if s.name in table:
+            raise ValueError(f"instruction {s.name!r} is specified twice")
+        table[s.name] = s
+    return table
+
+
+_ENGINE_ATTR = Attr("engine", "engine")
+
+#: Every kernel-IR instruction, by name.
+SPECS: dict[str, InstructionSpec] = _specs(
+    # --- bookkeeping ---
+    InstructionSpec("alloc", NONE, attrs=(Attr("fill", "scalar"),),
+                    doc="start a tensor's lifetime: NaN on chip, or the constant `fill`"),
+    # --- DMA ---
+    InstructionSpec("load", DMA, (Source("src"),), doc="HBM -> SBUF"),
+    InstructionSpec("store", DMA, (Source("value", VALUE),), accumulates=True,
+                    doc="SBUF/PSUM (or a constant) -> HBM; with `acc`, an atomic read-modify-write"),
+    # --- VectorE ---
+    InstructionSpec("tensor_copy", VECTOR, (Source("src", VALUE),), accumulates=True,
+                    attrs=(Attr("bitcast", "bool"), _ENGINE_ATTR), alt_engines=(SCALAR, GPSIMD),
+                    doc="on-chip copy converting the dtype, broadcasting; `bitcast` reinterprets "
+                        "the bits instead"),
+    InstructionSpec("memset", VECTOR, (Source("value", CONST),), attrs=(_ENGINE_ATTR,),
+                    alt_engines=(GPSIMD,), doc="fill with a constant"),
+    InstructionSpec("random", VECTOR, attrs=(Attr("seed", "int"),),
+                    doc="uniform [0, 1) values from a counter-based generator"),
+    InstructionSpec("tensor_tensor", VECTOR, (Source("data0"), Source("data1")),
+                    attrs=(Attr("op", "alu", True),), doc="op(data0, data1)"),
+    InstructionSpec("tensor_scalar", VECTOR,
+                    (Source("data"), Source("operand0", VALUE), Source("operand1", VALUE)),
+                    min_sources=2,
+                    attrs=(Attr("op0", "alu", True), Attr("reverse0", "bool"), Attr("op1", "alu"),
+                           Attr("reverse1", "bool")),
+                    doc="op1(op0(data, operand0), operand1); reverseN swaps opN's operands"),
+    InstructionSpec("select", VECTOR,
+                    (Source("cond", VALUE), Source("on_true", VALUE), Source("on_false", VALUE)),
+                    doc="where(cond, on_true, on_false)"),
+    InstructionSpec("tensor_reduce", VECTOR, (Source("data"),),
+                    attrs=(Attr("op", "alu", True), Attr("axes", "axes", True),
+                           Attr("keepdims", "bool"), Attr("negate", "bool")),
+                    doc="reduce free axes"),
+    InstructionSpec("bn_stats", VECTOR, (Source("data"),),
+                    doc="per-partition (count, mean, variance) of each half of the free axis"),
+    InstructionSpec("bn_aggr", VECTOR, (Source("data"),),
+                    doc="aggregate bn_stats groups into mean and variance"),
+    InstructionSpec("tensor_tensor_scan", VECTOR,
+                    (Source("data0"), Source("data1"), Source("initial", VALUE)),
+                    attrs=(Attr("op0", "alu", True), Attr("op1", "alu", True)),
+                    doc="running op1(op0(prev, data0), data1) along the free axis"),
+    # --- ScalarE ---
+    InstructionSpec("activation", SCALAR,
+                    (Source("data"), Source("bias", VALUE), Source("scale")), min_sources=1,
+                    attrs=(Attr("func", "activation", True), Attr("scale", "number")),
+                    doc="func(data * scale + bias), fp32; a [P, 1] `scale` tile replaces the "
+                        "constant"),
+    # --- GpSimd ---
+    InstructionSpec("iota", GPSIMD, attrs=(Attr("expr", "affine", True),),
+                    doc="the affine expression `expr` as values (index arithmetic used as data)"),
+    InstructionSpec("affine_select", GPSIMD, (Source("on_true"), Source("on_false", CONST)),
+                    attrs=(Attr("pred", "affines", True),),
+                    doc="on_true where every affine predicate is >= 0, else the constant"),
+    InstructionSpec("partition_reduce", GPSIMD, (Source("data"),),
+                    attrs=(Attr("op", "alu", True),),
+                    doc="reduce across partitions: [P, F] -> [1, F]"),
+    # --- TensorE ---
+    InstructionSpec("matmul", TENSOR, (Source("stationary"), Source("moving")),
+                    attrs=(Attr("transpose", "bool"),),
+                    doc="stationary.T @ moving, fp32 into PSUM; `transpose`: the PE array's "
+                        "transpose mode (moving is the identity)"),
+    InstructionSpec("transpose", TENSOR, (Source("data"),), attrs=(_ENGINE_ATTR,),
+                    alt_engines=(VECTOR,), doc="swap the partition and free axes of a 2-D tile"),
+)
+
+
+class UnknownInstructionError(KeyError):
+    """An op name with no spec."""
+
+
+def spec(op: str) -> InstructionSpec:
+    try:
+        return SPECS[op]
+    except KeyError:
+        raise UnknownInstructionError(f"unknown kernel-IR instruction {op!r}") from None
+
+
+def by_engine(engine: str) -> frozenset[str]:
+    """The instructions whose handler lives in ``engine``'s handler module."""
+    return frozenset(n for n, s in SPECS.items() if s.engine == engine)

@@ -1,0 +1,201 @@
+"""The builder: the kernel IR under construction, and the only emitter of it.
+
+``Builder`` holds what a trace has built so far (tensor declarations, a stack of statement lists,
+one per open loop, name counters, the kernel's identity for error messages) and is the one place
+that creates IR statements: ``nl.*``, ``nisa.*``, tiles and loops all compose ``emit``/``new``
+(as Triton's interpreter composes its one builder). Every instruction is checked against its spec
+(emulator/kernel_ir/instructions.py) and the hardware rules (``checks``) as it is emitted, and
+records the user's source line.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from emulator import machine
+from emulator.kernel_ir import (DEFINED, INTERNAL, UNINIT, Access, Const, Instruction, KernelIR,
+                                Loop, SourceLoc, Statement, TensorDecl)
+from emulator.kernel_ir.instructions import UnknownInstructionError, spec
+from emulator.kernel_ir.validate import operand_kinds
+
+from . import checks
+from .errors import KernelTraceError
+from .indexing import Idx, Pred, symbol
+from .tile import Tile
+from .tracer import user_location
+from .views import identity_index
+
+class Builder:
+    """The kernel IR under construction (see the module docstring)."""
+
+    def __init__(self, name: str, grid: tuple[int, ...], source: str):
+        self.name = name
+        self.grid = grid
+        self.source = source
+        self.tensors: dict[str, TensorDecl] = {}
+        self.inputs: list[str] = []
+        self.constants: dict[str, bytes] = {}
+        self.body: list[Statement] = []
+        self._stack: list[list[Statement]] = [self.body]
+        self._loops = 0
+        #: Extent of every symbol: program ids and loop variables (for static bounds checks).
+        self.extents: dict[str, int] = {f"p{i}": int(g) for i, g in enumerate(grid)}
+        self._counter = 0
+        self.finished = False
+
+    # --- errors --------------------------------------------------------------------------------
+
+    def error(self, rule: str, detail: str, cls=KernelTraceError) -> KernelTraceError:
+        return cls(self.name, user_location(), rule, detail)
+
+    # --- tensors -------------------------------------------------------------------------------
+
+    def declare(self, shape: tuple[int, ...], dtype: str, memory: str, *, name: str = "",
+                role: str = INTERNAL, init: str = UNINIT) -> TensorDecl:
+        base = name or ("t" if memory in machine.ON_CHIP else "hbm")
+        unique = name
+        while unique in self.tensors or not unique:
+            self._counter += 1
+            unique = f"{base}{self._counter}"
+        decl = TensorDecl(unique, tuple(int(s) for s in shape), dtype, memory, role, init,
+                          user_location())
+        checks.check_declaration(self, decl)
+        self.tensors[unique] = decl
+        return decl
+
+    def next_seed(self) -> int:
+        """A fresh integer per call (seeds of ``random`` instructions)."""
+        self._counter += 1
+        return self._counter
+
+    def temp(self, shape: tuple[int, ...], dtype: str, memory: str = machine.SBUF) -> TensorDecl:
+        """A tile fully written by the instruction about to be emitted."""
+        return self.declare(shape, dtype, memory, init=DEFINED)
+
+    # --- instructions --------------------------------------------------------------------------
+
+    def emit(self, op: str, dst: Tile | Access, /, *srcs, mask: Pred | tuple | None = None,
+             acc: str | None = None, **attrs) -> Instruction:
+        """Append ``dst <- op(*srcs)``: sources are tiles, accesses or Python scalars (constants),
+        keyword arguments the instruction's attributes (``op`` among them: the parameters
+        before ``/`` are positional only). ``mask`` is an affine predicate (or its
+        affine expressions) over the destination tile."""
+        if self.finished:
+            raise self.error("tile used outside its kernel",
+                             "tiles and index expressions only exist while their kernel traces")
+        dst_access = dst.access() if isinstance(dst, Tile) else dst
+        operands = tuple(self._operand(s) for s in srcs)
+        self._check_spec(op, operands, attrs, acc)
+        affs = ()
+        if mask is not None:
+            if isinstance(mask, tuple):  # already affine (lang/memory.py: bit-cast views)
+                affs = mask
+            elif not isinstance(mask, Pred):
+                raise self.error("invalid mask", f"mask must be an affine predicate, got {mask!r}")
+            if isinstance(mask, Pred):
+                affs = mask.to_affines(len(dst_access.shape))
+            decl = self.tensors[dst_access.tensor]
+            if decl.init == DEFINED:
+                # A masked result is not written everywhere: the rest stays uninitialised (NaN).
+                decl.init = UNINIT
+                self._stack[-1].append(Instruction("alloc", Access(
+                    decl.name, decl.shape, identity_index(decl.shape)), loc=user_location()))
+        ins = Instruction(op, dst_access, operands, attrs, affs, acc, user_location())
+        checks.check_instruction(self, ins)
+        self._stack[-1].append(ins)
+        return ins
+
+    def new(self, op: str, shape: tuple[int, ...], dtype: str, /, *srcs,
+            memory: str = machine.SBUF, mask: Pred | None = None, **attrs) -> Tile:
+        """A new tile of ``shape`` and ``dtype`` holding ``op(*srcs)`` (``emit`` into it)."""
+        out = Tile(self, self.temp(tuple(int(s) for s in shape), dtype, memory))
+        self.emit(op, out, *srcs, mask=mask, **attrs)
+        return out
+
+    def _operand(self, x) -> Access | Const:
+        """A source as the IR holds it: a tile's access, or a scalar as a constant."""
+        if isinstance(x, Tile):
+            return x.access()
+        if isinstance(x, (Access, Const)):
+            return x
+        value = x.item() if hasattr(x, "item") else x
+        if not isinstance(value, (bool, int, float)):
+            raise self.error("invalid operand", f"{type(x).__name__} is not a tile or a scalar")
+        return Const(value)
+
+    def _check_spec(self, op: str, operands: tuple, attrs: dict, acc: str | None) -> None:
+        """The front end emits only what the instruction set specifies: a mismatch is a bug
+        here, reported while tracing rather than found by the executor."""
+        try:
+            problems = spec(op).problems(operand_kinds(operands), attrs, acc)
+        except UnknownInstructionError as e:
+            problems = [str(e)]
+        if problems:
+            raise self.error("invalid instruction", f"{op}: {'; '.join(problems)}")
+
+    # --- rolling back (loops.py traces a body once more, or not at all) ------------------------
+
+    @property
+    def loop_count(self) -> int:
+        """Loops opened so far (loop variables are ``l1``, ``l2``, ...)."""
+        return self._loops
+
+    def checkpoint(self) -> "_Checkpoint":
+        return _Checkpoint(self)
+
+    def rollback(self, cp: "_Checkpoint") -> None:
+        """Forget everything built since ``cp``."""
+        del self._stack[cp.stack_depth:]
+        del self._stack[-1][cp.body_len:]
+        for n in [n for n in self.tensors if n not in cp.tensors]:
+            del self.tensors[n]
+        for n, init in cp.inits.items():
+            self.tensors[n].init = init
+        for n in [n for n in self.constants if n not in cp.constants]:
+            del self.constants[n]
+        for n in [n for n in self.extents if n not in cp.extents]:
+            del self.extents[n]
+        self._counter = cp.counter
+        self._loops = cp.loops
+
+    # --- loops ---------------------------------------------------------------------------------
+
+    def loop(self, extent: int, kind: str, start: int = 0, step: int = 1) -> Iterator[Idx]:
+        """Open a loop, yield its (symbolic) variable once, close it when the body is done. The
+        IR loop counts 0..extent-1; the kernel sees ``start + step * counter``."""
+        self._loops += 1
+        node = Loop(f"l{self._loops}", int(extent), kind, [], user_location())
+        self.extents[node.var] = int(extent)
+        self._stack[-1].append(node)
+        self._stack.append(node.body)
+        depth = len(self._stack)
+        try:
+            yield symbol(node.var) * step + start
+        finally:
+            if len(self._stack) == depth:
+                self._stack.pop()
+
+    def finish(self, outputs: list[str]) -> KernelIR:
+        self.finished = True
+        kernel = KernelIR(self.name, self.grid, self.tensors, tuple(self.inputs), tuple(outputs),
+                          self.body, self.source, constants=dict(self.constants))
+        checks.check_kernel(self, kernel)
+        checks.warn_store_races(kernel)
+        return kernel
+
+
+
+class _Checkpoint:
+    """What a builder holds at one moment, enough to roll back to it."""
+
+    def __init__(self, b: Builder):
+        self.stack_depth = len(b._stack)
+        self.body_len = len(b._stack[-1])
+        self.tensors = set(b.tensors)
+        self.inits = {n: d.init for n, d in b.tensors.items()}
+        self.constants = set(b.constants)
+        self.extents = set(b.extents)
+        self.counter = b._counter
+        self.loops = b._loops
+
+
