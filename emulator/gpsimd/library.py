@@ -18,17 +18,16 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from emulator.gpsimd import args, elf, shape_cache, signature
+from emulator.gpsimd import args, elf, shape_cache, signature, store
 from emulator.gpsimd.args import TensorSpec, Value
 from emulator.gpsimd.descriptor import LibraryDescriptor, OpDescriptor
 from emulator.gpsimd.errors import LibraryError, ShapeFunctionCrash, ShapeFunctionError, ShapeFunctionTimeout
-from emulator.gpsimd.image import materialise
 from emulator.gpsimd.process import WorkerDied, WorkerTimedOut
 from emulator.gpsimd.runner import DEFAULT_SHAPE_TIMEOUT, GpSimdRunner, runner_for
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HostLibrary", "MAX_FUNCTIONS", "RESERVED_NAME", "materialise"]
+__all__ = ["HostLibrary", "MAX_FUNCTIONS", "RESERVED_NAME"]
 
 MAX_FUNCTIONS = 10
 RESERVED_NAME = "builtin"
@@ -48,11 +47,14 @@ class HostLibrary:
         runner: GpSimdRunner | None = None,
         shape_timeout: float | None = None,
     ) -> None:
-        self.path = Path(path).resolve()
-        self.runner = runner if runner is not None else runner_for(self.path)
+        self.runner = runner if runner is not None else runner_for(path)
+        #: The stored, hash-checked copy of the library (what the worker runs).
+        self.path = self.runner.library_path
         self.shape_timeout = DEFAULT_SHAPE_TIMEOUT if shape_timeout is None else shape_timeout
         self._shapes = shape_cache.ShapeCache()
-        image = self.path.read_bytes()
+        image = store.read_regular(self.path)
+        if store.digest(image) != self.runner.sha256:
+            raise LibraryError(f"GpSimd library {self.path} changed after it was stored; refusing it")
         info = self._library_request({"cmd": "info"}, "reading its registration table")["info"]
         self.descriptor = self._describe(info, image)
         log.debug("described GpSimd library %s from %s", self.descriptor.library, self.path)

@@ -65,7 +65,7 @@ class WorkerProcess:
     naming the library file, and the host is unharmed.
     """
 
-    def __init__(self, library_path: Path, load_timeout: float, label: str | None = None) -> None:
+    def __init__(self, library_path: Path, sha256: str, load_timeout: float, label: str | None = None) -> None:
         self.library_path = library_path
         self.label = label or library_path.name  # how messages name the library
         self.arena = protocol.Arena()
@@ -75,7 +75,7 @@ class WorkerProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROJECT_ROOT), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path)],
+            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path), sha256],
             pass_fds=(req_r, resp_w),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -22,12 +21,11 @@ from typing import Sequence, TextIO, Union
 
 import numpy as np
 
-from emulator.gpsimd import abi, args, protocol
+from emulator.gpsimd import abi, args, protocol, store
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.gpsimd.errors import GpSimdError, KernelCrash, KernelError, KernelTimeout
-from emulator.gpsimd.image import materialise
 from emulator.gpsimd.process import WorkerDied, WorkerProcess, WorkerTimedOut
 
 log = logging.getLogger(__name__)
@@ -36,7 +34,6 @@ DEFAULT_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_TIMEOUT", "300"
 #: Time limit of user code that must be quick: loading a library (its static initialisers) and
 #: each shape call.
 DEFAULT_SHAPE_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_SHAPE_TIMEOUT", "60"))
-_LIBRARY_CACHE = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
 
 
 @dataclass(frozen=True)
@@ -134,6 +131,8 @@ def print_device_output(op: OpDescriptor, text: str, lost: int, stream: TextIO |
 class GpSimdRunner:
     """Runs the ops of one library (given by path or by bytes) on the emulated GpSimd engine.
 
+    The library is copied into the private library store (store.py) and its worker loads that
+    copy after checking its hash, so a file changed or planted later is never run.
     `timeout` limits each compute call, `load_timeout` the loading of the library in a new worker
     (its static initialisers); `label` is how messages name the library (default: its file name;
     the loader passes the file the user built, not the content-addressed copy it runs).
@@ -148,10 +147,12 @@ class GpSimdRunner:
         label: str | None = None,
     ) -> None:
         if isinstance(library, (bytes, bytearray)):
-            self.library_path = materialise(bytes(library), _LIBRARY_CACHE)
+            self.library_path, self.sha256 = store.install(bytes(library))
+            default_label = self.library_path.name
         else:
-            self.library_path = Path(library).resolve()
-        self.label = label or self.library_path.name
+            self.library_path, self.sha256 = store.install_file(library)
+            default_label = Path(library).name
+        self.label = label or default_label
         self.timeout = timeout
         self.load_timeout = DEFAULT_SHAPE_TIMEOUT if load_timeout is None else load_timeout
         self.requests: Counter[str] = Counter()
@@ -159,10 +160,15 @@ class GpSimdRunner:
         self._lock = threading.Lock()
         self._slabs = protocol.SlabPool()
         self._bodies: dict[tuple, bytes] = {}
+        #: Set by `close`: the registry has let go of this runner (a reload evicted it).
+        self.closed = False
 
     def _ensure_worker(self) -> WorkerProcess:
         if self._worker is None or not self._worker.alive():
-            self._worker = WorkerProcess(self.library_path, self.load_timeout, self.label)
+            if self.closed:
+                raise GpSimdError(f"the runner of GpSimd library {self.label} was closed (the library "
+                                  "was reloaded or unloaded)")
+            self._worker = WorkerProcess(self.library_path, self.sha256, self.load_timeout, self.label)
         return self._worker
 
     def _send(self, worker: WorkerProcess, message: dict | bytes, timeout: float, cmd: str | None = None) -> dict:
@@ -251,20 +257,35 @@ class GpSimdRunner:
 
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             if self._worker is not None:
                 self._worker.close()
                 self._worker = None
         self._slabs.close()
 
 
-_RUNNERS: dict[Path, GpSimdRunner] = {}
+#: The one registry of runners: one per library content (its SHA-256), shared by torch eager
+#: calls, JAX calls and compiled graphs, so that a library has one worker however it is called.
+_RUNNERS: dict[str, GpSimdRunner] = {}
 _RUNNERS_LOCK = threading.Lock()
 
 
-def runner_for(library_path: str | os.PathLike[str]) -> GpSimdRunner:
-    """The process-wide runner (and so the persistent worker) of a library file."""
-    path = Path(library_path).resolve()
+def runner_for(library: str | os.PathLike[str] | bytes, label: str | None = None) -> GpSimdRunner:
+    """The process-wide runner (and so the persistent worker) of a library, given by its file or
+    its bytes; `label` names the library in messages when the runner is created."""
+    image = bytes(library) if isinstance(library, (bytes, bytearray)) else store.read_regular(Path(library))
+    sha = store.digest(image)
     with _RUNNERS_LOCK:
-        if path not in _RUNNERS:
-            _RUNNERS[path] = GpSimdRunner(path)
-        return _RUNNERS[path]
+        runner = _RUNNERS.get(sha)
+        if runner is None or runner.closed:
+            runner = _RUNNERS[sha] = GpSimdRunner(image, label=label or (
+                None if isinstance(library, (bytes, bytearray)) else Path(library).name))
+        return runner
+
+
+def evict(runner: GpSimdRunner) -> None:
+    """Removes a runner from the registry and stops its worker (a reloaded library's old code)."""
+    with _RUNNERS_LOCK:
+        if _RUNNERS.get(runner.sha256) is runner:
+            del _RUNNERS[runner.sha256]
+    runner.close()

@@ -13,6 +13,7 @@ the library is loaded, or ``{"ok": false, "error": ...}`` when it is not a usabl
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import mmap
 import os
@@ -89,11 +90,25 @@ class _Stdout:
         return data.decode("utf-8", "replace")
 
 
-def _open(library_path: str) -> ctypes.CDLL:
+def _open(library_path: str, sha256: str) -> ctypes.CDLL:
+    """Loads the library at `library_path` if its content hashes to `sha256`: the file is opened
+    once (not following links) and the bytes hashed are the ones loaded, through the open
+    descriptor, so a file swapped after the check is never run."""
     try:
-        lib = ctypes.CDLL(library_path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        fd = os.open(library_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LoadError(f"cannot open GpSimd library {library_path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(os.dup(fd), "rb") as f:
+            actual = hashlib.file_digest(f, "sha256").hexdigest()
+        if actual != sha256:
+            raise LoadError(f"GpSimd library {library_path} does not hash to {sha256} (it is {actual}): "
+                            "it was changed after it was stored; refusing to load it")
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_LOCAL | os.RTLD_NOW)
     except OSError as exc:
         raise LoadError(f"cannot load GpSimd library {library_path}: {exc}") from None
+    finally:
+        os.close(fd)
     if not hasattr(lib, "ncc_gpsimd_abi_version"):
         raise LoadError(f"{library_path} is not a GpSimd custom-op library (no ncc_gpsimd_* API)")
     abi.bind(lib)
@@ -125,9 +140,9 @@ _OK_REPLY = ('{"ok":true,"counters":{' + ",".join(f'"{name}":%d' for name in abi
 class Worker:
     """Executes requests from the host, one at a time."""
 
-    def __init__(self, library_path: str) -> None:
+    def __init__(self, library_path: str, sha256: str) -> None:
         self.stdout = _Stdout()
-        self.lib = _open(library_path)
+        self.lib = _open(library_path, sha256)
         self.stdout.take()  # what static initialisers printed
         self.mappings = _Mappings()
         self.functions: dict[str, int] = {}
@@ -245,10 +260,10 @@ def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fd_in, fd_out, library_path = int(argv[1]), int(argv[2]), argv[3]
+    fd_in, fd_out, library_path, sha256 = int(argv[1]), int(argv[2]), argv[3], argv[4]
     protocol.send(fd_out, {"ok": True, "started": True})
     try:
-        worker = Worker(library_path)
+        worker = Worker(library_path, sha256)
     except LoadError as exc:
         protocol.send(fd_out, {"ok": False, "error": str(exc)})
         return 1

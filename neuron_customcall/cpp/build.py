@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
+from emulator.gpsimd import store
+from emulator.gpsimd.errors import LibraryError
 from emulator.gpsimd.sources import RUNTIME_SOURCE
 from neuron_customcall.cpp import cache, compiler, prelude
 from neuron_customcall.cpp.errors import BuildError
@@ -51,7 +52,8 @@ class BuildRequest:
 
 
 def default_build_directory(name: str) -> Path:
-    return Path(tempfile.gettempdir()) / "neuron_customcall" / "cpp" / name
+    """``<private base>/cpp/<name>``: the user's own 0700 directory (see emulator.gpsimd.store)."""
+    return _private(lambda: store.private_directory(store.private_base() / "cpp")) / name
 
 
 def _as_paths(kind: str, srcs: Sequence[str | os.PathLike[str]] | str) -> tuple[Path, ...]:
@@ -106,10 +108,21 @@ def make_request(
     )
 
 
+def _private(make: Callable[[], Path]) -> Path:
+    """`make()`, its refusal of a directory others could write as a BuildError."""
+    try:
+        return make()
+    except LibraryError as e:
+        raise BuildError(str(e)) from None
+
+
 def shared_cache_root() -> Path:
-    """Where objects shared by all libraries live (the runtime object, precompiled preludes)."""
+    """Where objects shared by all libraries live (the runtime object, precompiled preludes): a
+    directory private to this user (mode 0700, owner checked), since its objects are linked into
+    every library: ``$NEURON_CUSTOMCALL_CPP_CACHE`` or ``<private base>/cpp-shared``."""
     override = os.environ.get("NEURON_CUSTOMCALL_CPP_CACHE")
-    return Path(override) if override else Path(tempfile.gettempdir()) / "neuron_customcall" / "cpp-shared"
+    return _private(lambda: store.private_directory(override) if override
+                    else store.private_directory(store.private_base() / "cpp-shared"))
 
 
 def _compile_cached(objects: cache.ObjectCache, toolchain: compiler.Toolchain, src: Path, key: str) -> bool:

@@ -1,29 +1,25 @@
-"""Loading built libraries: one runner (the library's isolated worker, which loads the library
-and runs its shape and compute functions) and one HostLibrary (registration table, cached shape
-calls through that worker) per library, framework-neutral. The host process never loads a
-user's library itself.
+"""Loading built libraries: the library's runner from the engine's one registry (its isolated
+worker loads the library and runs its shape and compute functions) and one HostLibrary
+(registration table, cached shape calls through that worker) per NEURON_LIBRARY name,
+framework-neutral. The host process never loads a user's library itself.
 
-The library file is first copied to a content-addressed path, so that a library rebuilt under
-the same name is a new file (its worker loads the new code) while the file an earlier load used
-stays as it was.
+The runner keeps a hash-checked copy of the file in the private library store, so that a
+library rebuilt under the same name is new content (a new runner, whose worker loads the new
+code) while the copy an earlier load used stays as it was; a reload evicts the old runner.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.gpsimd import GpSimdRunner, HostLibrary, LibraryDescriptor
-from emulator.gpsimd.library import materialise
-from emulator.gpsimd.runner import RunResult
+from emulator.gpsimd.runner import RunResult, evict, runner_for
 
 log = logging.getLogger(__name__)
-
-_CACHE = Path(tempfile.gettempdir()) / "neuron_customcall_gpsimd"
 
 
 @dataclass
@@ -50,24 +46,23 @@ def load(path: str | os.PathLike[str]) -> LoadedLibrary:
     source = Path(path).resolve()
     if not source.is_file():
         raise FileNotFoundError(f"no such custom-op library: {source}")
-    content_path = materialise(source.read_bytes(), _CACHE).resolve()
+    runner = runner_for(source, label=str(source))
     with _LOCK:
-        same = next((lib for lib in _LOADED.values() if lib.host.path == content_path), None)
+        same = next((lib for lib in _LOADED.values() if lib.runner is runner), None)
     if same is not None:
         return same
-    runner = GpSimdRunner(content_path, label=str(source))
     try:
-        host = HostLibrary(content_path, runner)
+        host = HostLibrary(runner.library_path, runner)
     except BaseException:
-        runner.close()
+        evict(runner)
         raise
     name = host.descriptor.library
     with _LOCK:
         previous = _LOADED.get(name)
         loaded = LoadedLibrary(source, host, runner)
         _LOADED[name] = loaded
-    if previous is not None:
-        previous.runner.close()
+    if previous is not None and previous.runner is not runner:
+        evict(previous.runner)
     log.info("loaded custom-op library '%s' (%d ops) from %s", name, len(host.descriptor.ops), source)
     return loaded
 

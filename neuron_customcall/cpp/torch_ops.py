@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from emulator import host
-from emulator.gpsimd import OpDescriptor, TensorSpec, protocol
+from emulator.gpsimd import OpDescriptor, TensorSpec, call, protocol
 from emulator.gpsimd.runner import TensorValue
 from neuron_customcall.cpp import loader
 from neuron_customcall.cpp.errors import BuildError
@@ -106,8 +106,9 @@ def _cpu_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
         op = loaded.descriptor.op(name)
         specs = _specs(op, args)
         out = loaded.host.shape(op, specs)
-        values = [_value(a, s) if kind == "tensor" else a for kind, a, s in zip(op.args, args, specs)]
-        result = loaded.runner.run(op, values, out)
+        arguments = [(kind, None if kind == "tensor" else a) for kind, a in zip(op.args, args)]
+        tensors = [_value(a, s) for kind, a, s in zip(op.args, args, specs) if kind == "tensor"]
+        result = call.invoke(loaded.runner, op, arguments, tensors, out)
         loaded.last_runs[name] = result
         if not out.nbytes:
             return torch.empty(out.shape, dtype=DTYPE_NAMES[out.dtype])

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from emulator.gpsimd.args import TensorSpec
-from emulator.ops.kernel import gpsimd_call
+from emulator.gpsimd.call import OpCall
 from neuron_customcall.cpp import loader
 from neuron_customcall.jax.primitive import KernelRef, is_array, make_primitive
 from neuron_customcall.kernels import build, dtypes
@@ -32,12 +32,15 @@ def _split_name(op: str) -> tuple[str, str]:
 
 
 def _runner(library: str, op_name: str, values: list[Any], out: TensorSpec):
-    arguments = [("tensor", None) if isinstance(v, TensorSpec) else (kind, v)
-                 for kind, v in zip(loader.get(library).descriptor.op(op_name).args, values)]
+    """Concrete arrays run through the engine's one call path, on the library's registered runner
+    (the one torch calls and compiled graphs of the same library use)."""
+    loaded = loader.get(library)
+    desc = loaded.descriptor.op(op_name)
+    arguments = [("tensor", None) if isinstance(v, TensorSpec) else (kind, v) for kind, v in zip(desc.args, values)]
+    op_call = OpCall(str(loaded.host.path), desc, arguments, out)
 
     def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-        loaded = loader.get(library)
-        return [gpsimd_call(loaded.runner, loaded.descriptor.op(op_name), arguments, out, arrays)]
+        return [op_call(*arrays)]
     return run
 
 

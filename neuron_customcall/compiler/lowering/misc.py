@@ -1,5 +1,5 @@
 """Sort, top-k, rng-bit-generator, batch norm, and custom-calls (Neuron kernels become kernel
-payloads of the artifact: see neuron_customcall.kernels.inline)."""
+payloads of the artifact: see neuron_customcall.compiler.inline)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +7,7 @@ from typing import Any
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
 from neuron_customcall.compiler.lowering.lapack import is_lapack_target, lower_lapack
-from neuron_customcall.kernels.inline import payload_for
+from neuron_customcall.compiler.inline import payload_for
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: Custom-call targets that only annotate their operand (sharding, placement): identities here.
