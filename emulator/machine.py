@@ -24,6 +24,9 @@ GEMM_MOVING_FMAX: int = 512
 #: nc_transpose limits: TensorE up to 128x128, VectorE up to 32x32.
 TENSOR_ENGINE_TRANSPOSE_MAX: int = 128
 VECTOR_ENGINE_TRANSPOSE_MAX: int = 32
+#: max8 reads 8 to 16384 elements per partition (AWS ISA reference, nki.isa.max8).
+MAX8_MIN_FREE: int = 8
+MAX8_MAX_FREE: int = 16384
 
 #: The engines of a NeuronCore, by the names the cost model's timelines and the kernel IR's
 #: instruction specs use (emulator/cost/engines.py, emulator/kernel_ir/instructions.py).

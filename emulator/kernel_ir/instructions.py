@@ -215,6 +215,9 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     (Source("data0"), Source("data1"), Source("initial", VALUE)),
                     attrs=(Attr("op0", "alu", True), Attr("op1", "alu", True)),
                     doc="running op1(op0(prev, data0), data1) along the free axis"),
+    InstructionSpec("max8", VECTOR, (Source("src"),),
+                    doc="the 8 largest values of each partition, descending, compared in fp32: "
+                        "[P, ...] -> [P, 8]"),
     # --- ScalarE ---
     InstructionSpec("activation", SCALAR,
                     (Source("data"), Source("bias", VALUE), Source("scale")), min_sources=1,

@@ -227,11 +227,24 @@ def _check_transpose(trace, ins, dst_mem, src_mems) -> None:
                     f"transpose of {list(src.shape)} exceeds {limit}x{limit} (TensorE)")
 
 
+def _check_max8(trace, ins, dst_mem, src_mems) -> None:
+    src = ins.srcs[0]
+    free = math.prod(src.shape[1:])
+    if not machine.MAX8_MIN_FREE <= free <= machine.MAX8_MAX_FREE:
+        raise _fail(trace, "max8 free size",
+                    f"max8 reads {free} elements per partition of a {list(src.shape)} tile; it "
+                    f"takes {machine.MAX8_MIN_FREE} to {machine.MAX8_MAX_FREE}")
+    if len(src.shape) > 5:
+        raise _fail(trace, "max8 source rank", f"max8 takes a source tile of up to 5 dimensions, "
+                                               f"got {len(src.shape)}")
+
+
 _RULES = {
     "matmul": _check_matmul,
     "tensor_tensor": _check_tensor_tensor,
     "tensor_reduce": _check_reduce,
     "transpose": _check_transpose,
+    "max8": _check_max8,
 }
 
 

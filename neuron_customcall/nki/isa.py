@@ -57,6 +57,15 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, dtype=None, mask
     return binary_op(alu_op_name(op1), first, operand1, dtype, mask)
 
 
+def max8(*, src, mask=None, dtype=None) -> Tile:
+    """VectorE: the 8 largest values of each partition, descending, as a [P, 8] tile. The source
+    may have up to 5 dimensions (all free axes are searched, 8 to 16384 elements per partition);
+    values are compared in fp32 and the result has the source's dtype unless ``dtype`` is given."""
+    data = operand(src)
+    return current().new("max8", (data.shape[0], 8), _dt(dtype, data.dtype_name), data,
+                         mask=mask)
+
+
 def tensor_partition_reduce(op, data, *, dtype=None, mask=None) -> Tile:
     """Reduce across partitions: [P, F] -> [1, F]."""
     data = operand(data)

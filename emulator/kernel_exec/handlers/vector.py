@@ -168,3 +168,14 @@ def tensor_tensor_scan(r: Runner, ins: Instruction) -> None:
         prev = alu.binary(op1, alu.binary(op0, prev, d0[..., i]), d1[..., i])
         out[..., i] = prev
     r.write(ins, out)
+
+
+@HANDLERS.register("max8")
+def max8(r: Runner, ins: Instruction) -> None:
+    """The 8 largest values of each partition's free elements (all free axes), descending,
+    compared in fp32 as the engine converts them; equal values are all kept. NaN sorts last."""
+    x = alu.widen(r.read(ins.srcs[0])).astype(np.float32, copy=False)
+    lead = x.ndim - len(ins.srcs[0].shape) + 1  # batch axes and the partition axis
+    flat = x.reshape(x.shape[:lead] + (-1,))
+    top = -np.partition(-flat, 7, axis=-1)[..., :8]
+    r.write(ins, -np.sort(-top, axis=-1))
