@@ -9,12 +9,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from emulator import dtypes as records
 from emulator.cost import constants as C
 from emulator.cost.engines import TENSOR, Cost
 
+
+
+def _fast(r: records.DTypeRecord) -> bool:
+    """TensorE's full rate: floats narrower than fp32 (tfloat32 included: fp32 storage, 11
+    significand bits) and 8-bit integers."""
+    if r.kind == records.FLOAT:
+        return r.bits < 32 or (r.precision or 0) < 24
+    return r.kind in (records.INT, records.UINT) and r.bits == 8
+
+
 #: Input dtypes TensorE runs at full rate (program and kernel-IR names); others are fp32-rate.
-FAST_DTYPES = frozenset({"bf16", "f16", "f8e5m2", "f8e4m3fn", "s8", "u8", "bfloat16", "float16",
-                         "float8_e4m3", "float8_e5m2", "int8", "uint8", "tfloat32"})
+FAST_DTYPES = records.hlo_names(_fast) | records.nki_names(_fast)
 
 
 def nc_matmul_cycles(n_stationary: int, n_moving: int, fp32: bool) -> float:

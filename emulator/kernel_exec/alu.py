@@ -27,7 +27,8 @@ def _is_float(dt: np.dtype) -> bool:
     return dt.kind == "f" or dt in _ML_FLOATS
 
 
-_ML_FLOATS = {dtypes.DTYPES[n] for n in ("bfloat16", "float8_e4m3", "float8_e5m2")}
+#: NKI floats whose NumPy kind is not "f" (ml_dtypes: bfloat16, fp8), from the dtype record.
+_ML_FLOATS = {dtypes.DTYPES[n] for n in dtypes.FLOAT_NAMES if dtypes.DTYPES[n].kind != "f"}
 
 
 def widen(a: np.ndarray) -> np.ndarray:

@@ -1,32 +1,31 @@
 """Element types of the instruction set and their NumPy dtypes.
 
-Why a table of our own: the emulator must not import `hlo`, yet the artifact names element types
+Why not `hlo`'s table: the emulator must not import `hlo`, yet the artifact names element types
 in its manifest and program. The names are XLA's, lower-cased ("f32", "bf16", "pred"), so that a
-reader of an artifact and of the HLO it came from sees one vocabulary.
+reader of an artifact and of the HLO it came from sees one vocabulary; they come from the one
+dtype record (emulator/dtypes.py), and a test checks them against `hlo`'s.
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-DTYPES: dict[str, np.dtype] = {
-    "pred": np.dtype(np.bool_),
-    "s8": np.dtype(np.int8), "s16": np.dtype(np.int16), "s32": np.dtype(np.int32), "s64": np.dtype(np.int64),
-    "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "c64": np.dtype(np.complex64), "c128": np.dtype(np.complex128),
-    "f8e5m2": np.dtype(ml_dtypes.float8_e5m2), "f8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-}
+from emulator import dtypes as records
+
+#: HLO name -> NumPy dtype, from the one dtype record (emulator/dtypes.py).
+DTYPES: dict[str, np.dtype] = {name: r.numpy for name, r in records.BY_HLO.items()}
 
 #: Non-array value kinds a program slot can hold.
 TOKEN = "token"
 TUPLE = "tuple"
 
-_NAMES = {dt: name for name, dt in DTYPES.items()}
+_NAMES = {dt: r.hlo for dt, r in records.BY_NUMPY_HLO.items()}
 
 #: Narrow float types whose math the executor does in f32 and rounds back, as XLA:CPU does.
-NARROW_FLOATS = frozenset({"f16", "bf16", "f8e5m2", "f8e4m3fn"})
+NARROW_FLOATS = records.hlo_names(lambda r: r.kind == records.FLOAT and r.bits < 32)
+_FLOATS = records.hlo_names(lambda r: r.kind == records.FLOAT)
+_SIGNED = records.hlo_names(lambda r: r.kind == records.INT)
+_UNSIGNED = records.hlo_names(lambda r: r.kind == records.UINT)
+_COMPLEX = records.hlo_names(lambda r: r.kind == records.COMPLEX)
 
 
 def dtype_of(name: str) -> np.dtype:
@@ -40,16 +39,16 @@ def name_of(dtype: np.dtype | type) -> str:
 
 
 def is_float(name: str) -> bool:
-    return name in ("f16", "f32", "f64", "bf16", "f8e5m2", "f8e4m3fn")
+    return name in _FLOATS
 
 
 def is_signed_int(name: str) -> bool:
-    return name in ("s8", "s16", "s32", "s64")
+    return name in _SIGNED
 
 
 def is_unsigned_int(name: str) -> bool:
-    return name in ("u8", "u16", "u32", "u64")
+    return name in _UNSIGNED
 
 
 def is_complex(name: str) -> bool:
-    return name in ("c64", "c128")
+    return name in _COMPLEX

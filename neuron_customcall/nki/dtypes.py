@@ -10,6 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from emulator import dtypes as records
 from emulator.kernel_ir import dtypes as ir_dtypes
 
 uint8 = np.uint8
@@ -26,8 +27,6 @@ tfloat32 = "tfloat32"
 float32 = np.float32
 bool_ = np.bool_
 
-_FLOAT_RANK = {"float8_e4m3": 1, "float8_e5m2": 1, "float16": 2, "bfloat16": 2, "tfloat32": 3,
-               "float32": 4}
 
 
 def name_of(dtype: object) -> str:
@@ -76,11 +75,18 @@ def promote(a: str, b: str) -> str:
             return "float32"
         if pair == {"float8_e4m3", "float8_e5m2"}:
             return "bfloat16"
-        return a if _FLOAT_RANK[a] >= _FLOAT_RANK[b] else b
+        return a if _float_rank(a) >= _float_rank(b) else b
     res = np.promote_types(ir_dtypes.to_numpy(a), ir_dtypes.to_numpy(b))
     if res.itemsize > 4:
         return "int32"
     return ir_dtypes.from_numpy(res)
+
+
+def _float_rank(name: str) -> tuple[int, int]:
+    """Wider storage first, then more precision (tfloat32 below float32; the equal pairs are
+    decided before this is asked)."""
+    r = records.BY_NKI[name]
+    return r.bits, r.precision or 0
 
 
 def promote_scalar(tile_dtype: str, scalar: object) -> str:

@@ -1,0 +1,42 @@
+"""The one dtype record (emulator/dtypes.py): every name is unique in its vocabulary, the tables
+derived from it say what the record says, and `hlo`'s own table (it must stand alone) agrees."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from emulator import dtypes as records
+from emulator.cost.tensor import FAST_DTYPES
+from emulator.kernel_ir import dtypes as ir_dtypes
+from emulator.program import dtypes as program_dtypes
+from hlo.ir import dtypes as hlo_dtypes
+
+
+def test_names_and_codes_are_unique_per_vocabulary():
+    for field in ("hlo", "nki", "gpsimd_code"):
+        names = [getattr(r, field) for r in records.RECORDS if getattr(r, field) is not None]
+        assert len(names) == len(set(names)), field
+
+
+def test_hlo_agrees_with_the_record():
+    for name, r in records.BY_HLO.items():
+        assert hlo_dtypes.numpy_dtype(name.upper()) == r.numpy, name
+        assert hlo_dtypes.bit_width(name.upper()) == r.bits, name
+
+
+def test_the_program_and_kernel_tables_are_the_records():
+    assert program_dtypes.DTYPES == {r.hlo: r.numpy for r in records.RECORDS if r.hlo}
+    assert ir_dtypes.DTYPES == {r.nki: r.numpy for r in records.RECORDS if r.nki}
+    assert program_dtypes.name_of(np.float32) == "f32"
+    assert program_dtypes.NARROW_FLOATS == {"f16", "bf16", "f8e5m2", "f8e4m3fn"}
+    assert program_dtypes.is_unsigned_int("u16") and not program_dtypes.is_float("s8")
+    # float32 storage reads back as float32, never tfloat32; fp8 e4m3 is NKI's IEEE-like one
+    assert ir_dtypes.from_numpy(np.float32) == "float32"
+    assert ir_dtypes.to_numpy("tfloat32") == np.float32
+    assert ir_dtypes.from_numpy(ml_dtypes.float8_e4m3) == "float8_e4m3"
+    assert "float8_e4m3" not in {r.nki for r in records.RECORDS if r.hlo}
+
+
+def test_tensor_engine_rates_follow_from_the_record():
+    assert {"bf16", "bfloat16", "tfloat32", "s8", "uint8", "f8e4m3fn"} <= FAST_DTYPES
+    assert not {"f32", "float32", "s16", "int16", "bool", "pred"} & FAST_DTYPES
