@@ -53,13 +53,14 @@ def generated_names(root: Path = ROOT) -> list[Path]:
 
 
 def pinned_grpcio_tools(pyproject: Path = ROOT / "pyproject.toml") -> str:
-    """The exact grpcio-tools version pinned in pyproject's `test` extra."""
+    """The exact grpcio-tools version pinned in pyproject's `dev` extra (code generators; the
+    `test` extra includes it)."""
     data = tomllib.loads(pyproject.read_text())
-    for req in data["project"]["optional-dependencies"]["test"]:
+    for req in data["project"]["optional-dependencies"]["dev"]:
         m = re.fullmatch(r"\s*grpcio-tools\s*==\s*([\w.]+)\s*", req)
         if m:
             return m.group(1)
-    raise LookupError("pyproject.toml: no `grpcio-tools==X` pin in the test extra")
+    raise LookupError("pyproject.toml: no `grpcio-tools==X` pin in the dev extra")
 
 
 def check_protoc_version() -> str:
