@@ -161,6 +161,7 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
     AttrSpec("custom_call_target", "custom_call_target", TextKind(always=True), _ops("custom-call"), required=True),
     AttrSpec("operand_layout_constraints", "operand_shapes_with_layout", OperandLayoutsKind(), _ops("custom-call")),
     AttrSpec("custom_call_has_side_effect", "custom_call_has_side_effect", BoolKind(), _ops("custom-call")),
+    AttrSpec("literal", "literal", MessageKind(V.read_shaped_literal, V.write_shaped_literal), _ops("custom-call")),
     AttrSpec("output_to_operand_aliasing", "output_operand_aliasing",
              InstKind(V.read_output_operand_aliasing, V.write_output_operand_aliasing,
                       lambda i: len(i.output_operand_aliasing) > 0),

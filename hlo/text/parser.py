@@ -119,6 +119,7 @@ class _ModuleReader:
         cur = self.cur
         cur.expect_keyword("HloModule", "at start of module")
         self.module.name = cur.expect_name("as module name")
+        cur.accept(":")  # `HloModule name:`, which XLA's lexer reads as a label
         while cur.accept(","):
             self._read_header_attribute()
         self._read_stack_frame_sections()
@@ -605,9 +606,11 @@ class _ModuleReader:
             layout = self.entry_layout
             eps = entry.proto.program_shape
             if len(layout.parameters) != len(eps.parameters):
-                raise cur.fail(
-                    f"entry_computation_layout has {len(layout.parameters)} parameters, "
-                    f"entry computation has {len(eps.parameters)}", entry.token)
+                # XLA's parser keeps such a signature as written (its compiler then fails on it);
+                # the module's meaning is its entry computation, whose parameters are explicit.
+                log.warning("entry_computation_layout has %d parameters, entry computation %s has %d: "
+                            "the signature is kept as written, the entry computation's parameters decide",
+                            len(layout.parameters), entry.proto.name, len(eps.parameters))
             host.CopyFrom(layout)
         else:
             host.parameters.extend(entry.proto.program_shape.parameters)

@@ -13,6 +13,7 @@ from hlo.errors import HloParseError
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text.cursor import MAX_LIST, Cursor, parse_int_text
 from hlo.text.lexer import STRING, WORD, Lexer
+from hlo.text.literals import parse_literal, print_literal
 from hlo.text.shapes import parse_shape, print_shape
 
 __all__ = [
@@ -644,3 +645,12 @@ def write_original_value(value: xla_data_pb2.OriginalValueProto) -> str:
         return "(" + ", ".join(node(prefix + (i,)) for i in range(max(children, default=-1) + 1)) + ")"
 
     return "{" + node(()) + "}"
+
+
+def read_shaped_literal(cur: Cursor, lit: xla_data_pb2.LiteralProto) -> None:
+    """custom-call `literal=s32[] 1`: a shape, then a literal of that shape."""
+    lit.CopyFrom(parse_literal(cur, parse_shape(cur)))
+
+
+def write_shaped_literal(lit: xla_data_pb2.LiteralProto) -> str:
+    return f"{print_shape(lit.shape)} {print_literal(lit)}"

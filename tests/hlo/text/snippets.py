@@ -14,6 +14,23 @@ ADD = """
 """
 
 SNIPPETS: dict[str, str] = {
+    "custom_call_literal": """HloModule cclit
+ENTRY e {
+  x = f32[4] parameter(0)
+  a = f32[4] custom-call(x), custom_call_target="foo", literal=s32[] 1
+  ROOT b = f32[4] custom-call(a), custom_call_target="bar", literal=f32[2]{0} {1.5, -2}
+}""",
+    # XLA's parser keeps a signature that lists more parameters than the entry has (a warning here)
+    "entry_layout_with_more_parameters": """HloModule sig, entry_computation_layout={(f32[4]{0}, f32[4]{0})->f32[4]{0}}
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = f32[4] negate(x)
+}""",
+    "module_name_with_colon": """HloModule named:
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = f32[4] negate(x)
+}""",
     "dot_precision_algorithm": """HloModule dot
 ENTRY e {
   a = f32[2,3,4] parameter(0)
