@@ -29,7 +29,7 @@ from hlo.text import values as V
 from hlo.text.cursor import MAX_LIST, Cursor
 from hlo.text.lexer import PUNCT, STRING, WORD, Token
 from hlo.text.literals import parse_literal
-from hlo.text.opcodes import OPCODES
+from hlo.opcodes import OPCODES, async_shorthand
 from hlo.text.shapes import normalize_shape, parse_shape, print_shape
 from hlo.text.types import TYPE_BY_NAME
 
@@ -339,7 +339,7 @@ class _ModuleReader:
         inst = hlo_pb2.HloInstructionProto()
         inst.shape.CopyFrom(shape)
         op_tok = cur.expect_word("after instruction shape", "an opcode")
-        wrapped_opcode, async_part = _async_shorthand(op_tok.text)
+        wrapped_opcode, async_part = async_shorthand(op_tok.text)
         if op_tok.text not in OPCODES and wrapped_opcode is None:
             raise cur.fail(f"unknown opcode '{op_tok.text}'", op_tok)
         if name is not None:
@@ -414,7 +414,7 @@ class _ModuleReader:
     def _at_nested_instruction(self) -> bool:
         """After an operand's shape: an opcode and '(' (a nested instruction), not a name?"""
         tok = self.cur.peek()
-        if tok.kind != WORD or (tok.text not in OPCODES and _async_shorthand(tok.text)[0] is None):
+        if tok.kind != WORD or (tok.text not in OPCODES and async_shorthand(tok.text)[0] is None):
             return False
         lexer = self.cur.lexer
         return lexer.text.startswith("(", lexer.offset_after_peek())
@@ -627,17 +627,6 @@ class _ModuleReader:
         m.input_output_alias.SetInParent()
         m.buffer_donor.SetInParent()
         m.frontend_attributes.SetInParent()
-
-
-def _async_shorthand(opcode: str) -> Tuple[Optional[str], Optional[str]]:
-    """`negate-start` -> ("negate", "start"); real opcodes (all-reduce-start...) -> (None, None)."""
-    if opcode in OPCODES:
-        return None, None
-    for part in ("start", "update", "done"):
-        base = opcode[: -len(part) - 1]
-        if opcode.endswith("-" + part) and base in OPCODES and base not in ("parameter", "constant"):
-            return base, part
-    return None, None
 
 
 def _renumber_in_list_order(module: hlo_pb2.HloModuleProto) -> None:

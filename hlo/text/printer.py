@@ -30,6 +30,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from hlo.errors import HloError, HloParseError
+from hlo.opcodes import can_wrap
 from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text import attributes as A
 from hlo.text import values as V
@@ -88,7 +89,7 @@ def _async_shorthand_plan(module: hlo_pb2.HloModuleProto) -> _AsyncPlan:
             if callee is None or calls.get(callee.id) != 1 or callee.id == module.entry_computation_id:
                 continue
             *params, root = list(callee.instructions) or [None]
-            if (root is None or root.id != callee.root_id or root.opcode in ("parameter", "constant")
+            if (root is None or root.id != callee.root_id or not can_wrap(root.opcode)
                     or [p.opcode for p in params] != ["parameter"] * len(params)
                     or [p.parameter_number for p in params] != list(range(len(params)))
                     or list(root.operand_ids) != [p.id for p in params]

@@ -1,4 +1,4 @@
-"""Shape verification before lowering: operand counts, and the shape rules of the opcodes whose
+"""Shape verification before lowering: operand counts (XLA's, from hlo.opcodes), and the shape rules of the opcodes whose
 handlers rely on them (element-wise, broadcast, reshape, transpose, dot, slice, concatenate,
 tuples, control flow). Also rejects opcodes without a lowering, naming them. Linear time."""
 from __future__ import annotations
@@ -6,15 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from hlo.opcodes import OPCODES
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering import TABLE
 from neuron_customcall.compiler.lowering.elementwise import BINARY, UNARY
 
-_ARITY = {**{k: 1 for k in UNARY}, **{k: 2 for k in BINARY}, "compare": 2, "select": 3, "clamp": 3,
-          "broadcast": 1, "reshape": 1, "transpose": 1, "slice": 1, "convert": 1, "bitcast-convert": 1,
-          "get-tuple-element": 1, "dot": 2, "convolution": 2, "pad": 2, "reverse": 1, "iota": 0,
-          "constant": 0, "parameter": 0, "while": 1, "gather": 2, "reduce-precision": 1,
-          "select-and-scatter": 3, "bitcast": 1}
 _SAME_TYPE_BINARY = set(BINARY) - {"complex"}
 
 
@@ -28,9 +24,12 @@ def _fail(inst: Any, msg: str) -> None:
 
 def verify_instruction(inst: Any) -> None:
     op = inst.opcode
+    record = OPCODES.get(op)
+    if record is None:
+        _fail(inst, f"{op!r} is not an HLO opcode")
     if op != "parameter" and op not in TABLE:
         _fail(inst, f"opcode {op!r} is not supported by this compiler")
-    arity = _ARITY.get(op)
+    arity = record.arity
     if arity is not None and len(inst.operands) != arity:
         _fail(inst, f"{op} takes {arity} operands, got {len(inst.operands)}")
     out = inst.shape
