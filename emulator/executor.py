@@ -1,5 +1,6 @@
-"""Runs a program: a handler TABLE maps each op to a factory that, at load time, turns an
-instruction into a callable over NumPy arrays; execution is then one tight loop per computation.
+"""Runs a program: each op's handler factory (registered with the op, emulator.program.ops) turns
+an instruction, at load time, into a callable over NumPy arrays; execution is then one tight
+loop per computation.
 
 Why factories: everything that depends only on the instruction (attribute tuples, permutations,
 output dtypes, iota values, sub-program callables) is computed once when the artifact is loaded,
@@ -12,7 +13,6 @@ import logging
 import operator
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,10 @@ import numpy as np
 from emulator.artifact import Artifact, ArtifactError, read_artifact, read_bytes
 from emulator.blas import blas_threads_for_run
 from emulator.fpenv import flushed_denormals
+from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
 from emulator.program.model import Computation, Program, ValueType
+from emulator.program.ops import OPS
 
 log = logging.getLogger(__name__)
 
@@ -30,58 +32,20 @@ class EmulatorError(RuntimeError):
     """A failure while running a program (bad inputs, or an instruction that could not execute)."""
 
 
-@dataclass
-class HandlerContext:
-    """What a handler factory may know about its instruction: attributes and value types."""
-
-    op: str
-    name: str
-    attrs: dict[str, Any]
-    type: ValueType
-    in_types: list[ValueType]
-    program: "LoadedProgram"
-    reuse: int = -1  # operand position the handler may overwrite with its result (see buffers.py)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return DTYPES[self.type[0]]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.type[1])
-
-    def in_dtype(self, k: int) -> np.dtype:
-        return DTYPES[self.in_types[k][0]]
-
-    def in_shape(self, k: int) -> tuple[int, ...]:
-        return tuple(self.in_types[k][1])
-
-    def computation(self, key: str) -> Callable[..., Any]:
-        """The callable running the sub-program named by attribute `key`."""
-        return self.program.runner(self.attrs[key])
-
-    def constant(self, index: int) -> np.ndarray:
-        return self.program.constant(index)
-
-
-Handler = Callable[..., Any]
-Factory = Callable[[HandlerContext], Handler]
-
-
 class LoadedProgram:
     """A program with every instruction bound to its handler; computations built on first use."""
 
     def __init__(self, program: Program, constants: list[np.ndarray], kernels: list[Any],
                  recorder: Any = None) -> None:
-        from emulator.ops import TABLE
+        import emulator.ops  # noqa: F401 - registers every op's handler
 
         # Debug mode: check every instruction's result against its declared type (slow).
         self.check_types = os.environ.get("NEURON_EMULATOR_CHECK", "") not in ("", "0")
 
-        self._table = TABLE
         self.program = program
         self.constants = constants
         self.kernels = kernels
+        self.shared: dict[Any, Any] = {}  # state the handlers of this program share (HandlerContext)
         # Profiling (emulator.profile.Recorder): computations run by the profiled loop, except
         # lifted element-wise ones, whose work their calling instruction's cost already covers.
         self.recorder = recorder
@@ -111,6 +75,7 @@ class LoadedProgram:
             types[slot] = t
         steps = []
         names = []
+        contexts = []
         for inst in comp.instructions:
             in_types = []
             for s in inst.ins:
@@ -120,7 +85,7 @@ class LoadedProgram:
                 in_types.append(types[s])
             ctx = HandlerContext(inst.op, inst.name, inst.attrs, inst.type, in_types, self, inst.reuse)
             try:
-                fn = self._table[inst.op](ctx)
+                fn = OPS[inst.op].handler(ctx)
             except ArtifactError:
                 raise
             except Exception as e:  # a forged attribute the schema can not rule out
@@ -130,6 +95,7 @@ class LoadedProgram:
             for f in inst.free:
                 types[f] = None
             steps.append((fn, tuple(inst.ins), inst.out, tuple(inst.free)))
+            contexts.append(ctx)
             names.append(f"{inst.name or '?'} ({inst.op})")
         if types[comp.result] is None:
             raise ArtifactError(f"computation {comp.name}: result slot {comp.result} is never written")
@@ -139,23 +105,22 @@ class LoadedProgram:
             steps = [(_checked(fn, inst.type, checked, name), ins, out, free)
                      for (fn, ins, out, free), inst, name in zip(steps, comp.instructions, names)]
         if self.recorder is not None and self.program.computations.index(comp) not in self._lifted:
-            return self._profiled_runner(comp, steps, names)
+            return self._profiled_runner(comp, steps, names, contexts)
         return _make_runner(comp, steps, names, _foldable(comp))
 
-    def _profiled_runner(self, comp: Computation, steps: list[tuple], names: list[str]) -> Callable[..., Any]:
-        """The run loop that records events (emulator.profile.runner); built only for profiling."""
+    def _profiled_runner(self, comp: Computation, steps: list[tuple], names: list[str],
+                         contexts: list[HandlerContext]) -> Callable[..., Any]:
+        """The run loop that records events (emulator.profile.runner); built only for profiling.
+        Each instruction's coster reads the context its handler was built with (a GpSimd kernel's
+        handler leaves its counters probe there)."""
         from emulator.cost.graph import coster
         from emulator.cost.shapes import describe
         from emulator.profile.runner import make_profiled_runner
 
-        types: dict[int, ValueType] = dict(zip(comp.params, comp.param_types))
         profiled = []
-        for (fn, ins, out, free), inst in zip(steps, comp.instructions):
-            in_types = [types[s] for s in inst.ins]
-            ctx = HandlerContext(inst.op, inst.name, inst.attrs, inst.type, in_types, self, inst.reuse)
-            shapes = f"{', '.join(describe(t) for t in in_types)} -> {describe(inst.type)}"
+        for (fn, ins, out, free), inst, ctx in zip(steps, comp.instructions, contexts):
+            shapes = f"{', '.join(describe(t) for t in ctx.in_types)} -> {describe(inst.type)}"
             profiled.append((_bind(fn, ins), ins, out, free, coster(ctx), inst.name or inst.op, inst.op, shapes))
-            types[inst.out] = inst.type
 
         def on_error(k: int, e: Exception) -> Exception:
             if isinstance(e, EmulatorError):
@@ -167,7 +132,7 @@ class LoadedProgram:
     def _lifted_computations(self) -> set[int]:
         """Computations run element-wise on whole arrays (their declared types are scalars)."""
         roots = {i.attrs[k] for c in self.program.computations for i in c.instructions
-                 if i.op in _LIFTING_OPS for k in _LIFTING_OPS[i.op] if i.attrs.get(k, -1) >= 0}
+                 for k in OPS[i.op].lifts if i.attrs.get(k, -1) >= 0}
         todo, seen = list(roots), set(roots)
         while todo:
             for i in self.program.computations[todo.pop()].instructions:
@@ -175,10 +140,6 @@ class LoadedProgram:
                     seen.add(i.attrs["computation"])
                     todo.append(i.attrs["computation"])
         return seen
-
-
-_LIFTING_OPS = {"reduce": ("computation",), "reduce_window": ("computation",), "scatter": ("computation",),
-                "select_and_scatter": ("select", "scatter"), "sort": ("computation", "key"), "map": ("computation",)}
 
 
 def _matches(value: Any, t: ValueType, shapes: bool) -> bool:
@@ -217,21 +178,17 @@ def _bind(fn: Callable[..., Any], ins: tuple[int, ...]) -> Callable[[list[Any]],
     return lambda r: fn(*get(r))
 
 
-#: Ops whose result depends on their operands only and is never written in place by themselves:
-#: with constant operands (or none) they are evaluated once, when the computation is built.
-_FOLDABLE = frozenset({"constant", "iota", "broadcast", "reshape", "transpose", "convert", "slice"})
-
-
 def _foldable(comp: Computation) -> frozenset[int]:
-    """The steps to evaluate at build time (when their operands turn out constant): ops of
-    _FOLDABLE, except those whose value a later instruction may overwrite in place (`reuse`)."""
+    """The steps to evaluate at build time (when their operands turn out constant): foldable ops
+    (emulator.program.ops), except those whose value a later instruction may overwrite in place
+    (`reuse`)."""
     producer: dict[int, int] = {}
     overwritten: set[int] = set()
     for k, inst in enumerate(comp.instructions):
         if inst.reuse >= 0 and inst.ins[inst.reuse] in producer:
             overwritten.add(producer[inst.ins[inst.reuse]])
         producer[inst.out] = k
-    return frozenset(k for k, inst in enumerate(comp.instructions) if inst.op in _FOLDABLE and k not in overwritten)
+    return frozenset(k for k, inst in enumerate(comp.instructions) if OPS[inst.op].foldable and k not in overwritten)
 
 
 def _make_runner(comp: Computation, steps: list[tuple], names: list[str],
@@ -309,23 +266,11 @@ def _may_share(a: np.ndarray, owner: np.ndarray | None, others: list[tuple[np.nd
     return False
 
 
-# Handler modules (emulator/ops) whose ops never call BLAS or LAPACK. A program made only of such
-# ops runs without the BLAS thread policy (emulator/blas.py): its load-average and affinity
-# system calls are about 4 us of every run, which is most of a small graph's. Ops of any other
-# module (dot, convolution, kernels, LAPACK, ones added later) keep it.
-_BLAS_FREE_MODULES = ("elementwise", "shape", "convert", "reduce", "indexing", "control", "sort", "rng", "norm")
-_blas_free: list[frozenset[str]] = []  # the ops of those modules, once
-
-
 def _uses_blas(program: Program) -> bool:
-    """Whether any instruction of `program` (any computation) may call BLAS."""
-    if not _blas_free:
-        import importlib
-
-        _blas_free.append(frozenset(op for m in _BLAS_FREE_MODULES
-                                    for op in importlib.import_module(f"emulator.ops.{m}").HANDLERS))
-    free = _blas_free[0]
-    return any(inst.op not in free for comp in program.computations for inst in comp.instructions)
+    """Whether any instruction of `program` (any computation) may call BLAS. A program without
+    such ops runs without the BLAS thread policy (emulator/blas.py): its load-average and
+    affinity system calls are about 4 us of every run, which is most of a small graph's."""
+    return any(OPS[inst.op].blas for comp in program.computations for inst in comp.instructions)
 
 
 def _type_leaves(t: ValueType) -> list[ValueType]:

@@ -6,6 +6,7 @@ broadcasts, pads) and NKI load/store are DMA transfers of the bytes they write.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from emulator.cost import constants as C
@@ -23,10 +24,12 @@ def result_bytes(ctx: Any) -> Cost:
     return {DMA: dma_cycles(nbytes(ctx.type))}
 
 
-def update_bytes(ctx: Any) -> Cost:
-    """dynamic_update_slice / scatter: only the update is written (in place)."""
-    update = ctx.in_types[1] if ctx.op == "dynamic_update_slice" else ctx.in_types[-1]
-    return {DMA: dma_cycles(nbytes(update))}
+def operand_bytes(k: int) -> Callable[[Any], Cost]:
+    """A transfer writing operand k's bytes: the update of a dynamic-update-slice (1) or a
+    scatter (-1), which is all they write (in place)."""
+    def cost(ctx: Any) -> Cost:
+        return {DMA: dma_cycles(nbytes(ctx.in_types[k]))}
+    return cost
 
 
 def broadcast(ctx: Any) -> Cost:

@@ -1,9 +1,9 @@
 """Program instructions (graph-level ops) -> estimated cycles per engine.
 
-TABLE maps every op of the instruction set to a cost function of its HandlerContext (op,
-attributes, operand and result types). `coster` turns an instruction into a callable returning
-the cost of one execution: a constant for most ops, the counters of the last run for GpSimd
-kernels. Control flow costs nothing itself: the instructions of its bodies are costed (and
+Each op of the instruction set names its cost rule (emulator.program.ops); RULES maps a rule to
+a cost function of the instruction's HandlerContext (op, attributes, operand and result types).
+`coster` turns an instruction into a callable returning the cost of one execution: a constant
+for most ops, the counters of the last run for GpSimd kernels. Control flow costs nothing itself: the instructions of its bodies are costed (and
 recorded) each time they execute, so a loop costs its body times its iterations.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 from emulator.cost import constants as C
 from emulator.cost import dma, tensor, vector
-from emulator.cost.engines import NONE, Cost
-from emulator.cost.engines import TENSOR
-from emulator.program.ops import BINARY, UNARY
+from emulator.cost.engines import NONE, TENSOR, Cost
+from emulator.cost.kernels import kernel_coster
+from emulator.program.ops import OPS
 
 log = logging.getLogger(__name__)
 
@@ -38,42 +38,27 @@ def _lapack(ctx: Any) -> Cost:
     return {TENSOR: C.INSTRUCTION_OVERHEAD_CYCLES + tensor.matmul_cycles(math.prod(shape[:-2]), m, min(m, n), n, True)}
 
 
-TABLE: dict[str, CostFunction] = {
-    **{op: vector.elementwise for op in UNARY},
-    **{op: vector.elementwise for op in BINARY},
-    "copy": dma.result_bytes,
-    "compare": vector.elementwise, "select": vector.elementwise, "clamp": vector.elementwise,
-    "convert": vector.elementwise, "reduce_precision": vector.elementwise, "iota": vector.elementwise,
-    "rng_bit_generator": vector.elementwise, "map": vector.elementwise,
-    "bitcast_convert": _free, "constant": _free, "tuple": _free, "get_tuple_element": _free,
-    "optimization_barrier": _free, "optimization_barrier_leaf": _free, "reshape": _free,
-    "while": _free, "conditional": _free, "call": _free,
-    "broadcast": dma.broadcast, "transpose": dma.result_bytes, "slice": dma.result_bytes,
-    "concatenate": dma.result_bytes, "pad": dma.result_bytes, "reverse": dma.result_bytes,
-    "dynamic_slice": dma.result_bytes, "gather": dma.result_bytes,
-    "dynamic_update_slice": dma.update_bytes, "scatter": dma.update_bytes,
-    "reduce": vector.over_inputs, "reduce_window": vector.windowed, "select_and_scatter": vector.windowed,
-    "dot": tensor.dot, "convolution": tensor.convolution, "fft": vector.fft,
-    "sort": vector.sort, "top_k": vector.sort,
-    "batch_norm_inference": vector.passes(2), "batch_norm_training": vector.passes(3),
-    "batch_norm_grad": vector.passes(4),
-    **{op: _lapack for op in ("lapack_getrf", "lapack_trsm", "lapack_potrf", "lapack_syevd", "lapack_gesvd",
-                              "lapack_geqrf", "lapack_orgqr", "lapack_geev", "lapack_gees", "lapack_gehrd",
-                              "lapack_sytrd", "lapack_geqp3", "lapack_ormqr")},
-    "lapack_gtsv": vector.over_inputs, "tridiagonal_solve_perturbed": vector.over_inputs,  # O(n) per rhs column
+#: cost rule name (emulator.program.ops.OpSpec.cost) -> cost function of the instruction. The
+#: "kernel" rule is not here: a kernel's cost is known per execution (`coster`).
+RULES: dict[str, CostFunction] = {
+    "free": _free,
+    "vector": vector.elementwise, "activation": vector.activation,
+    "over_inputs": vector.over_inputs, "windowed": vector.windowed, "sort": vector.sort, "fft": vector.fft,
+    "two_passes": vector.passes(2), "three_passes": vector.passes(3), "four_passes": vector.passes(4),
+    "dma": dma.result_bytes, "broadcast": dma.broadcast, "dma_update": dma.operand_bytes(1),
+    "dma_scatter": dma.operand_bytes(-1),
+    "dot": tensor.dot, "convolution": tensor.convolution, "lapack": _lapack,
 }
+_unknown = sorted(f"{s.name}: {s.cost}" for s in OPS.values() if s.cost not in RULES and s.cost != "kernel")
+assert not _unknown, f"ops with unknown cost rules: {_unknown}"
 
 
 def coster(ctx: Any) -> Callable[[], Cost]:
     """The cost of one execution of the instruction `ctx` describes (built at load time)."""
-    if ctx.op == "kernel":
-        from emulator.cost.kernels import kernel_coster
-
+    spec = OPS[ctx.op]
+    if spec.cost == "kernel":
         return kernel_coster(ctx)
-    fn = TABLE.get(ctx.op)
-    if fn is None:
-        log.debug("no cost function for op %s; counted as free", ctx.op)
-        return lambda: {}
+    fn = RULES[spec.cost]
     try:
         cost = fn(ctx)
     except (KeyError, IndexError, TypeError, ValueError) as e:  # a shape the formula does not cover

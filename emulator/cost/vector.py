@@ -12,11 +12,6 @@ from emulator.cost import constants as C
 from emulator.cost.engines import SCALAR, VECTOR, Cost
 from emulator.cost.shapes import elements
 
-#: Program ops computed by ScalarE's activation functions.
-TRANSCENDENTAL = frozenset({"exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic",
-                            "sine", "cosine", "tan", "erf", "power", "atan2"})
-
-
 def vector_cycles(n: float) -> float:
     """Cycles of one VectorE instruction over `n` elements."""
     return C.INSTRUCTION_OVERHEAD_CYCLES + math.ceil(n / C.VECTOR_ELEMENTS_PER_CYCLE)
@@ -28,11 +23,13 @@ def scalar_cycles(n: float) -> float:
 
 
 def elementwise(ctx: Any) -> Cost:
-    """One pass over the result's elements, on ScalarE for transcendentals, else VectorE."""
-    n = elements(ctx.type)
-    if ctx.op in TRANSCENDENTAL:
-        return {SCALAR: scalar_cycles(n)}
-    return {VECTOR: vector_cycles(n)}
+    """One VectorE pass over the result's elements."""
+    return {VECTOR: vector_cycles(elements(ctx.type))}
+
+
+def activation(ctx: Any) -> Cost:
+    """One ScalarE pass over the result's elements: a transcendental on the activation unit."""
+    return {SCALAR: scalar_cycles(elements(ctx.type))}
 
 
 def over_inputs(ctx: Any) -> Cost:

@@ -301,8 +301,8 @@ def _cosine(z: np.ndarray) -> np.ndarray:
 
 #: Graph-op name -> XLA's complex function (arity from the op; abs returns the component type).
 COMPLEX_FUNCTIONS: dict[str, Fn] = {
-    "abs": abs_, "sign": sign, "sqrt": sqrt, "rsqrt": rsqrt, "exp": exp, "expm1": expm1, "log": log,
-    "log1p": log1p, "sine": _sine, "cosine": _cosine, "tan": tan, "tanh": tanh, "divide": divide,
+    "abs": abs_, "sign": sign, "sqrt": sqrt, "rsqrt": rsqrt, "exponential": exp, "exponential-minus-one": expm1,
+    "log": log, "log-plus-one": log1p, "sine": _sine, "cosine": _cosine, "tan": tan, "tanh": tanh, "divide": divide,
     "power": power,
 }
 

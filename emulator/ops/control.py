@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
 def _own_state(state: Any, seen: set[int], always: bool) -> Any:
@@ -23,10 +24,11 @@ def _own_state(state: Any, seen: set[int], always: bool) -> Any:
     return state
 
 
+@handles("while")
 def _while(ctx: HandlerContext) -> Callable:
     cond, body = ctx.computation("cond"), ctx.computation("body")
     body_comp = ctx.program.program.computations[ctx.attrs["body"]]
-    in_place = any(i.op == "dynamic_update_slice" and i.reuse == 0 for i in body_comp.instructions)
+    in_place = any(i.op == "dynamic-update-slice" and i.reuse == 0 for i in body_comp.instructions)
 
     def loop(state: Any) -> Any:
         while bool(cond(state)):
@@ -41,6 +43,7 @@ def _while(ctx: HandlerContext) -> Callable:
     return owning_loop if in_place else loop
 
 
+@handles("conditional")
 def _conditional(ctx: HandlerContext) -> Callable:
     branches = [ctx.program.runner(b) for b in ctx.attrs["branches"]]
     if ctx.attrs["by_index"]:
@@ -61,15 +64,12 @@ def _conditional(ctx: HandlerContext) -> Callable:
     return by_pred
 
 
+@handles("call")
 def _call(ctx: HandlerContext) -> Callable:
     return ctx.computation("computation")
 
 
+@handles("map")
 def _map(ctx: HandlerContext) -> Callable:
     f, dt, shape = ctx.computation("computation"), ctx.dtype, ctx.shape
     return lambda *xs: np.broadcast_to(np.asarray(f(*xs)).astype(dt, copy=False), shape)
-
-
-HANDLERS: dict[str, Factory] = {
-    "while": _while, "conditional": _conditional, "call": _call, "map": _map,
-}

@@ -22,8 +22,9 @@ from collections.abc import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import dot_compute_dtype
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
 def _padder(spatial: list[int], lo: list[int], hi: list[int], ldil: list[int]) -> Callable[[np.ndarray], np.ndarray]:
@@ -54,6 +55,7 @@ def _padder(spatial: list[int], lo: list[int], hi: list[int], ldil: list[int]) -
     return padded
 
 
+@handles("convolution")
 def _convolution(ctx: HandlerContext) -> Callable:
     a = ctx.attrs
     nsp = len(a["input_spatial"])
@@ -120,6 +122,3 @@ def _convolution(ctx: HandlerContext) -> Callable:
         r = r.reshape(Nb, O, *out_sp)  # (Nb, G, Og, ...) -> (Nb, O, ...): a copy only when G > 1
         return np.transpose(r, oinv).astype(dt, copy=False)
     return conv
-
-
-HANDLERS: dict[str, Factory] = {"convolution": _convolution}

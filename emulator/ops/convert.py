@@ -5,8 +5,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import F32, NARROW
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
 def float_to_int(x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -25,6 +26,7 @@ def float_to_int(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.where(too_small, np.asarray(info.min, dt), r)
 
 
+@handles("convert")
 def _convert(ctx: HandlerContext) -> Callable:
     src, dst = ctx.in_dtype(0), ctx.dtype
     if src == dst:
@@ -45,6 +47,7 @@ def _convert(ctx: HandlerContext) -> Callable:
     return lambda x: np.asarray(x).astype(dst)
 
 
+@handles("bitcast-convert")
 def _bitcast_convert(ctx: HandlerContext) -> Callable:
     src, dst, out = ctx.in_dtype(0), ctx.dtype, ctx.shape
 
@@ -89,11 +92,7 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     return r.astype(orig)
 
 
+@handles("reduce-precision")
 def _reduce_precision(ctx: HandlerContext) -> Callable:
     e, m = ctx.attrs["exponent_bits"], ctx.attrs["mantissa_bits"]
     return lambda x: reduce_precision(x, e, m)
-
-
-HANDLERS: dict[str, Factory] = {
-    "convert": _convert, "bitcast_convert": _bitcast_convert, "reduce_precision": _reduce_precision,
-}

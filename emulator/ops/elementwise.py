@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import F32, NARROW, compute_dtype
 from emulator.ops.complex_math import COMPLEX_FUNCTIONS
+from emulator.program.context import HandlerContext
+from emulator.program.ops import Factory, handles
 
 
 def _in_place(ctx: HandlerContext, f: Callable) -> bool:
@@ -95,31 +96,37 @@ def _clz(x: np.ndarray) -> np.ndarray:
     return n.astype(x.dtype)
 
 
+@handles("not")
 def _not(ctx: HandlerContext) -> Callable:
     return np.logical_not if ctx.dtype == np.bool_ else np.invert
 
 
+@handles("popcnt")
 def _popcnt(ctx: HandlerContext) -> Callable:
     dt = ctx.dtype
     udt = np.dtype(f"u{dt.itemsize}") if dt.kind == "i" else dt
     return lambda x: np.bitwise_count(np.asarray(x).view(udt)).astype(dt)
 
 
+@handles("is-finite")
 def _is_finite(ctx: HandlerContext) -> Callable:
     cdt = compute_dtype(ctx.in_dtype(0))
     return lambda x: np.isfinite(np.asarray(x).astype(cdt, copy=False))
 
 
 
+@handles("copy")
 def _copy(ctx: HandlerContext) -> Callable:
     return lambda x: x
 
 
+@handles("real")
 def _real(ctx: HandlerContext) -> Callable:
     dt = ctx.dtype
     return lambda x: np.real(x).astype(dt)
 
 
+@handles("imag")
 def _imag(ctx: HandlerContext) -> Callable:
     dt = ctx.dtype
     return lambda x: np.imag(x).astype(dt)
@@ -243,6 +250,7 @@ def _logic(fb: Callable, fi: Callable) -> Factory:
     return make
 
 
+@handles("complex")
 def _complex(ctx: HandlerContext) -> Callable:
     dt = ctx.dtype
     return lambda a, b: (np.asarray(a) + 1j * np.asarray(b)).astype(dt)
@@ -274,6 +282,7 @@ def total_order_key(x: np.ndarray) -> np.ndarray:
     return key
 
 
+@handles("compare")
 def _compare(ctx: HandlerContext) -> Callable:
     f = _CMP[ctx.attrs["direction"]]
     if ctx.attrs["total_order"] and ctx.in_dtype(0).kind in "fV":
@@ -325,6 +334,7 @@ def where(p: np.ndarray, a: Any, b: Any) -> np.ndarray:
     return _bitwise_select(dt, -1)(p, a, b)
 
 
+@handles("select")
 def _select(ctx: HandlerContext) -> Callable:
     """np.where, or, when the compiler lets the result reuse a branch operand's buffer, a masked
     copy of the other branch into it (relu gradients on large activations); large selects of
@@ -343,6 +353,7 @@ def _select(ctx: HandlerContext) -> Callable:
     return np.where
 
 
+@handles("clamp")
 def _clamp(ctx: HandlerContext) -> Callable:
     dt = ctx.dtype
     return lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(dt, copy=False)
@@ -357,23 +368,22 @@ def _or_complex(name: str, real: Factory) -> Factory:
     return make
 
 
-_HANDLERS: dict[str, Factory] = {
-    "abs": _float_unary(np.abs), "negate": _float_unary(np.negative), "exp": _float_unary(np.exp),
-    "expm1": _float_unary(np.expm1), "log": _float_unary(np.log), "log1p": _float_unary(np.log1p),
-    "sqrt": _float_unary(np.sqrt), "rsqrt": _float_unary(_rsqrt), "cbrt": _float_unary(np.cbrt),
-    "tanh": _float_unary(np.tanh), "logistic": _float_unary(_logistic), "sine": _float_unary(np.sin),
-    "cosine": _float_unary(np.cos), "tan": _float_unary(np.tan), "floor": _float_unary(np.floor),
-    "ceil": _float_unary(np.ceil), "round_afz": _float_unary(_round_afz), "round_even": _float_unary(np.rint),
-    "sign": _float_unary(_sign), "not": _not, "is_finite": _is_finite, "popcnt": _popcnt,
-    "clz": lambda ctx: _clz, "erf": _float_unary(_erf), "real": _real, "imag": _imag, "copy": _copy,
-    "optimization_barrier_leaf": _copy,
-    "add": _arith(np.add), "subtract": _arith(np.subtract), "multiply": _arith(np.multiply),
-    "divide": _int_or_float(_int_div, np.divide), "remainder": _int_or_float(_int_rem, np.fmod), "maximum": _minmax(np.maximum),
-    "minimum": _minmax(np.minimum), "power": _int_or_float(_int_pow, np.power), "atan2": _arith(np.arctan2),
+#: Handlers made by the factories above: op name -> handler factory (registered below).
+_MADE: dict[str, Factory] = {
+    "abs": _float_unary(np.abs), "negate": _float_unary(np.negative), "exponential": _float_unary(np.exp),
+    "exponential-minus-one": _float_unary(np.expm1), "log": _float_unary(np.log),
+    "log-plus-one": _float_unary(np.log1p), "sqrt": _float_unary(np.sqrt), "rsqrt": _float_unary(_rsqrt),
+    "cbrt": _float_unary(np.cbrt), "tanh": _float_unary(np.tanh), "logistic": _float_unary(_logistic),
+    "sine": _float_unary(np.sin), "cosine": _float_unary(np.cos), "tan": _float_unary(np.tan),
+    "floor": _float_unary(np.floor), "ceil": _float_unary(np.ceil), "round-nearest-afz": _float_unary(_round_afz),
+    "round-nearest-even": _float_unary(np.rint), "sign": _float_unary(_sign),
+    "count-leading-zeros": lambda ctx: _clz, "erf": _float_unary(_erf), "add": _arith(np.add),
+    "subtract": _arith(np.subtract), "multiply": _arith(np.multiply), "divide": _int_or_float(_int_div, np.divide),
+    "remainder": _int_or_float(_int_rem, np.fmod), "maximum": _minmax(np.maximum), "minimum": _minmax(np.minimum),
+    "power": _int_or_float(_int_pow, np.power), "atan2": _arith(np.arctan2),
     "and": _logic(np.logical_and, np.bitwise_and), "or": _logic(np.logical_or, np.bitwise_or),
-    "xor": _logic(np.logical_xor, np.bitwise_xor), "shift_left": _shift("left"),
-    "shift_right_arithmetic": _shift("arithmetic"), "shift_right_logical": _shift("logical"),
-    "complex": _complex, "compare": _compare, "select": _select, "clamp": _clamp,
+    "xor": _logic(np.logical_xor, np.bitwise_xor), "shift-left": _shift("left"),
+    "shift-right-arithmetic": _shift("arithmetic"), "shift-right-logical": _shift("logical"),
 }
-HANDLERS: dict[str, Factory] = {name: _or_complex(name, f) if name in COMPLEX_FUNCTIONS else f
-                                for name, f in _HANDLERS.items()}
+for _name, _factory in _MADE.items():  # complex operands take XLA's complex formula where one exists
+    handles(_name)(_or_complex(_name, _factory) if _name in COMPLEX_FUNCTIONS else _factory)

@@ -8,11 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import lifted, reducer_ufunc
+from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
+from emulator.program.ops import handles
 
 
+@handles("dynamic-slice")
 def _dynamic_slice(ctx: HandlerContext) -> Callable:
     sizes = ctx.attrs["sizes"]
     shape = ctx.in_shape(0)
@@ -27,6 +29,7 @@ def _dynamic_slice(ctx: HandlerContext) -> Callable:
     return dslice
 
 
+@handles("dynamic-update-slice")
 def _dynamic_update_slice(ctx: HandlerContext) -> Callable:
     shape, ushape = ctx.in_shape(0), ctx.in_shape(1)
     limits = [d - u for d, u in zip(shape, ushape)]
@@ -89,6 +92,7 @@ def _window_index(starts: list[np.ndarray], B: tuple[int, ...], window_dims: lis
     return index
 
 
+@handles("gather")
 def _gather(ctx: HandlerContext) -> Callable:
     a = ctx.attrs
     offset_dims, collapsed = a["offset_dims"], a["collapsed_slice_dims"]
@@ -163,6 +167,7 @@ def apply_in_rounds(targets: list[np.ndarray], flat_idx: np.ndarray, values: lis
             t[ii] = np.broadcast_to(v, ii.shape)
 
 
+@handles("scatter")
 def _scatter(ctx: HandlerContext) -> Callable:
     a = ctx.attrs
     uwd, inserted = a["update_window_dims"], a["inserted_window_dims"]
@@ -256,9 +261,3 @@ def _scatter(ctx: HandlerContext) -> Callable:
         flat = np.ravel_multi_index(tuple(np.where(okf, i, 0) for i in full), oshape)[okf] if okf.size else np.zeros(0, np.int64)
         return flat, [np.broadcast_to(u, B + W)[okf] for u in upd]
     return scatter
-
-
-HANDLERS: dict[str, Factory] = {
-    "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
-    "gather": _gather, "scatter": _scatter,
-}

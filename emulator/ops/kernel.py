@@ -7,16 +7,16 @@ loaded, so a run costs the kernel's own execution.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from emulator.artifact import ArtifactError
-from emulator.executor import Factory, HandlerContext
 from emulator.kernel_payload import (GPSIMD, GPSIMD_OP, NKI_IR, KernelPayloadError, libraries,
                                      unpack_gpsimd, unpack_gpsimd_op)
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,10 @@ class GpSimdCall:
         self.last_counters, self.last_ncores = run.counters, run.ncores
         return [result]
 
+    def counters(self) -> tuple[dict[str, int], int] | None:
+        """(counters, cores) of the latest execution; None before the first."""
+        return None if self.last_counters is None else (self.last_counters, self.last_ncores)
+
 
 def _gpsimd_run(payload: Any) -> Callable[..., list]:
     return GpSimdCall(payload)
@@ -82,34 +86,28 @@ PAYLOADS: dict[str, Callable[[str, bytes, Sequence[Any]], Callable[..., list]]] 
 }
 
 
-#: Per loaded program, each payload's callable: a kernel called several times is prepared once.
-_PREPARED: "weakref.WeakKeyDictionary[Any, dict[int, Callable[..., list]]]" = weakref.WeakKeyDictionary()
-
-
+@handles("kernel")
 def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
+    """A kernel payload's callable, prepared once per loaded program (a kernel called several
+    times shares it); a runner with counters (GpSimdCall) leaves its probe in the context for the
+    profiler."""
     index = ctx.attrs["payload"]
     kernels = ctx.program.kernels
     if not 0 <= index < len(kernels):
         raise ArtifactError(f"instruction {ctx.name}: kernel payload {index} does not exist "
                             f"(the artifact has {len(kernels)})")
-    prepared = _PREPARED.setdefault(ctx.program, {})
-    if index not in prepared:
+    key = ("kernel payload", index)
+    run = ctx.program.shared.get(key)
+    if run is None:
         payload = kernels[index]
         factory = PAYLOADS.get(payload.kind)
         if factory is None:
             raise ArtifactError(f"kernel payload {payload.name!r} has kind {payload.kind!r}; this "
                                 f"emulator runs {sorted(PAYLOADS)}")
-        prepared[index] = factory(payload.name, payload.data, kernels)
-    run = prepared_payload(ctx)
+        run = ctx.program.shared[key] = factory(payload.name, payload.data, kernels)
+    probe = getattr(run, "counters", None)  # GpSimdCall: costs known only after each run
+    if callable(probe):
+        ctx.counters = probe
     if ctx.type[0] == "tuple":
         return lambda *args: tuple(run(*args))
     return lambda *args: run(*args)[0]
-
-
-def prepared_payload(ctx: HandlerContext) -> Callable[..., list]:
-    """The prepared callable of the payload a (built) kernel instruction runs; for GpSimd
-    payloads a `GpSimdCall`, whose counters the profiler reads."""
-    return _PREPARED[ctx.program][ctx.attrs["payload"]]
-
-
-HANDLERS: dict[str, Factory] = {"kernel": _kernel}

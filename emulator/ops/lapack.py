@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
+from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
+from emulator.program.ops import handles
 
 #: One matrix's work: operand matrices in, result leaves out (None leaves the zero-filled output).
 MatrixFn = Callable[..., tuple[Any, ...]]
@@ -83,6 +84,7 @@ def _fortran_copy(a: np.ndarray) -> np.ndarray:
     return np.array(a, order="F", copy=True)
 
 
+@handles("lapack_getrf")
 def _getrf(ctx: HandlerContext) -> Callable[..., Any]:
     getrf = _lapack("getrf", ctx.in_dtype(0))
 
@@ -95,6 +97,7 @@ def _getrf(ctx: HandlerContext) -> Callable[..., Any]:
 _TRANS = {"N": 0, "T": 1, "C": 2}
 
 
+@handles("lapack_trsm")
 def _trsm(ctx: HandlerContext) -> Callable[..., Any]:
     at = ctx.attrs
     if at["transpose"] not in _TRANS:
@@ -118,6 +121,7 @@ def _trsm(ctx: HandlerContext) -> Callable[..., Any]:
     return run
 
 
+@handles("lapack_potrf")
 def _potrf(ctx: HandlerContext) -> Callable[..., Any]:
     potrf = _lapack("potrf", ctx.in_dtype(0))
     lower = int(ctx.attrs["lower"])
@@ -128,6 +132,7 @@ def _potrf(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,))
 
 
+@handles("lapack_syevd")
 def _syevd(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     syevd = _lapack("heevd" if dtype.kind == "c" else "syevd", dtype)
@@ -143,6 +148,7 @@ def _syevd(ctx: HandlerContext) -> Callable[..., Any]:
 _JOBS = {"A": (1, 1), "S": (1, 0), "N": (0, 0)}  # job -> (compute_uv, full_matrices)
 
 
+@handles("lapack_gesvd")
 def _gesvd(ctx: HandlerContext) -> Callable[..., Any]:
     driver, job = ctx.attrs["driver"], ctx.attrs["job"]
     if driver not in ("gesdd", "gesvd") or job not in _JOBS:
@@ -159,6 +165,7 @@ def _gesvd(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,))
 
 
+@handles("lapack_geqrf")
 def _geqrf(ctx: HandlerContext) -> Callable[..., Any]:
     geqrf = _lapack("geqrf", ctx.in_dtype(0))
 
@@ -168,6 +175,7 @@ def _geqrf(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,))
 
 
+@handles("lapack_orgqr")
 def _orgqr(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     orgqr = _lapack("ungqr" if dtype.kind == "c" else "orgqr", dtype)
@@ -195,6 +203,7 @@ def unpack_eigenvectors(wi: np.ndarray, packed: np.ndarray) -> np.ndarray:
     return out
 
 
+@handles("lapack_geev")
 def _geev(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     geev = _lapack("geev", dtype)
@@ -229,6 +238,7 @@ def _no_select(*_args: Any) -> int:
     return 0
 
 
+@handles("lapack_gees")
 def _gees(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     gees = _lapack("gees", dtype)
@@ -245,6 +255,7 @@ def _gees(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,), aliases={0: 0})
 
 
+@handles("lapack_gehrd")
 def _gehrd(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     gehrd, gehrd_lwork = _lapack("gehrd", dtype), _lapack("gehrd_lwork", dtype)
@@ -257,6 +268,7 @@ def _gehrd(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,), aliases={0: 0})
 
 
+@handles("lapack_sytrd")
 def _sytrd(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     name = "hetrd" if dtype.kind == "c" else "sytrd"
@@ -270,6 +282,7 @@ def _sytrd(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,), aliases={0: 0})
 
 
+@handles("lapack_geqp3")
 def _geqp3(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)
     geqp3, geqrf = _lapack("geqp3", dtype), _lapack("geqrf", dtype)
@@ -316,6 +329,7 @@ def _geqp3(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2, 1), aliases={0: 0, 1: 1})
 
 
+@handles("lapack_ormqr")
 def _ormqr(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(2)
     ormqr = _lapack("unmqr" if dtype.kind == "c" else "ormqr", dtype)
@@ -333,6 +347,7 @@ def _ormqr(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2, 1, 2), aliases={0: 2})
 
 
+@handles("lapack_gtsv")
 def _gtsv(ctx: HandlerContext) -> Callable[..., Any]:
     gtsv = _lapack("gtsv", ctx.in_dtype(3))
 
@@ -435,6 +450,7 @@ def perturbed_tridiagonal_solve(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b
     return x
 
 
+@handles("tridiagonal_solve_perturbed")
 def _tridiagonal_solve_perturbed(ctx: HandlerContext) -> Callable[..., Any]:
     batch = ctx.in_shape(3)[:-2]
 
@@ -445,12 +461,3 @@ def _tridiagonal_solve_perturbed(ctx: HandlerContext) -> Callable[..., Any]:
         flat = [np.asarray(v).reshape(-1, n) for v in (dl, d, du)]
         return perturbed_tridiagonal_solve(*flat, np.asarray(b).reshape(-1, n, k)).reshape(*batch, n, k)
     return run
-
-
-HANDLERS: dict[str, Factory] = {
-    "lapack_getrf": _getrf, "lapack_trsm": _trsm, "lapack_potrf": _potrf, "lapack_syevd": _syevd,
-    "lapack_gesvd": _gesvd, "lapack_geqrf": _geqrf, "lapack_orgqr": _orgqr, "lapack_geev": _geev,
-    "lapack_gees": _gees, "lapack_gehrd": _gehrd, "lapack_sytrd": _sytrd, "lapack_geqp3": _geqp3,
-    "lapack_ormqr": _ormqr, "lapack_gtsv": _gtsv, "tridiagonal_solve_perturbed": _tridiagonal_solve_perturbed,
-}
-

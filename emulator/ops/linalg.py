@@ -6,10 +6,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import dot_compute_dtype
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
+@handles("dot")
 def _dot(ctx: HandlerContext) -> Callable:
     """One (batched) matmul; a fused output transpose that swaps the two free groups of a
     batchless dot is computed as y^T @ x^T, so the result comes out contiguous."""
@@ -64,6 +66,7 @@ def _dot(ctx: HandlerContext) -> Callable:
 _FFT = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn, "IRFFT": np.fft.irfftn}
 
 
+@handles("fft")
 def _fft(ctx: HandlerContext) -> Callable:
     kind, length, dt = ctx.attrs["fft_type"], tuple(ctx.attrs["length"]), ctx.dtype
     f = _FFT[kind]
@@ -71,6 +74,3 @@ def _fft(ctx: HandlerContext) -> Callable:
     if kind in ("RFFT", "IRFFT"):
         return lambda x: f(x, s=length, axes=axes).astype(dt)
     return lambda x: f(x, axes=axes).astype(dt)
-
-
-HANDLERS: dict[str, Factory] = {"dot": _dot, "fft": _fft}

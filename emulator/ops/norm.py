@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import compute_dtype
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
 def _setup(ctx: HandlerContext) -> tuple[tuple[int, ...], tuple[int, ...], float, np.dtype, np.dtype]:
@@ -20,6 +21,7 @@ def _setup(ctx: HandlerContext) -> tuple[tuple[int, ...], tuple[int, ...], float
     return axes, bshape, ctx.attrs["epsilon"], dt, compute_dtype(dt)
 
 
+@handles("batch-norm-training")
 def _training(ctx: HandlerContext) -> Callable:
     axes, bshape, eps, dt, cdt = _setup(ctx)
 
@@ -33,6 +35,7 @@ def _training(ctx: HandlerContext) -> Callable:
     return bn
 
 
+@handles("batch-norm-inference")
 def _inference(ctx: HandlerContext) -> Callable:
     axes, bshape, eps, dt, cdt = _setup(ctx)
 
@@ -43,6 +46,7 @@ def _inference(ctx: HandlerContext) -> Callable:
     return bn
 
 
+@handles("batch-norm-grad")
 def _grad(ctx: HandlerContext) -> Callable:
     axes, bshape, eps, dt, cdt = _setup(ctx)
     shape = ctx.in_shape(0)
@@ -58,8 +62,3 @@ def _grad(ctx: HandlerContext) -> Callable:
         g_x = r(scale) * inv / count * (count * dy - g_offset.reshape(bshape) - xhat * g_scale.reshape(bshape))
         return g_x.astype(dt), g_scale.astype(dt), g_offset.astype(dt)
     return bn_grad
-
-
-HANDLERS: dict[str, Factory] = {
-    "batch_norm_training": _training, "batch_norm_inference": _inference, "batch_norm_grad": _grad,
-}

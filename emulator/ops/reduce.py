@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import NARROW, F32, compute_dtype, lifted, reducer_ufunc, unpack
 from emulator.ops.elementwise import where
+from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
+from emulator.program.ops import handles
 
 
 def _out_types(ctx: HandlerContext) -> list[tuple[np.dtype, tuple[int, ...]]]:
@@ -37,6 +38,7 @@ def tree_reduce(f: Callable[..., list[Any]], xs: list[np.ndarray], inits: list[n
     return f(*[np.broadcast_to(i, x.shape[:-1]) for i, x in zip(inits, xs)], *[x[..., 0] for x in xs])
 
 
+@handles("reduce")
 def _reduce(ctx: HandlerContext) -> Callable:
     dims = tuple(ctx.attrs["dims"])
     n = len(ctx.in_types) // 2
@@ -211,6 +213,7 @@ def _accumulate_axis(w: Window, shape: tuple[int, ...]) -> tuple[int, bool] | No
     return None
 
 
+@handles("reduce-window")
 def _reduce_window(ctx: HandlerContext) -> Callable:
     n = len(ctx.in_types) // 2
     w = Window(ctx.attrs)
@@ -257,6 +260,7 @@ def _reduce_window(ctx: HandlerContext) -> Callable:
     return general
 
 
+@handles("select-and-scatter")
 def _select_and_scatter(ctx: HandlerContext) -> Callable:
     """For each window of the operand pick one element with `select` (skipping padding, as XLA
     does), then combine the source value into the result there with `scatter`."""
@@ -344,8 +348,3 @@ def _select_and_scatter_tiled(shape: tuple[int, ...], src_shape: tuple[int, ...]
             np.copyto(tap_view(out, tap), where(which == t, placed, fill))
         return out.reshape(shape)
     return run
-
-
-HANDLERS: dict[str, Factory] = {
-    "reduce": _reduce, "reduce_window": _reduce_window, "select_and_scatter": _select_and_scatter,
-}

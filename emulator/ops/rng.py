@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
+from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES
+from emulator.program.ops import handles
 
 U32, U64 = np.uint32, np.uint64
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
@@ -121,6 +122,7 @@ def philox_bits(key: np.uint64, lo: int, hi: int, shape: tuple[int, ...], bits: 
     return flat.reshape(shape), lo, hi
 
 
+@handles("rng-bit-generator")
 def _rng_bit_generator(ctx: HandlerContext) -> Callable:
     algorithm = ctx.attrs["algorithm"]
     out_type = ctx.type[1][1]
@@ -150,6 +152,3 @@ def _rng_bit_generator(ctx: HandlerContext) -> Callable:
                 new_state[1] = lo  # XLA: counter = (lo=state[1], hi=state[0]); keeps [key, new lo]
         return new_state, value.astype(narrow).view(dt)
     return generate
-
-
-HANDLERS: dict[str, Factory] = {"rng_bit_generator": _rng_bit_generator}

@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
+@handles("constant")
 def _constant(ctx: HandlerContext) -> Callable:
     value = ctx.constant(ctx.attrs["index"])
     if value.dtype != ctx.dtype or value.shape != ctx.shape:
@@ -18,10 +20,12 @@ def _constant(ctx: HandlerContext) -> Callable:
     return lambda: value
 
 
+@handles("tuple")
 def _tuple(ctx: HandlerContext) -> Callable:
     return lambda *xs: xs
 
 
+@handles("get-tuple-element")
 def _gte(ctx: HandlerContext) -> Callable:
     k = ctx.attrs["index"]
     return lambda t: t[k]
@@ -31,6 +35,7 @@ def _identity(ctx: HandlerContext) -> Callable:
     return lambda x: x
 
 
+@handles("broadcast")
 def _broadcast(ctx: HandlerContext) -> Callable:
     dims = list(ctx.attrs["dims"])
     out = ctx.shape
@@ -73,6 +78,7 @@ def _broadcast(ctx: HandlerContext) -> Callable:
     return broadcast
 
 
+@handles("reshape")
 def _reshape(ctx: HandlerContext) -> Callable:
     out = ctx.shape
     if int(np.prod(out)) != int(np.prod(ctx.in_shape(0))):
@@ -80,6 +86,7 @@ def _reshape(ctx: HandlerContext) -> Callable:
     return lambda x: np.reshape(x, out)
 
 
+@handles("transpose")
 def _transpose(ctx: HandlerContext) -> Callable:
     perm = tuple(ctx.attrs["perm"])
     if sorted(perm) != list(range(len(ctx.in_shape(0)))) or tuple(ctx.in_shape(0)[p] for p in perm) != ctx.shape:
@@ -87,16 +94,19 @@ def _transpose(ctx: HandlerContext) -> Callable:
     return lambda x: np.transpose(x, perm)
 
 
+@handles("slice")
 def _slice(ctx: HandlerContext) -> Callable:
     idx = tuple(slice(s, e, st) for s, e, st in zip(ctx.attrs["start"], ctx.attrs["limit"], ctx.attrs["stride"]))
     return lambda x: x[idx]
 
 
+@handles("concatenate")
 def _concatenate(ctx: HandlerContext) -> Callable:
     axis = ctx.attrs["axis"]
     return lambda *xs: np.concatenate(xs, axis=axis)
 
 
+@handles("pad")
 def _pad(ctx: HandlerContext) -> Callable:
     low, high, interior = ctx.attrs["low"], ctx.attrs["high"], ctx.attrs["interior"]
     in_shape, out = ctx.in_shape(0), ctx.shape
@@ -124,11 +134,13 @@ def _pad(ctx: HandlerContext) -> Callable:
     return pad
 
 
+@handles("reverse")
 def _reverse(ctx: HandlerContext) -> Callable:
     dims = tuple(ctx.attrs["dims"])
     return lambda x: np.flip(x, axis=dims)
 
 
+@handles("iota")
 def _iota(ctx: HandlerContext) -> Callable:
     out, dim, dt = ctx.shape, ctx.attrs["dim"], ctx.dtype
     shape = [1] * len(out)
@@ -138,12 +150,6 @@ def _iota(ctx: HandlerContext) -> Callable:
     return lambda: value
 
 
+@handles("opt-barrier")
 def _optimization_barrier(ctx: HandlerContext) -> Callable:
     return lambda x: x
-
-
-HANDLERS: dict[str, Factory] = {
-    "constant": _constant, "tuple": _tuple, "get_tuple_element": _gte, "broadcast": _broadcast,
-    "reshape": _reshape, "transpose": _transpose, "slice": _slice, "concatenate": _concatenate,
-    "pad": _pad, "reverse": _reverse, "iota": _iota, "optimization_barrier": _optimization_barrier,
-}

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from emulator.executor import Factory, HandlerContext
 from emulator.ops.common import lifted
 from emulator.ops.elementwise import total_order_key
+from emulator.program.context import HandlerContext
+from emulator.program.ops import handles
 
 
 def _key(x: np.ndarray, descending: bool) -> np.ndarray:
@@ -67,6 +68,7 @@ def _bitonic_argsort(xs: list[np.ndarray], less: Callable[..., Any]) -> np.ndarr
     return perm[..., :n]
 
 
+@handles("sort")
 def _sort(ctx: HandlerContext) -> Callable:
     dim = ctx.attrs["dim"]
     fast = ctx.attrs["fast"]
@@ -124,6 +126,7 @@ def _top_k_positions(key: np.ndarray, k: int) -> np.ndarray:
     return _first_k_stable(key, cand)
 
 
+@handles("topk")
 def _top_k(ctx: HandlerContext) -> Callable:
     k, largest = ctx.attrs["k"], ctx.attrs["largest"]
 
@@ -131,6 +134,3 @@ def _top_k(ctx: HandlerContext) -> Callable:
         perm = _top_k_positions(_key(np.asarray(x), largest), k)
         return np.take_along_axis(x, perm, -1), perm.astype(np.int32)
     return top_k
-
-
-HANDLERS: dict[str, Factory] = {"sort": _sort, "top_k": _top_k}

@@ -12,6 +12,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Any
 
+from emulator.program.ops import OPS
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.types import leaf_paths
 
@@ -82,24 +83,12 @@ def output_aliases(module: Any) -> list[dict[str, Any]]:
     return sorted(aliases, key=lambda a: (a["output"], a["input"]))
 
 
-#: Emulator ops whose handlers always return a freshly allocated array that nothing else views.
-FRESH_OPS = frozenset({
-    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "atan2", "exp", "log", "negate",
-    "tanh", "sqrt", "abs", "expm1", "log1p", "sine", "cosine", "floor", "ceil", "dot", "select",
-})
-#: Element-wise ops whose handlers can write their result into an operand's buffer.
-IN_PLACE_OPS = frozenset({
-    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "atan2", "exp", "log", "negate",
-    "tanh", "sqrt", "abs", "expm1", "log1p", "sine", "cosine", "floor", "ceil", "select",
-})
-
-
 def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list[list], result: Any,
                  params: list[Any] = (), attrs: list[dict] = ()) -> list[int]:
     """Per instruction, the operand position whose buffer its result may overwrite, or -1.
 
     Allowed when the operand is a non-scalar temporary of the same type as the result, produced by
-    an op that allocates fresh arrays (FRESH_OPS), used exactly once (by this instruction), and not
+    an op that allocates fresh arrays (`fresh` in emulator.program.ops), used exactly once (by this instruction), and not
     the computation's result. Then no other slot can hold it or a view of it, and reusing it saves
     an allocation and a pass of page faults per element-wise op (large in training steps).
     """
@@ -112,17 +101,16 @@ def choose_reuse(insts: list[tuple[Any, list[Any]]], ops: list[str], types: list
     fresh = []
     for i, (_, operands) in enumerate(insts):
         src = producer.get(operands[0]) if ops[i] == "copy" and operands else None
-        fresh.append(ops[i] in FRESH_OPS or (src is not None and fresh[src] and uses[operands[0]] == 1))
+        fresh.append(OPS[ops[i]].fresh or (src is not None and fresh[src] and uses[operands[0]] == 1))
     in_place_state = _state_elements_used_once(insts, ops, params, attrs)
     reuse = []
     for i, (_, operands) in enumerate(insts):
         choice = -1
-        if ops[i] == "dynamic_update_slice" and operands and operands[0] in in_place_state and uses[operands[0]] == 1:
+        if ops[i] == "dynamic-update-slice" and operands and operands[0] in in_place_state and uses[operands[0]] == 1:
             choice = 0
-        elif ops[i] in IN_PLACE_OPS and types[i][1]:
-            for k, o in enumerate(operands):
-                if ops[i] == "select" and k == 0:
-                    continue  # the predicate is read while the result is written
+        elif OPS[ops[i]].in_place and types[i][1]:
+            for k in OPS[ops[i]].in_place:  # select's predicate is not: it is read while the result is written
+                o = operands[k]
                 p = producer.get(o)
                 if p is not None and fresh[p] and uses[o] == 1 and o != result and types[p] == types[i]:
                     choice = k
@@ -147,7 +135,7 @@ def _state_elements_used_once(insts: list[tuple[Any, list[Any]]], ops: list[str]
     for i, (key, operands) in enumerate(insts):
         if state not in operands:
             continue
-        if ops[i] != "get_tuple_element" or len(operands) != 1 or attrs[i]["index"] in seen:
+        if ops[i] != "get-tuple-element" or len(operands) != 1 or attrs[i]["index"] in seen:
             return set()
         seen[attrs[i]["index"]] = key
     return set(seen.values())

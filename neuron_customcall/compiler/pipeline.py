@@ -11,25 +11,13 @@ from neuron_customcall import __version__
 from neuron_customcall.compiler import buffers, emit, fusion, verify
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.flags import CompileFlags
-from neuron_customcall.compiler.lowering import TABLE, LowerCtx
+from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule
 from neuron_customcall.compiler.types import leaf_paths, value_type
 
 log = logging.getLogger(__name__)
 
-COMPILER_VERSION = f"{__version__}+emu1"
-
-#: Emulator ops a computation may use when it runs element-wise on whole arrays (reducers,
-#: comparators, scatter updates, map): none of them depends on the shape of its operands.
-LIFTABLE = {
-    "abs", "negate", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sine",
-    "cosine", "tan", "floor", "ceil", "round_afz", "round_even", "sign", "not", "is_finite", "popcnt", "clz",
-    "erf", "real", "imag", "copy", "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
-    "power", "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic", "shift_right_logical",
-    "complex", "compare", "select", "clamp", "convert", "reduce_precision", "constant", "tuple",
-    "get_tuple_element", "call", "optimization_barrier",
-}
-
+COMPILER_VERSION = f"{__version__}+emu2"  # emu2: emulator ops take their HLO names
 
 def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: bool) -> Computation:
     order = schedule(comp)
@@ -116,7 +104,7 @@ def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending:
             if 0 <= inst.attributes.tuple_index < len(parts):
                 alias[key] = parts[inst.attributes.tuple_index]
                 continue
-        lower = TABLE.get(inst.opcode)
+        lower = lowering_for(inst.opcode)
         if lower is None:
             raise CompileError(f"opcode {inst.opcode!r} is not supported by this compiler", inst)
         try:
@@ -132,18 +120,14 @@ def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending:
         emitted.append((op, attrs, value_type(ctx.type_override.get(id(inst), inst.shape), inst), inst.name, inst))
 
 
-#: Ops without effects whose result nobody reads can go (what tuple forwarding leaves behind).
-_DROPPABLE = LIFTABLE | {"broadcast", "reshape", "transpose", "slice", "iota", "concatenate", "pad", "reverse",
-                         "dynamic_slice"}
-
-
 def _drop_dead(pending: list, emitted: list, result: Any) -> tuple[list, list]:
-    """(pending, emitted) without the droppable instructions whose values do not reach `result`."""
+    """(pending, emitted) without the pure instructions (emulator.program.ops) whose values do not
+    reach `result` (what tuple forwarding leaves behind)."""
     live = {result}
     keep = [False] * len(pending)
     for i in range(len(pending) - 1, -1, -1):
         key, ops = pending[i]
-        if key in live or emitted[i][0] not in _DROPPABLE:
+        if key in live or not OPS[emitted[i][0]].pure:
             keep[i] = True
             live.update(ops)
     if all(keep):
@@ -180,7 +164,7 @@ def _check_lifted(program: Program, lifted: set[int], ctx: LowerCtx) -> None:
         comp = program.computations[k]
         hcomp = ctx.order[k]
         for inst in comp.instructions:
-            if inst.op not in LIFTABLE:
+            if not OPS[inst.op].liftable:
                 try:
                     hinst = hcomp.instruction(inst.name) if inst.name else hcomp.root
                 except KeyError:  # an instruction inlined from a callee
@@ -210,7 +194,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
     for k, comp in enumerate(comps):  # in-place state updates only where the while handler owns the state
         if ctx.roles.get(k) != {"body"}:
             for inst in comp.instructions:
-                if inst.op == "dynamic_update_slice":
+                if inst.op == "dynamic-update-slice":
                     inst.reuse = -1
     program = Program(computations=comps, entry=0)
     _check_lifted(program, ctx.lifted, ctx)

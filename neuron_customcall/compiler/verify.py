@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hlo.opcodes import OPCODES
+from hlo.opcodes import ELEMENTWISE, OPCODES
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering import TABLE
-from neuron_customcall.compiler.lowering.elementwise import BINARY, UNARY
+from neuron_customcall.compiler.lowering import lowering_for
 
-_SAME_TYPE_BINARY = set(BINARY) - {"complex"}
+#: Binary element-wise opcodes lowered here whose operands need not share an element type.
+_MIXED_TYPE_BINARY = frozenset({"complex", "compare"})
 
 
 def _dims(shape: Any) -> tuple[int, ...]:
@@ -27,7 +27,7 @@ def verify_instruction(inst: Any) -> None:
     record = OPCODES.get(op)
     if record is None:
         _fail(inst, f"{op!r} is not an HLO opcode")
-    if op != "parameter" and op not in TABLE:
+    if op != "parameter" and lowering_for(op) is None:
         _fail(inst, f"opcode {op!r} is not supported by this compiler")
     arity = record.arity
     if arity is not None and len(inst.operands) != arity:
@@ -36,11 +36,11 @@ def verify_instruction(inst: Any) -> None:
     ops = [o.shape for o in inst.operands]
     if any(any(leaf.is_dynamic_dimension) for leaf in out.leaves()):
         _fail(inst, f"dynamic shapes are not supported ({out})")
-    if op in UNARY or op in BINARY or op in ("compare",):
+    if record.cls == ELEMENTWISE and record.arity in (1, 2):
         for s in ops:
             if s.is_tuple or _dims(s) != _dims(out):
                 _fail(inst, f"operand shape {s} does not match the result {out}")
-        if op in _SAME_TYPE_BINARY and ops[0].element_type != ops[1].element_type:
+        if record.arity == 2 and op not in _MIXED_TYPE_BINARY and ops[0].element_type != ops[1].element_type:
             _fail(inst, f"operand element types differ: {ops[0].element_type} vs {ops[1].element_type}")
         if op == "compare" and out.element_type != "PRED":
             _fail(inst, "compare must produce PRED")

@@ -142,9 +142,7 @@ def test_cpp_relu_mlp_has_gpsimd_costs_from_its_counters(relu_ops):
     gpsimd = [e for e in prof.events if e.engine == GPSIMD]
     assert len(gpsimd) == 1 and gpsimd[0].op == "kernel"
     loaded = exe._profiling[0]
-    from emulator.ops.kernel import _PREPARED
-
-    call = next(c for c in _PREPARED[loaded].values() if isinstance(c, GpSimdCall))
+    call = next(c for c in loaded.shared.values() if isinstance(c, GpSimdCall))
     assert gpsimd[0].cycles > 0
     assert gpsimd[0].cycles == pytest.approx(estimate(call.last_counters, call.last_ncores).cycles)
     assert prof.busy_cycles()[GPSIMD] == gpsimd[0].cycles

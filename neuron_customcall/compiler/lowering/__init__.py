@@ -1,23 +1,10 @@
-"""HLO opcode -> lowering function, one module per op family.
-
-A lowering function takes (instruction, LowerCtx) and returns (emulator op, attributes); every
-HLO instruction becomes exactly one emulator instruction (parameters become slots), which keeps
-buffer assignment and error reporting one to one with the HLO.
-"""
+"""HLO opcode -> lowering, one module per op family, each registering its lowerings and shape
+rules with the registry (registry.py) beside their definitions; importing this package imports
+them all."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from neuron_customcall.compiler.lowering import control, elementwise, indexing, linalg, misc, reduce, shape
+from neuron_customcall.compiler.lowering import control, elementwise, indexing, linalg, misc, reduce, shape  # noqa: F401
 from neuron_customcall.compiler.lowering.context import LowerCtx
+from neuron_customcall.compiler.lowering.registry import LOWERINGS, SHAPE_RULES, Lowering, lowering_for
 
-Lowering = Callable[[Any, LowerCtx], tuple[str, dict]]
-
-TABLE: dict[str, Lowering] = {}
-for _module in (elementwise, shape, reduce, linalg, indexing, control, misc):
-    for _opcode, _fn in _module.LOWERINGS.items():
-        assert _opcode not in TABLE, f"opcode {_opcode} lowered twice"
-        TABLE[_opcode] = _fn
-
-__all__ = ["TABLE", "LowerCtx", "Lowering"]
+__all__ = ["LOWERINGS", "LowerCtx", "Lowering", "SHAPE_RULES", "lowering_for"]

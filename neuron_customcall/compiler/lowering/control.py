@@ -4,9 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx, called
 
 
+@lowers("while")
 def _while(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     # XLA orders a while's computations (body, condition).
     body, cond = called(inst, 0, "body"), called(inst, 1, "condition")
@@ -15,6 +17,7 @@ def _while(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "while", {"cond": ctx.computation(cond, role="cond"), "body": ctx.computation(body, role="body")}
 
 
+@lowers("conditional")
 def _conditional(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     branches = inst.called_computations
     by_index = inst.operands[0].shape.element_type != "PRED"
@@ -25,13 +28,12 @@ def _conditional(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "conditional", {"branches": [ctx.computation(b) for b in branches], "by_index": by_index}
 
 
+@lowers("call")
 def _call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "call", {"computation": ctx.computation(called(inst, 0, "callee"))}
 
 
+@lowers("fusion")
 def _fusion(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     """A fusion (in HLO dumped after XLA's optimizations) computes its fused computation: a call."""
     return "call", {"computation": ctx.computation(called(inst, 0, "fused computation"))}
-
-
-LOWERINGS = {"while": _while, "conditional": _conditional, "call": _call, "fusion": _fusion}

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx, binary_reducer, called
 
 
+@lowers("gather")
 def _gather(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     g = inst.attributes.gather_dimension_numbers
     return "gather", {
@@ -17,6 +19,7 @@ def _gather(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     }
 
 
+@lowers("scatter")
 def _scatter(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     s = inst.attributes.scatter_dimension_numbers
     comp = called(inst, 0, "update")
@@ -28,6 +31,3 @@ def _scatter(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
         "scatter_indices_batching_dims": list(s.scatter_indices_batching_dims),
         "computation": ctx.computation(comp, lifted=True), "reducer": binary_reducer(comp) if n == 1 else "",
     }
-
-
-LOWERINGS = {"gather": _gather, "scatter": _scatter}

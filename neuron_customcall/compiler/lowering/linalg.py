@@ -4,10 +4,12 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx
 from neuron_customcall.compiler.lowering.reduce import window_attrs
 
 
+@lowers("dot")
 def _dot(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     d = inst.attributes.dot_dimension_numbers
     return "dot", {"lhs_contracting": list(d.lhs_contracting_dimensions),
@@ -16,6 +18,7 @@ def _dot(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
                    "out_perm": ctx.fused_transposes.get(id(inst), [])}
 
 
+@lowers("convolution")
 def _convolution(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     c = inst.attributes.convolution_dimension_numbers
     nsp = len(c.input_spatial_dimensions)
@@ -38,8 +41,6 @@ def _convolution(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 _FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
 
 
+@lowers("fft")
 def _fft(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "fft", {"fft_type": _FFT_TYPES[int(inst.attributes.fft_type)], "length": list(inst.attributes.fft_length)}
-
-
-LOWERINGS = {"dot": _dot, "convolution": _convolution, "fft": _fft}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
 from neuron_customcall.compiler.lowering.lapack import is_lapack_target, lower_lapack
 from neuron_customcall.compiler.inline import payload_for
@@ -16,6 +17,7 @@ IDENTITY_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFu
 _RNG = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
 
 
+@lowers("sort")
 def _sort(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     comp = called(inst, 0, "comparator")
     fast, key = sort_fast_path(comp), -1
@@ -28,29 +30,31 @@ def _sort(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
                     "computation": ctx.computation(comp, lifted=True), "fast": fast, "key": key}
 
 
+@lowers("topk")
 def _topk(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-    return "top_k", {"k": int(inst.attributes.k), "largest": bool(inst.attributes.largest)}
+    return "topk", {"k": int(inst.attributes.k), "largest": bool(inst.attributes.largest)}
 
 
+@lowers("rng-bit-generator")
 def _rng_bit_generator(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     algo = int(inst.attributes.rng_algorithm)
     if algo not in _RNG:
         raise CompileError(f"unknown rng algorithm {algo}", inst)
-    return "rng_bit_generator", {"algorithm": _RNG[algo]}
+    return "rng-bit-generator", {"algorithm": _RNG[algo]}
 
 
-def _batch_norm(op: str):  # noqa: ANN202
-    def lower(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-        return op, {"epsilon": float(inst.attributes.epsilon), "feature_index": int(inst.attributes.feature_index)}
-    return lower
+@lowers("batch-norm-training", "batch-norm-inference", "batch-norm-grad")
+def _batch_norm(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return inst.opcode, {"epsilon": float(inst.attributes.epsilon), "feature_index": int(inst.attributes.feature_index)}
 
 
+@lowers("custom-call")
 def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     target = inst.attributes.custom_call_target
     if target == "TopK" and len(inst.operands) == 1:
         k = inst.shape.tuple_shapes[0].dimensions[-1] if inst.shape.is_tuple else None
         if k is not None:
-            return "top_k", {"k": int(k), "largest": True}
+            return "topk", {"k": int(k), "largest": True}
     if target in IDENTITY_TARGETS and len(inst.operands) == 1 and not inst.shape.is_tuple:
         return "copy", {}
     if is_lapack_target(target):  # JAX's CPU linear algebra (typed-FFI calls into jaxlib's LAPACK)
@@ -62,11 +66,3 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     for ref_kind, ref_data in referenced:  # e.g. a GpSimd op's library: stored once per artifact
         ctx.kernel(inst.name, ref_kind, ref_data)
     return "kernel", {"payload": ctx.kernel(inst.name, kind, data)}
-
-
-LOWERINGS = {
-    "sort": _sort, "topk": _topk, "rng-bit-generator": _rng_bit_generator,
-    "batch-norm-training": _batch_norm("batch_norm_training"),
-    "batch-norm-inference": _batch_norm("batch_norm_inference"),
-    "batch-norm-grad": _batch_norm("batch_norm_grad"), "custom-call": _custom_call,
-}

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx, argminmax_reducer, binary_reducer, called
 
 
@@ -24,6 +25,7 @@ def _fast(comp: Any, n: int) -> str:
     return "" if r == "replace" else r
 
 
+@lowers("reduce")
 def _reduce(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     comp = called(inst, 0, "to_apply")
     n = len(inst.operands) // 2
@@ -33,27 +35,26 @@ def _reduce(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
                       "reducer": reducer}
 
 
+@lowers("reduce-window")
 def _reduce_window(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     comp = called(inst, 0, "to_apply")
     n = len(inst.operands) // 2
     if any(d.window_reversal for d in inst.attributes.window.dimensions):
         raise CompileError("window_reversal in reduce-window is not supported", inst)
-    return "reduce_window", {**window_attrs(inst, len(inst.operands[0].shape.dimensions)),
+    return "reduce-window", {**window_attrs(inst, len(inst.operands[0].shape.dimensions)),
                              "computation": ctx.computation(comp, lifted=True), "reducer": _fast(comp, n)}
 
 
+@lowers("select-and-scatter")
 def _select_and_scatter(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     select, scatter = called(inst, 0, "select"), called(inst, 1, "scatter")
     w = window_attrs(inst, len(inst.operands[0].shape.dimensions))
     if any(b != 1 for b in w["base_dilation"]):
         raise CompileError("base dilation in select-and-scatter is not supported", inst)
-    return "select_and_scatter", {**w, "select": ctx.computation(select, lifted=True),
+    return "select-and-scatter", {**w, "select": ctx.computation(select, lifted=True),
                                   "scatter": ctx.computation(scatter, lifted=True), "reducer": _fast(scatter, 1)}
 
 
+@lowers("map")
 def _map(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "map", {"computation": ctx.computation(called(inst, 0, "to_apply"), lifted=True)}
-
-
-LOWERINGS = {"reduce": _reduce, "reduce-window": _reduce_window, "select-and-scatter": _select_and_scatter,
-             "map": _map}

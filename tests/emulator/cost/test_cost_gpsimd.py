@@ -21,11 +21,14 @@ def test_costs_are_the_gpsimd_models_estimate():
     assert gpsimd_cost(counters, 8) == {GPSIMD: pytest.approx(estimate(counters, 8).cycles)}
 
 
-def test_kernel_coster_reads_the_latest_run(monkeypatch):
-    call = SimpleNamespace(last_counters=None, last_ncores=1)
-    monkeypatch.setattr("emulator.ops.kernel.prepared_payload", lambda ctx: call)
+def test_kernel_coster_reads_the_latest_run_through_the_context():
+    latest = []  # what the handler's probe (GpSimdCall.counters) reports
     program = SimpleNamespace(kernels=[SimpleNamespace(kind=GPSIMD_OP, data=b"")])
-    cost = kernel_coster(SimpleNamespace(op="kernel", attrs={"payload": 0}, program=program))
+    ctx = SimpleNamespace(op="kernel", attrs={"payload": 0}, program=program,
+                          counters=lambda: latest[-1] if latest else None)
+    cost = kernel_coster(ctx)
     assert cost() == {}
-    call.last_counters = {"arith_elements": 160}
+    latest.append(({"arith_elements": 160}, 1))
     assert cost() == {GPSIMD: pytest.approx(10.0)}
+    ctx.counters = None  # a handler that left no probe: no GpSimd cost
+    assert kernel_coster(ctx)() == {}

@@ -49,8 +49,8 @@ def test_a_failure_after_folded_steps_names_its_instruction():
     comp = Computation("main", 4, [0], [F], [
         Instruction("constant", 1, [], S32, {"index": 0}, name="c"),
         Instruction("tuple", 2, [0, 1], ["tuple", [F, S32]], free=[1], name="t"),
-        Instruction("get_tuple_element", 3, [2], F, {"index": 7}, free=[2], name="bad_index"),
+        Instruction("get-tuple-element", 3, [2], F, {"index": 7}, free=[2], name="bad_index"),
     ], 3, F)
     exe = _load([comp], [F], [F], [np.array(5, np.int32)])
-    with pytest.raises(EmulatorError, match=r"main: instruction bad_index \(get_tuple_element\) failed: IndexError"):
+    with pytest.raises(EmulatorError, match=r"main: instruction bad_index \(get-tuple-element\) failed: IndexError"):
         exe.run([np.ones(3, np.float32)])

@@ -11,8 +11,9 @@ import pytest
 
 from emulator import load_artifact
 from emulator.artifact import ArtifactContents, write_artifact
-from emulator.executor import HandlerContext
-from emulator.ops import TABLE
+import emulator.ops  # noqa: F401 - registers the handlers
+from emulator.program.context import HandlerContext
+from emulator.program.ops import OPS
 from emulator.ops.lapack import unpack_eigenvectors
 from emulator.program import Computation, Instruction, Program
 from emulator.program.dtypes import name_of
@@ -31,7 +32,7 @@ def _run(op: str, attrs: dict, out: list, *operands: np.ndarray):
     """Build the handler as the loader does and run it once."""
     typ = _t(out[0]) if len(out) == 1 else ["tuple", [_t(o) for o in out]]
     ctx = HandlerContext(op, f"{op}.1", attrs, typ, [_t(x) for x in operands], program=None)
-    return TABLE[op](ctx)(*operands)
+    return OPS[op].handler(ctx)(*operands)
 
 
 def _matrix(*shape: int, dtype=np.float64, seed: int = 0) -> np.ndarray:
@@ -199,7 +200,7 @@ def test_a_program_with_lapack_ops_loads_and_runs():
     out = ["tuple", [f, ["s32", []]]]
     comp = Computation("main", 4, [0], [f], [
         Instruction("lapack_potrf", 1, [0], out, {"lower": True}, name="cholesky.1"),
-        Instruction("get_tuple_element", 2, [1], f, {"index": 0}, name="gte.1"),
+        Instruction("get-tuple-element", 2, [1], f, {"index": 0}, name="gte.1"),
         Instruction("lapack_trsm", 3, [2, 0], f, {"left_side": True, "lower": True, "transpose": "N",
                                                   "unit_diagonal": False}, name="trsm.1"),
     ], 3, f)

@@ -33,7 +33,7 @@ def test_sum_and_max_use_ufunc_reducers_and_cumsum_accumulates():
     f = lambda x: (x.sum(0), x.max(1), jnp.cumsum(x, 1))  # noqa: E731
     exe = compile_proto(jax_proto(f, rand(5, 7)))
     assert {i.attrs["reducer"] for i in _ops(exe, "reduce")} == {"add", "maximum"}
-    assert all(i.attrs["reducer"] == "add" for i in _ops(exe, "reduce_window"))
+    assert all(i.attrs["reducer"] == "add" for i in _ops(exe, "reduce-window"))
     assert_close(*run_jax(f, rand(5, 7)))
 
 
@@ -43,7 +43,7 @@ def test_scan_writes_its_outputs_in_place_without_touching_inputs():
 
     w, xs = rand(8, 8) * 0.3, rand(20, 8, seed=1)
     exe = compile_proto(jax_proto(rnn, w, xs))
-    assert [i.reuse for i in _ops(exe, "dynamic_update_slice")] == [0]
+    assert [i.reuse for i in _ops(exe, "dynamic-update-slice")] == [0]
     assert not _ops(exe, "call")  # helpers are inlined
     w0, xs0 = w.copy(), xs.copy()
     assert_close(exe.run([w, xs]), run_jax(rnn, w, xs)[1])

@@ -1,5 +1,5 @@
 """Simplifications while lowering: an element of a tuple built in the same computation is that
-operand (no get_tuple_element), and effect-free instructions nobody reads are dropped. Results
+operand (no get-tuple-element), and effect-free instructions nobody reads are dropped. Results
 checked against XLA:CPU."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from tests.neuron_customcall.compiler.ours import assert_close, compile_proto, j
 
 
 def _tuple_reads(comp):
-    """get_tuple_element instructions reading a tuple built earlier in the same computation."""
+    """get-tuple-element instructions reading a tuple built earlier in the same computation."""
     built = set()
     reads = 0
     for inst in comp.instructions:
-        if inst.op == "get_tuple_element" and inst.ins[0] in built:
+        if inst.op == "get-tuple-element" and inst.ins[0] in built:
             reads += 1
         built.discard(inst.out)
         if inst.op == "tuple":
