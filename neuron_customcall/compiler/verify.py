@@ -18,6 +18,11 @@ def _dims(shape: Any) -> tuple[int, ...]:
     return tuple(shape.dimensions)
 
 
+def _leaf_types(shape: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """A (possibly tuple) shape's element types and dimensions, leaf by leaf (layouts aside)."""
+    return [(leaf.element_type, _dims(leaf)) for leaf in shape.leaves()]
+
+
 def _fail(inst: Any, msg: str) -> None:
     raise CompileError(msg, inst)
 
@@ -36,7 +41,10 @@ def verify_instruction(inst: Any) -> None:
     ops = [o.shape for o in inst.operands]
     if any(any(leaf.is_dynamic_dimension) for leaf in out.leaves()):
         _fail(inst, f"dynamic shapes are not supported ({out})")
-    if record.cls == ELEMENTWISE and record.arity in (1, 2):
+    if op == "copy" and ops[0].is_tuple:  # a copy of a tuple: the same tuple shape
+        if _leaf_types(ops[0]) != _leaf_types(out):
+            _fail(inst, f"operand shape {ops[0]} does not match the result {out}")
+    elif record.cls == ELEMENTWISE and record.arity in (1, 2):
         for s in ops:
             if s.is_tuple or _dims(s) != _dims(out):
                 _fail(inst, f"operand shape {s} does not match the result {out}")

@@ -22,6 +22,19 @@ add {
 """
 
 CASES: dict[str, tuple[str, list[np.ndarray]]] = {
+    # was refused: "operand shape (f32[2,2], f32[2,2]) does not match the result (f32[2,2], f32[2,2])"
+    "copy_of_a_tuple": ("""
+HloModule m
+ENTRY e {
+  x = f32[2,2] parameter(0)
+  y = s32[3] parameter(1)
+  t = (f32[2,2], s32[3]) tuple(x, y)
+  c = (f32[2,2], s32[3]) copy(t)
+  a = f32[2,2] get-tuple-element(c), index=0
+  b = s32[3] get-tuple-element(c), index=1
+  n = f32[2,2] negate(a)
+  ROOT r = (f32[2,2], s32[3]) tuple(n, b)
+}""", [rand(2, 2), np.array([1, -2, 3], np.int32)]),
     # every indexed dim has size 1, so each window is the whole operand (was "cannot reshape")
     "gather_from_size_one_operand": ("""
 HloModule m
