@@ -32,5 +32,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$venv/bin/python" -m pip install --quiet --no-cache-dir -e "$root[test]"
   echo "$want" > "$stamp"
 fi
+# The neuron PJRT plugin (libneuronpjrt.so) from its C++ sources; a no-op when it is up to date.
+"$venv/bin/python" -m neuron_customcall.pjrt.build >/dev/null
 export PATH="$venv/bin:$PATH"
 export PJRT_DEVICE="${PJRT_DEVICE:-CPU}"

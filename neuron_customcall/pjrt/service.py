@@ -1,0 +1,245 @@
+"""The Python half of the neuron PJRT plugin: what the C++ plugin (native/neuron_pjrt.cc) asks for.
+
+The plugin keeps devices, buffers and events in C++ and calls these functions, under the GIL, to
+describe the devices, allocate buffer arrays, compile a program (our backend: the compile cache, the
+"Using a cached neff" line and NEURON_FRAMEWORK_DEBUG dumps included) and run it (our emulator).
+Buffers are NumPy arrays: an execute passes the argument arrays themselves to the emulator and keeps
+the result arrays, so nothing is copied between the frameworks' buffers and the emulator.
+
+Every exception raised here reaches the framework as a PJRT error whose text `describe_error`
+writes: for a failure inside an executed graph it names the program, the kernel and the user's
+source line where the emulator's error carries them.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from neuron_customcall import backend
+from neuron_customcall.pjrt import devices, options
+
+log = logging.getLogger(__name__)
+
+#: PJRT_Buffer_Type codes of the element types the emulator holds, by the manifest's dtype names.
+PJRT_TYPE_CODES: dict[str, int] = {
+    "pred": 1, "s8": 2, "s16": 3, "s32": 4, "s64": 5, "u8": 6, "u16": 7, "u32": 8, "u64": 9,
+    "f16": 10, "f32": 11, "f64": 12, "bf16": 13, "c64": 14, "c128": 15, "f8e5m2": 16, "f8e4m3fn": 17,
+}
+
+#: PJRT error codes (PJRT_Error_Code) used in describe_error.
+INVALID_ARGUMENT, UNIMPLEMENTED, INTERNAL, FAILED_PRECONDITION = 3, 12, 13, 9
+
+
+class UnsupportedProgramError(ValueError):
+    """A program or compile option the neuron device does not support (yet); names the feature."""
+
+
+def _dtypes_by_code() -> dict[int, np.dtype]:
+    from emulator.program.dtypes import DTYPES
+
+    return {code: DTYPES[name] for name, code in PJRT_TYPE_CODES.items()}
+
+
+_DTYPES = _dtypes_by_code()
+
+
+def client_info() -> dict[str, Any]:
+    """The platform version and the visible NeuronCores as (hardware index, kind)."""
+    from neuron_customcall import __version__
+
+    return {"platform_version": f"neuron-customcall {__version__} (emulated NeuronCore)",
+            "cores": [(core, devices.CORE_KIND) for core in devices.visible_cores()]}
+
+
+def new_array(type_code: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Uninitialised C-contiguous memory for a buffer of this PJRT element type."""
+    dtype = _DTYPES.get(type_code)
+    if dtype is None:
+        raise UnsupportedProgramError(f"element type code {type_code} (PJRT_Buffer_Type) is not supported by "
+                                      f"the neuron device; supported: {', '.join(PJRT_TYPE_CODES)}")
+    return np.empty(shape, dtype)
+
+
+# One NeuronCore runs one program at a time; different cores run concurrently.
+_core_locks: dict[int, threading.Lock] = {}
+_core_locks_guard = threading.Lock()
+
+
+def _core_lock(core: int) -> threading.Lock:
+    with _core_locks_guard:
+        return _core_locks.setdefault(core, threading.Lock())
+
+
+class Program:
+    """A compiled program and the metadata the plugin reports (attributes read by the C++ side)."""
+
+    def __init__(self, proto: Any, hlo_proto: bytes, compiled: backend.Compiled, opts: options.CompileOptions,
+                 fingerprint: str, name: str) -> None:
+        self.compiled = compiled
+        self.executable = compiled.executable
+        self.name = name
+        self.fingerprint = fingerprint
+        self.hlo_proto = hlo_proto
+        self.optimized_program = _with_config(proto, opts)
+        self.num_replicas = opts.num_replicas
+        self.num_partitions = opts.num_partitions
+        self.device_ids = opts.device_ids
+        outs = self.executable.manifest["outputs"]
+        ins = self.executable.manifest["inputs"]
+        self.outputs = [(PJRT_TYPE_CODES[o["dtype"]], tuple(int(d) for d in o["shape"])) for o in outs]
+        self.argument_bytes = sum(_nbytes(e) for e in ins)
+        self.output_bytes = sum(_nbytes(e) for e in outs)
+        self.code_size = len(compiled.artifact) if isinstance(compiled.artifact, bytes) else \
+            compiled.artifact.stat().st_size
+        self.temp_bytes = int(self.executable.manifest.get("scratch_bytes", 0) or 0)
+        self.donated = sorted({int(e.parameter_number) for e in proto.input_output_alias.entries})
+        self._cost: list[tuple[str, float]] = []
+        self._cost_lock = threading.Lock()
+
+    def run(self, inputs: Sequence[np.ndarray], core: int) -> list[np.ndarray]:
+        """Runs on one core; the results are C-contiguous arrays nobody writes (they may be
+        read-only and share memory with each other: device buffers are immutable)."""
+        with _core_lock(core):
+            outs = self.executable.run(inputs, owned=False)
+        return [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
+
+    def cost_analysis(self) -> list[tuple[str, float]]:
+        """XLA's cost-analysis keys from our cost model: the estimated trn1 NeuronCore time of one
+        execution ("optimal_seconds", a profiled run on seeded inputs)."""
+        with self._cost_lock:
+            if not self._cost:
+                from neuron_customcall.profile import profile
+
+                prof = profile(self.compiled, warmup=0)
+                self._cost = [("optimal_seconds", float(prof.total_seconds))]
+            return self._cost
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _with_default_layouts(shape: Any) -> None:
+    if shape.tuple_shapes:
+        for s in shape.tuple_shapes:
+            _with_default_layouts(s)
+    elif not shape.HasField("layout") and shape.element_type not in (0, 13, 14, 17):
+        # INVALID, TUPLE, OPAQUE and TOKEN shapes carry no layout
+        shape.layout.minor_to_major.extend(range(len(shape.dimensions) - 1, -1, -1))
+
+
+def _with_config(proto: Any, opts: options.CompileOptions) -> bytes:
+    """The module as xla.HloModuleProtoWithConfig {hlo_module = 1; config = 2}, the form the
+    frameworks read back as the "optimized program" (format "hlo_with_config"). The config
+    (xla.HloModuleConfigProto) carries what XLA requires of it: the entry computation layout (1),
+    dense row-major as the device holds its buffers, the replica count (4) and partitions (5)."""
+    entry = next((c for c in proto.computations if c.id == proto.entry_computation_id), None)
+    shape = type(proto.host_program_shape)()
+    shape.CopyFrom(entry.program_shape if entry is not None and entry.HasField("program_shape")
+                   else proto.host_program_shape)
+    for s in shape.parameters:
+        _with_default_layouts(s)
+    _with_default_layouts(shape.result)
+    config = (_field(1, shape.SerializeToString()) + _varint(4 << 3) + _varint(opts.num_replicas)
+              + _varint(5 << 3) + _varint(opts.num_partitions))
+    return _field(1, proto.SerializeToString()) + _field(2, config)
+
+
+def _nbytes(entry: dict[str, Any]) -> int:
+    from emulator.program.dtypes import DTYPES
+
+    return int(np.prod(entry["shape"], dtype=np.int64)) * DTYPES[entry["dtype"]].itemsize
+
+
+def _hlo_of(code: bytes, fmt: str) -> bytes:
+    if fmt == "hlo":
+        return code
+    if fmt == "mlir":
+        from neuron_customcall.pjrt import mlir
+
+        return mlir.to_hlo_proto(code)
+    raise UnsupportedProgramError(f"program format {fmt!r} is not supported by the neuron device (it takes "
+                                  "'hlo' and 'mlir')")
+
+
+#: Opcodes that make replicas depend on each other (or on their index): a program holding one can
+#: not run as independent copies per NeuronCore (issue 18 brings collectives).
+CROSS_REPLICA_OPCODES = frozenset({
+    "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
+    "reduce-scatter", "all-to-all", "collective-permute", "collective-permute-start", "collective-permute-done",
+    "collective-broadcast", "replica-id", "partition-id", "send", "send-done", "recv", "recv-done",
+})
+
+
+def _check_options(opts: options.CompileOptions, num_devices: int) -> None:
+    if opts.num_partitions != 1 or opts.use_spmd_partitioning and opts.num_partitions * opts.num_replicas > 1:
+        raise UnsupportedProgramError(
+            f"a program of {opts.num_replicas} replicas x {opts.num_partitions} partitions: partitioned (SPMD) "
+            "programs are not supported by the neuron device yet; run one program per NeuronCore")
+    if opts.parameter_is_tupled_arguments:
+        raise UnsupportedProgramError("tupled arguments (CompileOptions.parameter_is_tupled_arguments) are "
+                                      "not supported by the neuron device")
+    for k, layout in enumerate(opts.argument_layouts):
+        if not options.is_default_layout(layout):
+            raise UnsupportedProgramError(f"argument {k} has the layout {list(layout.layout.minor_to_major)}: "
+                                          "the neuron device takes dense row-major arguments only")
+    for d in opts.device_ids:
+        if not 0 <= d < num_devices:
+            raise UnsupportedProgramError(f"the device assignment names device {d}; this process has "
+                                          f"{num_devices} NeuronCores")
+
+
+def _check_replicas(proto: Any, opts: options.CompileOptions) -> None:
+    """Several replicas run as independent copies, one per core, which is exact only when no
+    instruction reaches across replicas."""
+    if opts.num_replicas == 1:
+        return
+    for comp in proto.computations:
+        for inst in comp.instructions:
+            if inst.opcode in CROSS_REPLICA_OPCODES:
+                raise UnsupportedProgramError(
+                    f"{inst.opcode} ({inst.name!r}) in a program of {opts.num_replicas} replicas: collectives "
+                    "and replica ids between NeuronCores are not supported by the neuron device yet")
+
+
+def compile(code: bytes, fmt: str, compile_options: bytes, num_devices: int) -> Program:  # noqa: A001
+    """Compiles a program (HLO proto or MLIR) with our backend."""
+    import hlo
+
+    opts = options.parse(compile_options)
+    _check_options(opts, num_devices)
+    proto_bytes = _hlo_of(code, fmt)
+    proto, _ = hlo.read_module_proto(proto_bytes)
+    _check_replicas(proto, opts)
+    compiled = backend.compile_cached(proto_bytes)
+    fingerprint = hlo.fingerprint(proto)
+    return Program(proto, proto_bytes, compiled, opts, fingerprint, proto.name or "neuron_program")
+
+
+def describe_error(exc: BaseException) -> tuple[int, str]:
+    """The PJRT error code and message for an exception raised by this module."""
+    from neuron_customcall.compiler.errors import CompileError
+
+    if isinstance(exc, UnsupportedProgramError):
+        code = UNIMPLEMENTED
+    elif isinstance(exc, (CompileError, options.OptionsFormatError, devices.DeviceConfigError)):
+        code = INVALID_ARGUMENT
+    else:
+        code = INTERNAL
+    text = f"{type(exc).__name__}: {exc}"
+    log.debug("neuron PJRT error: %s", text, exc_info=exc)
+    return code, text
