@@ -519,10 +519,10 @@ Error* DeviceMemoryStats(DeviceMemoryStatsArgs* a) {
                           &a->bytes_reservable_limit, &a->largest_free_block_bytes}) {
     s->is_set = false;
   }
-  if (a->struct_size >= offsetof(DeviceMemoryStatsArgs, peak_pool_bytes) + sizeof(OptionalStat)) {
-    a->pool_bytes.is_set = false;
-    a->peak_pool_bytes.is_set = false;
-  }
+  // The pool fields are the newest: written only when the caller's struct has them (its
+  // struct_size ends at peak_pool_bytes_is_set, before the padding).
+  if (a->struct_size > offsetof(DeviceMemoryStatsArgs, pool_bytes)) a->pool_bytes.is_set = false;
+  if (a->struct_size > offsetof(DeviceMemoryStatsArgs, peak_pool_bytes)) a->peak_pool_bytes.is_set = false;
   return nullptr;
 }
 

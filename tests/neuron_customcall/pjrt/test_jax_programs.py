@@ -105,3 +105,23 @@ def test_each_core_executes_its_own_program():
     """)
     assert got["values"] == [[2.0] * 4, [5.0] * 4]
     assert got["devs"] == ["NeuronDevice(id=0)", "NeuronDevice(id=1)"]
+
+
+def test_what_jax_asks_of_a_compiled_program_and_a_device():
+    got = run_json("""
+        x = jnp.ones((64, 64))
+        c = jax.jit(lambda t: jnp.tanh(t @ t)).lower(x).compile()
+        m = c.memory_analysis()
+        before = NEURON[0].memory_stats()["bytes_in_use"]
+        y = c(x)
+        after = NEURON[0].memory_stats()
+        report(cost=c.cost_analysis(), args=m.argument_size_in_bytes, outs=m.output_size_in_bytes,
+               text=c.as_text().splitlines()[0], grew=after["bytes_in_use"] - before,
+               stat_keys=sorted(after), out_kind=y.sharding.memory_kind)
+    """)
+    assert got["cost"]["optimal_seconds"] > 0  # the cost model's trn1 estimate
+    assert got["args"] == got["outs"] == 64 * 64 * 4
+    assert got["text"].startswith("HloModule jit__lambda") and "{(f32[64,64]{1,0})->f32[64,64]{1,0}}" in got["text"]
+    assert got["grew"] == 64 * 64 * 4
+    assert "pool_bytes" not in got["stat_keys"] and "peak_bytes_in_use" in got["stat_keys"]
+    assert got["out_kind"] == "device"
