@@ -13,12 +13,16 @@ source line where the emulator's error carries them.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import neuron_customcall as neuron_customcall_pkg
 from neuron_customcall import backend
 from neuron_customcall.pjrt import devices, options
 
@@ -32,6 +36,14 @@ PJRT_TYPE_CODES: dict[str, int] = {
 
 #: PJRT error codes (PJRT_Error_Code) used in describe_error.
 INVALID_ARGUMENT, UNIMPLEMENTED, INTERNAL, FAILED_PRECONDITION = 3, 12, 13, 9
+
+
+#: How the emulator's error names the failing instruction ("... instruction NAME failed: ...").
+_FAILED_INSTRUCTION = re.compile(r"instruction (\S+)(?: \([^)]*\))? failed")
+
+
+class ExecutionError(RuntimeError):
+    """A program failed while running on the emulator (a kernel's error, a crash of its worker)."""
 
 
 class UnsupportedProgramError(ValueError):
@@ -97,15 +109,43 @@ class Program:
             compiled.artifact.stat().st_size
         self.temp_bytes = int(self.executable.manifest.get("scratch_bytes", 0) or 0)
         self.donated = sorted({int(e.parameter_number) for e in proto.input_output_alias.entries})
+        self._proto = proto
+        self._origin_of: dict[str, str] | None = None
         self._cost: list[tuple[str, float]] = []
         self._cost_lock = threading.Lock()
 
     def run(self, inputs: Sequence[np.ndarray], core: int) -> list[np.ndarray]:
         """Runs on one core; the results are C-contiguous arrays nobody writes (they may be
         read-only and share memory with each other: device buffers are immutable)."""
-        with _core_lock(core):
-            outs = self.executable.run(inputs, owned=False)
+        try:
+            with _core_lock(core):
+                outs = self.executable.run(inputs, owned=False)
+        except Exception as e:
+            raise ExecutionError(self._describe_failure(e)) from e
         return [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
+
+    def _describe_failure(self, e: Exception) -> str:
+        """The emulator's message, led by the program and, when it names an instruction of the
+        module, that instruction's origin in the user's code (HLO metadata: source file and line,
+        the framework's op name)."""
+        text = f"{self.name} failed on the neuron device: {type(e).__name__}: {e}"
+        found = _FAILED_INSTRUCTION.search(str(e))
+        where = self._origins().get(found.group(1)) if found else None
+        return f"{text}\n  (at {where})" if where else text
+
+    def _origins(self) -> dict[str, str]:
+        """Instruction name -> "file:line (op name)" of the user's code that made it (built on
+        the first failure only)."""
+        if self._origin_of is None:
+            origins = {}
+            for comp in self._proto.computations:
+                for inst in comp.instructions:
+                    where = _user_location(self._proto, inst.metadata)
+                    if where:
+                        op_name = inst.metadata.op_name
+                        origins[inst.name] = f"{where} ({op_name})" if op_name else where
+            self._origin_of = origins
+        return self._origin_of
 
     def cost_analysis(self) -> list[tuple[str, float]]:
         """XLA's cost-analysis keys from our cost model: the estimated trn1 NeuronCore time of one
@@ -157,6 +197,40 @@ def _with_config(proto: Any, opts: options.CompileOptions) -> bytes:
     config = (_field(1, shape.SerializeToString()) + _varint(4 << 3) + _varint(opts.num_replicas)
               + _varint(5 << 3) + _varint(opts.num_partitions))
     return _field(1, proto.SerializeToString()) + _field(2, config)
+
+
+#: Files whose frames are library code, not the user's: this package, jax and jaxlib.
+_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) + os.sep for m in (neuron_customcall_pkg,))
+
+
+def _is_library(path: str) -> bool:
+    return path.startswith(_LIBRARY_DIRS) or f"{os.sep}site-packages{os.sep}" in path
+
+
+def _user_location(proto: Any, md: Any) -> str:
+    """"file:line" of the innermost frame outside library code that made an instruction.
+
+    torch_xla writes `source_file`/`source_line` into the metadata; JAX a `stack_frame_id` into
+    the module's stack frame index (innermost frame first, parents by `parent_frame_id`), whose
+    innermost frames are the library's (this package's kernel call, jax's wrappers)."""
+    if md.source_file:
+        return f"{md.source_file}:{md.source_line}" if md.source_line else md.source_file
+    index = proto.stack_frame_index
+    frame_id, first = md.stack_frame_id, ""
+    for _ in range(len(index.stack_frames)):  # bounded: a malformed index may loop
+        if not 0 < frame_id <= len(index.stack_frames):
+            break
+        frame = index.stack_frames[frame_id - 1]
+        if 0 < frame.file_location_id <= len(index.file_locations):
+            loc = index.file_locations[frame.file_location_id - 1]
+            if 0 < loc.file_name_id <= len(index.file_names):
+                path = index.file_names[loc.file_name_id - 1]
+                where = f"{path}:{loc.line}"
+                if not _is_library(path):
+                    return where
+                first = first or where
+        frame_id = frame.parent_frame_id
+    return first
 
 
 def _nbytes(entry: dict[str, Any]) -> int:

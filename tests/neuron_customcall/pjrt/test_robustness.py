@@ -60,6 +60,8 @@ def test_a_crashing_kernel_is_an_error_and_the_process_goes_on():
     """))
     assert got["message"] is not None
     assert "op 'segfault'" in got["message"] and "SIGSEGV" in got["message"], got["message"]
+    # the user's line (the jitted lambda in this script), not the library's cpp_call
+    assert "failed on the neuron device" in got["message"] and "(at <string>:" in got["message"], got["message"]
     assert got["after"] == list(range(1, 17))
 
 
