@@ -44,6 +44,7 @@ SCRIPTS = (
     Script("nki_peers.py"),
     Script("gpsimd_relu.py"),
     Script("examples_peers.py"),
+    Script("pjrt_jax_vs_cpu.py"),
 )
 
 
