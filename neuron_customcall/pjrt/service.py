@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-import neuron_customcall as neuron_customcall_pkg
 from neuron_customcall import backend
 from neuron_customcall.pjrt import devices, options
 
@@ -199,8 +198,9 @@ def _with_config(proto: Any, opts: options.CompileOptions) -> bytes:
     return _field(1, proto.SerializeToString()) + _field(2, config)
 
 
-#: Files whose frames are library code, not the user's: this package, jax and jaxlib.
-_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) + os.sep for m in (neuron_customcall_pkg,))
+#: Files whose frames are library code, not the user's: this package (and, by _is_library,
+#: anything installed in site-packages: jax, jaxlib).
+_LIBRARY_DIRS = (str(Path(__file__).resolve().parents[1]) + os.sep,)
 
 
 def _is_library(path: str) -> bool:
