@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from emulator.gpsimd.errors import unknown_name
+
 ARG_KINDS = ("tensor", "scalar", "double", "int64")
 
 
@@ -50,7 +52,7 @@ class LibraryDescriptor:
         for op in self.ops:
             if op.name == name:
                 return op
-        raise KeyError(f"library '{self.library}' has no op '{name}'")
+        raise unknown_name("op", name, [op.name for op in self.ops], f" in library '{self.library}'")
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -7,6 +7,24 @@ class GpSimdError(RuntimeError):
     """Base class: something went wrong building, loading or running a GpSimd kernel."""
 
 
+class UnknownNameError(GpSimdError, KeyError):
+    """No loaded library or op has this name; the message lists the close names. A KeyError too,
+    for callers that look names up, but printed as a sentence (KeyError's own str() quotes it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def unknown_name(what: str, name: str, known: "list[str] | tuple[str, ...]", where: str = "") -> UnknownNameError:
+    """An UnknownNameError for `name`, suggesting the known names closest to it."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    listing = f" (known: {', '.join(sorted(known))})" if known and len(known) <= 12 else ""
+    return UnknownNameError(f"no {what} {name!r}{where}{hint}{listing}")
+
+
 class LibraryError(GpSimdError):
     """A built library breaks a rule (registration table, compute function lookup or signature)."""
 

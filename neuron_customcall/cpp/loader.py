@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.gpsimd import GpSimdRunner, HostLibrary, LibraryDescriptor
+from emulator.gpsimd.errors import unknown_name
 from emulator.gpsimd.runner import RunResult, evict, runner_for
 
 log = logging.getLogger(__name__)
@@ -71,5 +72,5 @@ def get(name: str) -> LoadedLibrary:
     """The library currently loaded under a NEURON_LIBRARY name."""
     with _LOCK:
         if name not in _LOADED:
-            raise KeyError(f"no custom-op library '{name}' is loaded")
+            raise unknown_name("custom-op library", name, list(_LOADED), " is loaded (custom_op.load or load_library)")
         return _LOADED[name]
