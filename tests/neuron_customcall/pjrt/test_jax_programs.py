@@ -1,7 +1,7 @@
 """jax.jit programs on the neuron PJRT device against XLA:CPU, in one fresh process each."""
 from __future__ import annotations
 
-from tests.neuron_customcall.pjrt._proc import run_json
+from tests.neuron_customcall.pjrt._proc import run_json, run_script
 
 
 def test_devices_and_default_backend():
@@ -125,3 +125,20 @@ def test_what_jax_asks_of_a_compiled_program_and_a_device():
     assert got["grew"] == 64 * 64 * 4
     assert "pool_bytes" not in got["stat_keys"] and "peak_bytes_in_use" in got["stat_keys"]
     assert got["out_kind"] == "device"
+
+
+def test_compile_cache_and_debug_dumps_are_the_backends(tmp_path):
+    script = """
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        out = jax.jit(lambda t: jnp.sin(t) * 2)(jnp.arange(8.0))
+        report(value=float(out[3]))
+    """
+    env = {"NEURON_COMPILE_CACHE_URL": str(tmp_path / "cache"), "NEURON_FRAMEWORK_DEBUG": "1",
+           "NEURON_FRAMEWORK_DEBUG_DIR": str(tmp_path / "dumps")}
+    first = run_script(script, env=env)
+    second = run_script(script, env=env)
+    assert "Using a cached neff" not in first.stderr
+    assert "Using a cached neff at " + str(tmp_path / "cache") in second.stderr
+    dumps = sorted(p.suffix for p in (tmp_path / "dumps").iterdir())
+    assert ".pbtxt" in dumps and ".txt" in dumps
