@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the project's virtual environment in .venv and installs the package with its
-# test tools. Idempotent: the install is skipped when pyproject.toml has not changed since the last
-# successful one, so a second run costs a second. Sourced by run-main.sh and run-tests.sh.
+# test tools, and the SDK import names (sdk/). Idempotent: the install is skipped when neither
+# pyproject.toml has changed since the last successful one, so a second run costs a second.
+# Sourced by run-main.sh and run-tests.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -19,7 +20,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
 stamp="$venv/.neuron-customcall-installed"
-want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+want="$(cat "$root/pyproject.toml" "$root/sdk/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing neuron-customcall and its dependencies (first run takes a few minutes)" >&2
   free_kb="$(df -Pk "$root" | awk 'NR==2 {print $4}')"
@@ -30,6 +31,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # installing them nearly doubles the disk an install needs (a full disk fails the install).
   "$venv/bin/python" -m pip install --quiet --no-cache-dir --upgrade pip
   "$venv/bin/python" -m pip install --quiet --no-cache-dir -e "$root[test]"
+  # The Neuron SDK's import names (torch_neuronx, jax_neuronx, neuronxcc.nki, nki): sdk/pyproject.toml
+  "$venv/bin/python" -m pip install --quiet --no-cache-dir -e "$root/sdk"
   echo "$want" > "$stamp"
 fi
 # The neuron PJRT plugin (libneuronpjrt.so) from its C++ sources; a no-op when it is up to date.

@@ -1,0 +1,1 @@
+"""neuronx-cc's import name: only ``neuronxcc.nki`` (our NKI package) is provided."""
