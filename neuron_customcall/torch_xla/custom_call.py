@@ -26,7 +26,7 @@ import torch_xla
 from emulator.kernel_exec import run_kernel
 from neuron_customcall.cpp import loader, torch_ops
 from neuron_customcall.kernels import build, dtypes
-from neuron_customcall.kernels.descriptor import TensorSig
+from neuron_customcall.kernels.descriptor import TensorSig, decode
 from neuron_customcall.nki.jit import Kernel, kernel_by_id, register_framework
 from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
 
@@ -49,36 +49,57 @@ def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence
     """One Neuron custom-call on XLA tensors; ``outputs`` are TensorSigs."""
     shapes = [list(o.shape) for o in outputs]
     types = [_HLO_TO_TORCH[o.dtype] for o in outputs]
-    _record(tuple((tuple(t.shape), t.dtype) for t in operands),
-            (config, tuple(tuple(o.shape) for o in outputs), tuple(o.dtype for o in outputs)))
-    return list(_X._xla_custom_call(list(operands), TARGET, shapes, types, False, config,
+    rank = _record(tuple((tuple(t.shape), t.dtype) for t in operands),
+                   (config, tuple(tuple(o.shape) for o in outputs), tuple(o.dtype for o in outputs)))
+    operands = _distinguished(list(operands), rank, config) if rank else list(operands)
+    return list(_X._xla_custom_call(operands, TARGET, shapes, types, False, config,
                                     API_VERSION_UNSPECIFIED, {}))
 
 
 # --- What torch_xla's graph hash can not see ----------------------------------------------------
 # torch_xla hashes a custom-call node by its target and operands only: neither backend_config nor
-# the output shapes enter the graph hash. lazy.compile_graph still identifies a pending graph by
-# that hash (lowering it again every step costs far more than running it), which is sound while
-# every custom-call config in the graph is the only one ever emitted on operands of its kind:
-# two graphs with one hash then hold the same kernels. Every call emitted here is recorded by
-# its operands' shapes and dtypes (the first place where two such graphs could differ has equal
-# operands in both); a second config on the same operand signature makes that signature
-# ambiguous, and graphs holding it are lowered every time.
+# the output shapes enter the graph hash, and torch_xla's compile cache (on any PJRT device, the
+# neuron plugin included) keys executables by that hash: two graphs that differ only in which
+# kernel a custom-call runs would share the first one's executable. Every call emitted here is
+# recorded by its operands' shapes and dtypes (the first place where two such graphs could differ
+# has equal operands in both). The first call on an operand signature is emitted as it is; the
+# k-th different one (config or output types) on the same signature gets one operand rewritten
+# as ``x - sum(zeros(0, k))``: exactly x (x - 0 keeps -0.0, infinities and NaN), and a node whose
+# hash holds k, so the graphs' hashes differ. lazy.compile_graph also lowers graphs holding such
+# an ambiguous signature every time (it predates this; it also covers hand-built custom-calls).
 
-_FIRST_CALL: dict[tuple, tuple] = {}     # operand signature -> (config, output shapes, dtypes) first
+_CALLS_ON: dict[tuple, list[tuple]] = {}  # operand signature -> its (config, output shapes, dtypes), in order
 _SIGNATURES: dict[str, set[tuple]] = {}   # config -> the operand signatures it was emitted on
 _AMBIGUOUS: set[tuple] = set()            # signatures that received two different calls
 _RECORD_LOCK = threading.Lock()
 
 
-def _record(signature: tuple, call: tuple) -> None:
-    if _FIRST_CALL.get(signature) == call:  # the steady state (a memoised config: compared by identity)
-        return
+def _record(signature: tuple, call: tuple) -> int:
+    """Records the call; returns its rank among the different calls seen on `signature` (0: first)."""
+    calls = _CALLS_ON.get(signature)
+    if calls is not None and calls[0] == call:  # the steady state (a memoised config: compared by identity)
+        return 0
     with _RECORD_LOCK:
-        first = _FIRST_CALL.setdefault(signature, call)
-        if first != call:
+        calls = _CALLS_ON.setdefault(signature, [])
+        if call not in calls:
+            calls.append(call)
+        if len(calls) > 1:
             _AMBIGUOUS.add(signature)
         _SIGNATURES.setdefault(call[0], set()).add(signature)
+        return calls.index(call)
+
+
+def _distinguished(operands: list[torch.Tensor], rank: int, config: str) -> list[torch.Tensor]:
+    """`operands` with the smallest non-boolean one made ``x - sum(zeros(0, rank))`` (see above)."""
+    numeric = [k for k, t in enumerate(operands) if t.dtype != torch.bool]
+    if not numeric:
+        raise NotImplementedError(
+            f"kernel {decode(config).name!r}: a second Neuron kernel on the same boolean-only operand "
+            "signature in one torch_xla process (torch_xla's graph cache can not tell such calls apart)")
+    k = min(numeric, key=lambda j: operands[j].numel())
+    x = operands[k]
+    operands[k] = x - torch.zeros((0, rank), dtype=x.dtype, device=x.device).sum(dtype=x.dtype)
+    return operands
 
 
 def operand_signatures(configs: Sequence[str]) -> frozenset[tuple] | None:

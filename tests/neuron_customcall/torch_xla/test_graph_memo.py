@@ -1,7 +1,8 @@
 """A torch_xla graph met before is not lowered again (lazy.compile_graph keys it by torch_xla's
 graph hash), and the cases where that hash can not tell graphs apart are lowered every time:
 kernels that differ only in their backend_config, custom-calls built by hand, tensor lists the
-hash describes differently from LoweringContext."""
+hash describes differently from LoweringContext. Kernels that differ only in their backend_config
+get different graph hashes (torch_xla's own cache keys executables by them)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -84,7 +85,9 @@ def test_kernels_the_graph_hash_confuses_are_lowered_every_time(lowerings) -> No
         y, _ = scale_and_shift(x * 1, factor, 1.0)  # the factor lives in the backend_config only
         graphs.append(_X._get_graph_hash([y]))
         torch.testing.assert_close(to_cpu(y), x_cpu * factor)
-    assert len(set(graphs)) == 1  # what torch_xla's hash sees: four times the same graph
+    # The second kernel on these operands gets a rewritten operand, so torch_xla's own compile
+    # cache (PJRT_DEVICE=NEURON: no mark_step of ours) tells the two graphs apart too.
+    assert graphs[0] == graphs[2] != graphs[1] == graphs[3]
     assert len(lowerings) == 4
 
 
@@ -209,3 +212,33 @@ def test_training_keeps_matching_after_results_are_written_back_in_place(lowerin
         expected = expected * 0.5 + 1
     torch.testing.assert_close(w.cpu(), expected)
     torch.testing.assert_close((w + 1).cpu(), expected + 1)  # run by torch_xla on its own device
+
+
+def test_the_kth_kernel_on_an_operand_signature_gets_its_own_graph_hash_and_exact_operands() -> None:
+    dev = torch_xla.device()
+    special = torch.tensor([[-0.0, 0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -3.5, 7.0]])
+    x = special.to(dev)
+    sigs = [TensorSig("out", (1, 8), "f32")]
+    hashes = [_X._get_graph_hash(custom_call.custom_call([x], config, sigs))
+              for config in ("graph-hash-a", "graph-hash-b", "graph-hash-c", "graph-hash-a")]
+    assert len(set(hashes[:3])) == 3 and hashes[3] == hashes[0]
+    for rank in (1, 2):  # the rewritten operand is x, bit for bit
+        kept = custom_call._distinguished([x], rank, "graph-hash-b")[0].cpu()
+        assert kept.view(torch.int32).tolist() == special.view(torch.int32).tolist()
+    ints = torch.tensor([-128, 0, 127], dtype=torch.int8)
+    assert custom_call._distinguished([ints.to(dev)], 3, "")[0].cpu().tolist() == ints.tolist()
+
+
+def test_distinct_kernels_on_boolean_only_operands_are_refused_by_name() -> None:
+    flags = torch.ones(2, 3, dtype=torch.bool, device=torch_xla.device())
+    with pytest.raises(NotImplementedError, match="boolean-only operand signature"):
+        custom_call._distinguished([flags], 1, _seed_config())
+
+
+def _seed_config() -> str:
+    """A real kernel descriptor (the error names the kernel)."""
+    from neuron_customcall.kernels import build
+    from tests.neuron_customcall.kernels.seed_kernels import nki_tensor_add_kernel_
+
+    x = build.nki_spec((128, 512), "f32")
+    return build.nki_call(nki_tensor_add_kernel_, (1, 1), (x, x), {}).config
