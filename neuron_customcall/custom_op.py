@@ -40,7 +40,10 @@ def load(
     request = _build.make_request(name, compute_srcs, shape_srcs, build_directory, multicore,
                                   verbose, extra_cflags)
     path = _build.build(request)
-    load_library(path)
+    # The compute functions' return types are checked by the compiler once the library's
+    # registration table names them (neuron_customcall/cpp/returns.py).
+    _register(_loader.load(path, check=lambda desc: _build.check_compute_returns(
+        request, [op.compute for op in desc.ops])))
     return path
 
 
@@ -48,7 +51,10 @@ def load_library(path: str | os.PathLike[str]) -> LibraryDescriptor:
     """Loads a library built earlier (in this process or another) and registers its ops as
     torch.ops.<lib>.<op> when torch is installed (a JAX-only install calls them through
     neuron_customcall.jax.cpp_call, so torch is imported only here and only if present)."""
-    loaded = _loader.load(path)
+    return _register(_loader.load(path))
+
+
+def _register(loaded: _loader.LoadedLibrary) -> LibraryDescriptor:
     if importlib.util.find_spec("torch") is not None:
         from neuron_customcall.cpp import torch_ops
         torch_ops.register(loaded)

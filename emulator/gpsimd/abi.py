@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 MAX_DIMS = 8
 CORE_COUNT = 8
-TEXT_CAPACITY = 64 * 1024
+TEXT_CAPACITY = 128 * 1024  # the largest device printf buffer (NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES)
 ERROR_CAPACITY = 4096
 
 # ncc_arg.kind

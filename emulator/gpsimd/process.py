@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from emulator import host
-from emulator.gpsimd import protocol
+from emulator.gpsimd import limits, protocol
 from emulator.gpsimd.errors import GpSimdError, LibraryError
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,25 @@ def signal_name(returncode: int) -> str:
         except ValueError:
             return f"signal {-returncode}"
     return f"exit status {returncode}"
+
+
+#: AWS's runtime setting for the device printf buffer: 0 disables printf, else a power of two up to
+#: 128 KB (unset here: 64 KB, since the emulator is for debugging).
+PRINTF_QUEUE_ENV = "NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES"
+PRINTF_QUEUE_MAX = 128 * 1024
+
+
+def printf_queue_setting() -> str | None:
+    """The checked value of NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES (None: unset), which the
+    worker's runtime reads; anything but 0 or a power of two up to 131072 is a clear error."""
+    text = os.environ.get(PRINTF_QUEUE_ENV, "").strip()
+    if not text:
+        return None
+    value = int(text) if text.isdigit() else -1
+    if value < 0 or value > PRINTF_QUEUE_MAX or (value & (value - 1)):
+        raise GpSimdError(f"{PRINTF_QUEUE_ENV}={text!r}: must be 0 (printf disabled) or a power of two "
+                          f"up to {PRINTF_QUEUE_MAX} (128 KB)")
+    return str(value)
 
 
 class WorkerDied(GpSimdError):
@@ -65,23 +85,40 @@ class WorkerProcess:
     naming the library file, and the host is unharmed.
     """
 
-    def __init__(self, library_path: Path, sha256: str, load_timeout: float, label: str | None = None) -> None:
+    def __init__(self, library_path: Path, sha256: str, load_timeout: float, label: str | None = None,
+                 cpu_seconds: float = 8 * 300.0) -> None:
         self.library_path = library_path
         self.label = label or library_path.name  # how messages name the library
+        printf_queue = printf_queue_setting()
         self.arena = protocol.Arena()
         req_r, self.req_w = os.pipe()
         self.resp_r, resp_w = os.pipe()
         self.stderr = tempfile.TemporaryFile()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROJECT_ROOT), env.get("PYTHONPATH")]))
+        try:
+            memory = limits.memory_limit()
+        except limits.LimitError as e:
+            raise GpSimdError(str(e)) from None
+        # The least the worker needs (limits.py): a scrubbed environment, its own session and
+        # process group (killed as a whole, children a kernel forked included), limits that the
+        # worker applies to itself before loading the library.
+        env = limits.environment(str(_PROJECT_ROOT))
+        env.pop(PRINTF_QUEUE_ENV, None)
+        if printf_queue is not None:
+            env[PRINTF_QUEUE_ENV] = printf_queue
+        cpu_budget = max(cpu_seconds, 1.0)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path), sha256],
+            [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path), sha256,
+             str(memory), f"{cpu_budget:g}"],
             pass_fds=(req_r, resp_w),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self.stderr,
             env=env,
+            start_new_session=True,
         )
+        # Readable once the worker ends: a crash is seen at once even when a process the kernel
+        # forked still holds the reply pipe open.
+        self.pidfd = os.pidfd_open(self.proc.pid)
         host.count_as_own(self.proc.pid)  # its kernels' CPU time is ours, not a competitor's
         os.close(req_r)
         os.close(resp_w)
@@ -133,7 +170,9 @@ class WorkerProcess:
         `WorkerTimedOut` (worker killed) or `WorkerDied` (worker reaped) when there is none."""
         try:
             protocol.send_body(self.req_w, message if isinstance(message, bytes) else protocol.encode(message))
-            reply = protocol.receive(self.resp_r, timeout, protocol.REPLY_SPIN)
+            reply = protocol.receive(self.resp_r, timeout, protocol.REPLY_SPIN, self.pidfd)
+        except protocol.PeerExited:
+            reply = None
         except TimeoutError:
             self.kill()
             raise WorkerTimedOut(f"no answer within {timeout:g} s; the worker was killed") from None
@@ -145,6 +184,7 @@ class WorkerProcess:
             self.kill()
             raise
         if reply is None:
+            self._kill_group()  # what the kernel forked, still holding the pipe
             returncode = self.proc.wait()
             detail = self.stderr_tail()
             self.close()
@@ -152,12 +192,24 @@ class WorkerProcess:
         return reply
 
     def alive(self) -> bool:
-        return self.req_w >= 0 and self.proc.poll() is None
+        """Whether the worker runs (asked of its pidfd, which does not reap it)."""
+        return self.req_w >= 0 and self.pidfd >= 0 and not select.select([self.pidfd], [], [], 0)[0]
+
+    def _kill_group(self) -> None:
+        """Kills the worker's process group: the worker and anything its kernels forked. Only
+        while the worker is not reaped (a zombie keeps its pid, and so the group id, from reuse)."""
+        if self.proc.returncode is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def kill(self) -> None:
+        self._kill_group()
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
         self.close()
 
     def close(self) -> None:
@@ -167,14 +219,12 @@ class WorkerProcess:
             except OSError:
                 pass
         self.req_w = self.resp_r = -1
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self._kill_group()  # the worker, and what its kernels forked (they would outlive it)
+        self.proc.wait()
         host.count_as_own(self.proc.pid, own=False)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
         self.arena.close()
         if not self.stderr.closed:
             self.stderr.close()

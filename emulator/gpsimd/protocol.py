@@ -44,13 +44,30 @@ def send_body(fd: int, body: bytes) -> None:
             view = view[n:]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+class PeerExited(Exception):
+    """The process behind the `watch` descriptor (a pidfd) ended with no message pending: a crash
+    that a child it forked, still holding the pipe open, would otherwise hide until the time-out."""
+
+
+def _wait_readable(fd: int, remaining: float, watch: int | None) -> None:
+    """Returns once `fd` is readable; TimeoutError after `remaining` s; PeerExited when `watch`
+    (a process's pidfd) says the writer ended and nothing is left to read."""
+    ready = select.select([fd] if watch is None else [fd, watch], [], [], max(remaining, 0))[0]
+    if fd in ready:
+        return
+    if ready:
+        raise PeerExited
+    raise TimeoutError
+
+
+def _read_exact(fd: int, n: int, deadline: float | None, watch: int | None = None) -> bytes | None:
     chunks, left = [], n
     while left:
         if deadline is not None:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0:
                 raise TimeoutError
+            _wait_readable(fd, remaining, watch)
         chunk = os.read(fd, left)
         if not chunk:
             return None
@@ -59,22 +76,24 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
     return b"".join(chunks)
 
 
-def receive(fd: int, timeout: float | None = None, spin: float = 0.0) -> dict | None:
+def receive(fd: int, timeout: float | None = None, spin: float = 0.0, watch: int | None = None) -> dict | None:
     """Reads one message; None when the other side closed the pipe; TimeoutError on time-out.
-    `spin`: seconds to poll for it (within the time-out) before sleeping."""
-    body = receive_body(fd, timeout, spin)
+    `spin`: seconds to poll for it (within the time-out) before sleeping; `watch`: the writer's
+    pidfd (PeerExited when it ends first; needs a time-out)."""
+    body = receive_body(fd, timeout, spin, watch)
     return None if body is None else json.loads(body)
 
 
-def receive_body(fd: int, timeout: float | None = None, spin: float = 0.0) -> bytes | None:
+def receive_body(fd: int, timeout: float | None = None, spin: float = 0.0,
+                 watch: int | None = None) -> bytes | None:
     """Reads one frame's body, undecoded; None when the other side closed the pipe."""
     deadline = None if timeout is None else time.monotonic() + timeout
     if spin > 0:
         _poll(fd, spin if timeout is None else min(spin, timeout))
-    head = _read_exact(fd, _LENGTH_BYTES, deadline)
+    head = _read_exact(fd, _LENGTH_BYTES, deadline, watch)
     if head is None:
         return None
-    return _read_exact(fd, int.from_bytes(head, "little"), deadline)
+    return _read_exact(fd, int.from_bytes(head, "little"), deadline, watch)
 
 
 def _poll(fd: int, seconds: float) -> None:

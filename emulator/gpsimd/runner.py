@@ -98,8 +98,10 @@ def _layout(values: Sequence[Argument], kinds: Sequence[str], offsets: Sequence[
         if kind != "tensor":
             specs.append(args.scalar_fields(kind, value))
         elif offset is None:
+            # An earlier op's output, passed where it lies: the worker maps it copy-on-write, so
+            # whatever the kernel does to it (fill_ on a const input, a raw pointer) stays there.
             shared, at = value.location
-            specs.append({**args.tensor_fields(value.spec, at), **shared.describe()})
+            specs.append({**args.tensor_fields(value.spec, at), **shared.describe(), "private": 1})
         else:
             specs.append({**args.tensor_fields(value.spec, offset), **arena.describe()})
     return specs
@@ -165,10 +167,13 @@ class GpSimdRunner:
 
     def _ensure_worker(self) -> WorkerProcess:
         if self._worker is None or not self._worker.alive():
+            if self._worker is not None:
+                self._worker.close()  # reaps it and kills what its kernels forked
             if self.closed:
                 raise GpSimdError(f"the runner of GpSimd library {self.label} was closed (the library "
                                   "was reloaded or unloaded)")
-            self._worker = WorkerProcess(self.library_path, self.sha256, self.load_timeout, self.label)
+            self._worker = WorkerProcess(self.library_path, self.sha256, self.load_timeout, self.label,
+                                         cpu_seconds=abi.CORE_COUNT * max(self.timeout, self.load_timeout))
         return self._worker
 
     def _send(self, worker: WorkerProcess, message: dict | bytes, timeout: float, cmd: str | None = None) -> dict:

@@ -17,11 +17,12 @@ import hashlib
 import json
 import mmap
 import os
+import struct
 import sys
 from collections import OrderedDict
 from typing import Callable
 
-from emulator.gpsimd import abi, args, protocol
+from emulator.gpsimd import abi, args, elf, limits, protocol
 
 
 class _Mappings:
@@ -52,6 +53,22 @@ class _Mappings:
         while len(self._maps) > self._keep:
             self._drop(next(iter(self._maps)))
         return self._maps[ident][2]
+
+    @staticmethod
+    def private(spec: dict) -> tuple[mmap.mmap, int]:
+        """A copy-on-write mapping of a shared file, for one run: the kernel reads the file's
+        data, and its writes stay in this process (an earlier op's output, passed as an input,
+        is never changed by the kernel)."""
+        fd = os.open(spec["file"], os.O_RDONLY)
+        try:
+            mapped = mmap.mmap(fd, spec["file_size"], flags=mmap.MAP_PRIVATE,
+                               prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        anchor = ctypes.c_char.from_buffer(mapped)
+        address = ctypes.addressof(anchor)
+        del anchor
+        return mapped, address
 
     def _drop(self, ident: int) -> None:
         self.generation += 1
@@ -90,7 +107,7 @@ class _Stdout:
         return data.decode("utf-8", "replace")
 
 
-def _open(library_path: str, sha256: str) -> ctypes.CDLL:
+def _open(library_path: str, sha256: str) -> tuple[ctypes.CDLL, bytes]:
     """Loads the library at `library_path` if its content hashes to `sha256`: the file is opened
     once (not following links) and the bytes hashed are the ones loaded, through the open
     descriptor, so a file swapped after the check is never run."""
@@ -100,7 +117,8 @@ def _open(library_path: str, sha256: str) -> ctypes.CDLL:
         raise LoadError(f"cannot open GpSimd library {library_path}: {exc.strerror}") from None
     try:
         with os.fdopen(os.dup(fd), "rb") as f:
-            actual = hashlib.file_digest(f, "sha256").hexdigest()
+            image = f.read()
+        actual = hashlib.sha256(image).hexdigest()
         if actual != sha256:
             raise LoadError(f"GpSimd library {library_path} does not hash to {sha256} (it is {actual}): "
                             "it was changed after it was stored; refusing to load it")
@@ -114,19 +132,29 @@ def _open(library_path: str, sha256: str) -> ctypes.CDLL:
     abi.bind(lib)
     if lib.ncc_gpsimd_abi_version() != abi.ABI_VERSION:
         raise LoadError(f"{library_path} was built for another GpSimd runtime ABI; rebuild it")
-    return lib
+    return lib, image
+
+
+class RequestError(Exception):
+    """A request this worker refuses (the reply says why; the worker goes on)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class _Call:
     """A run request made ready for ``ncc_gpsimd_run``: its arguments as ``ncc_arg`` structures
     pointing into the shared files, valid while the files stay mapped (`generation`)."""
 
-    __slots__ = ("generation", "index", "function", "array", "nargs", "dst", "ncores")
+    __slots__ = ("generation", "index", "function", "array", "nargs", "dst", "ncores", "private")
 
     def __init__(self, generation: int, index: int, function: int, array: ctypes.Array, nargs: int,
-                 dst: abi.NccArg, ncores: int) -> None:
+                 dst: abi.NccArg, ncores: int, private: list[mmap.mmap]) -> None:
         self.generation, self.index, self.function = generation, index, function
         self.array, self.nargs, self.dst, self.ncores = array, nargs, ctypes.byref(dst), ncores
+        #: Copy-on-write mappings made for this run only (see _Mappings.private).
+        self.private = private
 
 
 #: Prepared run requests kept (a step of a model repeats a few requests with the same bytes).
@@ -142,7 +170,9 @@ class Worker:
 
     def __init__(self, library_path: str, sha256: str) -> None:
         self.stdout = _Stdout()
-        self.lib = _open(library_path, sha256)
+        self.lib, self.image = _open(library_path, sha256)
+        #: Per op index, the symbols that may be its compute function (read at the first run).
+        self._compute_symbols: list[set[str]] | None = None
         self.stdout.take()  # what static initialisers printed
         self.mappings = _Mappings()
         self.functions: dict[str, int] = {}
@@ -169,11 +199,20 @@ class Worker:
             request = json.loads(body)
             if request["cmd"] != "run":
                 return protocol.encode(self.handlers[request["cmd"]](request))
-            call = self.prepare(request)
-            if len(self._calls) >= CALLS_KEPT:
-                self._calls.clear()
-            self._calls[body] = call
-        code = self.execute(call)
+            try:
+                call = self.prepare(request)
+            except RequestError as e:
+                return protocol.encode({"ok": False, "kind": e.kind, "error": str(e), "text": "",
+                                        "counters": dict.fromkeys(abi.COUNTER_FIELDS, 0)})
+            if not call.private:
+                if len(self._calls) >= CALLS_KEPT:
+                    self._calls.clear()
+                self._calls[body] = call
+        try:
+            code = self.execute(call)
+        finally:
+            for mapped in call.private:
+                mapped.close()
         if code != 0:
             return protocol.encode(self.reply(code))
         n = self.text_len.value
@@ -214,21 +253,44 @@ class Worker:
             reply["error"] = err.value.decode("utf-8", "replace")
         return reply
 
-    def function(self, symbol: str) -> int:
-        if symbol not in self.functions:
-            self.functions[symbol] = ctypes.cast(self.lib[symbol], ctypes.c_void_p).value
-        return self.functions[symbol]
+    def function(self, symbol: str, index: int) -> int:
+        """The address of op `index`'s compute function `symbol`. Only a symbol the library
+        defines for the compute function its NEURON_LIBRARY registered for that op resolves: a
+        request (from a forged artifact, say) naming any other symbol of the library handle,
+        such as libc's abort or exit, is refused."""
+        key = f"{index}:{symbol}"
+        if key not in self.functions:
+            allowed = self.compute_symbols()
+            if not 0 <= index < len(allowed) or symbol not in allowed[index]:
+                raise RequestError("usage", f"op index {index}: {symbol!r} is not a compute function this library "
+                                            "registered for that op with NEURON_LIBRARY; refusing to call it")
+            self.functions[key] = ctypes.cast(self.lib[symbol], ctypes.c_void_p).value
+        return self.functions[key]
+
+    def compute_symbols(self) -> list[set[str]]:
+        """Per op index, the library's own function symbols that can be its registered compute
+        function (its mangled forms or an extern "C" definition, see elf.symbols_for)."""
+        if self._compute_symbols is None:
+            ops = json.loads(self.lib.ncc_gpsimd_library_info().decode())["ops"]
+            try:
+                defined = elf.defined_functions(self.image)
+            except (ValueError, IndexError, struct.error):
+                defined = []
+            self._compute_symbols = [set(elf.symbols_for(op["compute"], defined)) for op in ops]
+        return self._compute_symbols
 
     def prepare(self, request: dict) -> _Call:
         """A run request's arguments as ncc_args (mapping the shared files they lie in)."""
+        function = self.function(request["symbol"], request["index"])  # before mapping anything
         specs = request["args"]
         array = (abi.NccArg * max(len(specs), 1))()
+        private: list[mmap.mmap] = []
         for arg, spec in zip(array, specs):
-            _fill(arg, spec, self.mappings)
+            _fill(arg, spec, self.mappings, private)
         dst = abi.NccArg()
-        _fill(dst, request["out"], self.mappings)
-        return _Call(self.mappings.generation, request["index"], self.function(request["symbol"]), array,
-                     len(specs), dst, request["ncores"])
+        _fill(dst, request["out"], self.mappings, private)
+        return _Call(self.mappings.generation, request["index"], function, array,
+                     len(specs), dst, request["ncores"], private)
 
     def execute(self, call: _Call) -> int:
         """Runs a prepared request; its counters, text and error are left in this worker's
@@ -251,16 +313,30 @@ class Worker:
         return reply
 
     def run(self, request: dict) -> dict:
-        return self.reply(self.execute(self.prepare(request)))
+        call = self.prepare(request)
+        try:
+            return self.reply(self.execute(call))
+        finally:
+            for mapped in call.private:
+                mapped.close()
 
 
-def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings) -> None:
-    data = mappings.base(spec) + spec["offset"] if spec["kind"] == abi.KIND_TENSOR else None
+def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings, private: list[mmap.mmap]) -> None:
+    data = None
+    if spec["kind"] == abi.KIND_TENSOR:
+        if spec.get("private"):
+            mapped, base = mappings.private(spec)
+            private.append(mapped)
+        else:
+            base = mappings.base(spec)
+        data = base + spec["offset"]
     args.fill(arg, spec, data)
 
 
 def main(argv: list[str]) -> int:
     fd_in, fd_out, library_path, sha256 = int(argv[1]), int(argv[2]), argv[3], argv[4]
+    memory, cpu_seconds = int(argv[5]), float(argv[6])
+    limits.apply(memory)
     protocol.send(fd_out, {"ok": True, "started": True})
     try:
         worker = Worker(library_path, sha256)
@@ -272,6 +348,7 @@ def main(argv: list[str]) -> int:
         body = protocol.receive_body(fd_in)
         if body is None:
             return 0
+        limits.arm_cpu(cpu_seconds)
         protocol.send_body(fd_out, worker.handle(body))
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from emulator.gpsimd import store
 from emulator.gpsimd.errors import LibraryError
 from emulator.gpsimd.sources import RUNTIME_SOURCE
-from neuron_customcall.cpp import cache, compiler, prelude
+from neuron_customcall.cpp import cache, compiler, prelude, returns
 from neuron_customcall.cpp.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -182,3 +182,14 @@ def build(request: BuildRequest) -> Path:
     log.info("built lib%s.so in %s (%d of %d sources compiled)", request.name,
              request.build_directory, sum(compiled[:-1]), len(jobs))
     return request.output
+
+
+def check_compute_returns(request: BuildRequest, names: Sequence[str]) -> None:
+    """Refuses compute functions (`names`, from the library's registration table) that do not
+    return torch::Tensor, by compiling each compute source once more (see returns.py); cached
+    with the build's objects."""
+    identity = compiler.compiler_identity()
+    pch_dir = prelude.ensure(compiler.Toolchain(request.flags, request.verbose), identity, shared_cache_root())
+    toolchain = compiler.Toolchain((*request.flags, *prelude.flags(pch_dir)), request.verbose)
+    returns.check(request.compute_srcs, names, toolchain,
+                  cache.ObjectCache(request.build_directory / ".ncc-objects"), identity)

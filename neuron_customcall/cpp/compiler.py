@@ -98,6 +98,10 @@ class Toolchain:
                "-MMD", "-MF", str(depfile)]
         self._run(cmd, f"compiling {source}")
 
+    def syntax_check(self, source: Path, what: str) -> None:
+        """Compiles `source` for its diagnostics only (-fsyntax-only)."""
+        self._run([compiler(), *self.flags, "-I", str(INCLUDE_DIR), "-fsyntax-only", str(source)], what)
+
     def precompile(self, header: Path, gch: Path) -> None:
         cmd = [compiler(), *self.flags, "-I", str(INCLUDE_DIR), "-x", "c++-header", str(header), "-o", str(gch)]
         self._run(cmd, f"precompiling {header.name}")

@@ -15,6 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from emulator.gpsimd import GpSimdRunner, HostLibrary, LibraryDescriptor
 from emulator.gpsimd.errors import unknown_name
@@ -41,9 +42,11 @@ _LOADED: dict[str, LoadedLibrary] = {}
 _LOCK = threading.Lock()
 
 
-def load(path: str | os.PathLike[str]) -> LoadedLibrary:
+def load(path: str | os.PathLike[str],
+         check: Callable[[LibraryDescriptor], None] | None = None) -> LoadedLibrary:
     """Loads (or reloads) a built library; the previous one of the same NEURON_LIBRARY name is
-    replaced, and its worker stopped."""
+    replaced, and its worker stopped. `check(descriptor)` may refuse the library (by raising)
+    before it replaces anything."""
     source = Path(path).resolve()
     if not source.is_file():
         raise FileNotFoundError(f"no such custom-op library: {source}")
@@ -51,9 +54,13 @@ def load(path: str | os.PathLike[str]) -> LoadedLibrary:
     with _LOCK:
         same = next((lib for lib in _LOADED.values() if lib.runner is runner), None)
     if same is not None:
+        if check is not None:
+            check(same.descriptor)
         return same
     try:
         host = HostLibrary(runner.library_path, runner)
+        if check is not None:
+            check(host.descriptor)
     except BaseException:
         evict(runner)
         raise

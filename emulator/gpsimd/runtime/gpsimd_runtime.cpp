@@ -13,6 +13,8 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <mutex>
@@ -116,6 +118,7 @@ void core_main(CoreRun& run) {
                         "TCM buffer overrun: a write past the end of a tcm_malloc'd block of %zu bytes", overrun);
     }
     if (!run.state->multicore) finish_single_core(run, result);
+    run.state->dst_tensor.reset();
   } catch (const ncc_gpsimd::DeviceError& e) {
     run.code = error_code(e);
     run.error = e.what();
@@ -253,10 +256,21 @@ Core& core_at(size_t c, size_t stack_size) {
 
 // Makes `state` a fresh core state, as a new one would be (the printf buffer's old bytes are
 // left: only output written since is ever read).
+// The printf buffer's size: NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES (the host checked it is 0
+// or a power of two up to 128 KB before starting this worker), else the default.
+size_t printf_capacity() {
+  static const size_t capacity = [] {
+    const char* text = std::getenv("NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES");
+    return text && *text ? static_cast<size_t>(std::strtoull(text, nullptr, 10)) : ncc_gpsimd::kPrintfDefaultBytes;
+  }();
+  return capacity;
+}
+
 void renew(ncc_gpsimd::CoreState& state) {
   state.~CoreState();
   new (&state) ncc_gpsimd::CoreState;
   state.tcm.reset();
+  state.out.set_capacity(printf_capacity());
 }
 
 }  // namespace
@@ -392,9 +406,12 @@ int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_a
   // Element-wise accessors count per translation unit; they run on one core only (multicore mode
   // refuses them), so the whole count is that core's.
   counters->element_accesses = ncc_gpsimd::take_element_accesses();
+  bool dst_requested = false;
   for (int c = 0; c < ncores; ++c) {
     CoreRun& run = runs[c];
     const ncc_counters& k = run.state->counters;
+    counters->element_accesses += k.element_accesses;  // streams beyond the TCM pool's four
+    dst_requested = dst_requested || run.state->dst_taken;
     counters->stream_bytes += k.stream_bytes;
     counters->tcm_bytes += k.tcm_bytes;
     counters->arith_elements += k.arith_elements;
@@ -406,6 +423,14 @@ int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_a
       code = run.code;
       message = ncores > 1 ? "core " + std::to_string(c) + ": " + run.error : run.error;
     }
+  }
+  if (code == 0 && runs[0].state->multicore && !dst_requested) {
+    // The return value of a multicore kernel is ignored: without get_dst_tensor() nothing
+    // reaches the output (undefined on the device), so say so rather than return stale memory.
+    code = 1 + static_cast<int>(ncc_gpsimd::ErrorKind::kUsage);
+    message = std::string("op '") + r.ops[op].name +
+              "': a multicore kernel must write its output through get_dst_tensor() (its return value "
+              "is ignored), but no core called get_dst_tensor()";
   }
   if (code == 0 && counters->stack_bytes > limit + kHostAllowance) {
     code = 1 + static_cast<int>(ncc_gpsimd::ErrorKind::kUsage);

@@ -78,6 +78,19 @@ def test_incoherent_policies_warn_or_stay_quiet(capsys: pytest.CaptureFixture[st
     assert quiet.text == ""
 
 
+def test_a_tensors_own_coherence_policy_as_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(KernelError, match="accessor coherence: a read stream accessor") as info:
+        run("dst_ops", "tensor_coherence", tensor(X), 0)
+    assert info.value.kind == "coherence"
+    verbose = run("dst_ops", "tensor_coherence", tensor(X), 1)
+    expected = np.zeros_like(X)  # the policy before: CoherencyEnforcer::Policy::COHERENT
+    assert np.array_equal(verbose.output.view(np.float32), expected)
+    assert "incoherent accessors" in verbose.text
+    quiet = run("dst_ops", "tensor_coherence", tensor(X), 2)
+    assert np.array_equal(quiet.output.view(np.float32), expected) and quiet.text == ""
+    capsys.readouterr()
+
+
 def test_multicore_kernels_may_only_use_tcm_accessors() -> None:
     with pytest.raises(KernelError, match="element-wise accessor is not allowed in multicore mode") as info:
         run("multicore_errors", "element_in_multicore", tensor(X), multicore=True)

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,7 +52,8 @@ namespace ncc_gpsimd {
 
 constexpr size_t kTcmPoolBytes = 16 * 1024;      // user TCM pool per core
 constexpr size_t kStreamBufferBytes = 4 * 1024;  // TCM taken by each stream accessor
-constexpr size_t kPrintfBufferBytes = 64 * 1024; // device printf ring buffer per core
+constexpr size_t kPrintfBufferBytes = 128 * 1024; // largest device printf buffer per core
+constexpr size_t kPrintfDefaultBytes = 64 * 1024; // its size unless NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES says
 constexpr uint32_t kCoreCount = 8;
 
 enum class ErrorKind { kBounds, kShapeReadsData, kDtype, kCoherence, kTcm, kMulticore, kUsage };
@@ -160,20 +162,23 @@ class TcmPool {
   size_t peak_ = 0;
 };
 
-// Ring buffer holding the newest kPrintfBufferBytes of a core's printf output.
+// Ring buffer holding the newest `capacity` bytes (at most kPrintfBufferBytes) of a core's printf
+// output; a capacity of 0 disables printf, as NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES=0 does.
 class PrintfBuffer {
  public:
   void reset() { total_ = 0; }
+  void set_capacity(size_t capacity) { cap_ = capacity < kPrintfBufferBytes ? capacity : kPrintfBufferBytes; }
   void append(const char* s, size_t n) {
-    for (size_t k = 0; k < n; ++k) data_[(total_ + k) % kPrintfBufferBytes] = s[k];
+    if (cap_ == 0) return;
+    for (size_t k = 0; k < n; ++k) data_[(total_ + k) % cap_] = s[k];
     total_ += n;
   }
   // Copies the retained output in order; returns the number of bytes lost to overflow.
   uint64_t drain(char* out, size_t cap, size_t* written) const {
-    size_t kept = total_ < kPrintfBufferBytes ? total_ : kPrintfBufferBytes;
+    size_t kept = total_ < cap_ ? total_ : cap_;
     size_t start = total_ - kept;
     size_t n = kept < cap ? kept : cap;
-    for (size_t k = 0; k < n; ++k) out[k] = data_[(start + k) % kPrintfBufferBytes];
+    for (size_t k = 0; k < n; ++k) out[k] = data_[(start + k) % cap_];
     *written = n;
     return total_ - kept;
   }
@@ -181,6 +186,7 @@ class PrintfBuffer {
  private:
   char data_[kPrintfBufferBytes];
   uint64_t total_ = 0;
+  size_t cap_ = kPrintfDefaultBytes;
 };
 
 struct OutputSlot;  // defined by the tensor library
@@ -198,6 +204,7 @@ struct CoreState {
   ncc_counters counters{};
   const ncc_arg* dst = nullptr;  // the operator's output buffer
   bool dst_taken = false;        // the output buffer already backs a tensor
+  std::shared_ptr<void> dst_tensor;  // what get_dst_tensor() returned on this core (a TensorImpl)
 };
 
 inline thread_local CoreState* tls_core = nullptr;

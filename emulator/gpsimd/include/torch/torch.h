@@ -281,6 +281,8 @@ struct TensorImpl {
   int live_element_accessors = 0;
   int open_read_streams = 0;
   int open_write_streams = 0;
+  int coherence = -1;  // the tensor's accessor coherence policy; -1: the core's
+
   ~TensorImpl() {
     if (owns) std::free(data);
   }
@@ -317,22 +319,34 @@ inline std::shared_ptr<TensorImpl> make_impl(ScalarType t, const int64_t* sizes,
 }
 
 class Tensor;
-template <typename T, size_t N> class TensorAccessor;
-template <typename T> class ReadStreamAccessor;
-template <typename T> class WriteStreamAccessor;
-class TcmAccessor;
+// `read_only` accessors (what a const Tensor gives, as in AWS's API) can not write the tensor:
+// writing through one is a compile error.
+template <typename T, size_t N, bool read_only = false> class TensorAccessor;
+template <typename T> class TensorReadStreamAccessor;
+template <typename T> class TensorWriteStreamAccessor;
+template <bool read_only> class TensorTcmAccessor;
 
-// The three parts of the message are concatenated (call sites pass constant strings).
-NCC_COLD inline void coherence_violation(const char* a, const char* b = "", const char* c = "") {
+// The three parts of the message are concatenated (call sites pass constant strings). The
+// tensor's own policy (Tensor::set_accessor_coherence_policy) wins over the core's.
+NCC_COLD inline void coherence_violation(const TensorImpl& t, const char* a, const char* b = "", const char* c = "") {
   ncc_gpsimd::CoreState& core = ncc_gpsimd::core();
-  if (core.coherence == ncc_gpsimd::CoherencePolicy::COHERENT) {
+  auto policy = t.coherence >= 0 ? static_cast<ncc_gpsimd::CoherencePolicy>(t.coherence) : core.coherence;
+  if (policy == ncc_gpsimd::CoherencePolicy::COHERENT) {
     ncc_gpsimd::failf(ErrorKind::kCoherence,
-                      "accessor coherence: %s%s%s (set torch::neuron::set_coherence_policy to allow it)", a, b, c);
+                      "accessor coherence: %s%s%s (set_accessor_coherence_policy on the tensor, or "
+                      "torch::neuron::set_coherence_policy, allows it)", a, b, c);
   }
-  if (core.coherence == ncc_gpsimd::CoherencePolicy::INCOHERENT_VERBOSE) {
+  if (policy == ncc_gpsimd::CoherencePolicy::INCOHERENT_VERBOSE) {
     ncc_gpsimd::device_printf("[gpsimd warning] op '%s': incoherent accessors: %s%s%s\n", core.op_name, a, b, c);
   }
 }
+
+// What a tensor does about potentially incoherent accessor use (AWS's API reference names):
+// COHERENT makes it an error, INCOHERENT_VERBOSE a warning in the printf output,
+// INCOHERENT_QUIET nothing. Same values as ncc_gpsimd::CoherencePolicy.
+struct CoherencyEnforcer {
+  enum Policy { COHERENT, INCOHERENT_VERBOSE, INCOHERENT_QUIET };
+};
 
 // ---------------------------------------------------------------- Tensor
 class Tensor {
@@ -357,12 +371,34 @@ class Tensor {
   size_t element_size() const { return torch::element_size(impl().dtype); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
 
-  Tensor& fill_(const Scalar& v);
+  // const, as in AWS's API reference: a tensor's handle does not change, its data does.
+  Tensor& fill_(const Scalar& v) const;
 
-  template <typename T, size_t N> TensorAccessor<T, N> accessor() const;
-  template <typename T> ReadStreamAccessor<T> read_stream_accessor() const;
-  template <typename T> WriteStreamAccessor<T> write_stream_accessor() const;
-  TcmAccessor tcm_accessor() const;
+  // The tensor's accessor coherence policy; until set, the core's
+  // (torch::neuron::set_coherence_policy, COHERENT by default).
+  CoherencyEnforcer::Policy get_accessor_coherence_policy() const {
+    int p = impl().coherence >= 0 ? impl().coherence : static_cast<int>(ncc_gpsimd::core().coherence);
+    return static_cast<CoherencyEnforcer::Policy>(p);
+  }
+  void set_accessor_coherence_policy(CoherencyEnforcer::Policy policy) const {
+    if (policy < CoherencyEnforcer::COHERENT || policy > CoherencyEnforcer::INCOHERENT_QUIET) {
+      fail(ErrorKind::kUsage, "set_accessor_coherence_policy: not a CoherencyEnforcer::Policy");
+    }
+    impl().coherence = static_cast<int>(policy);
+  }
+
+  // A const tensor (a `const Tensor&` input) gives read-only accessors and no write stream, as
+  // AWS's API reference declares them: writing an input is a compile error.
+  template <typename T, size_t N> TensorAccessor<T, N, true> accessor() const&;
+  template <typename T, size_t N> TensorAccessor<T, N, false> accessor() &;
+  template <typename T> TensorReadStreamAccessor<T> read_stream_accessor() const;
+  template <typename T> TensorWriteStreamAccessor<T> write_stream_accessor() &;
+  template <typename T> TensorWriteStreamAccessor<T> write_stream_accessor() const& {
+    static_assert(sizeof(T) == 0, "write_stream_accessor() on a const Tensor: a const Tensor (an input) is read-only");
+    return TensorWriteStreamAccessor<T>(nullptr, nullptr);
+  }
+  TensorTcmAccessor<true> tcm_accessor() const&;
+  TensorTcmAccessor<false> tcm_accessor() &;
 
   // Runtime-internal: the tensor's HBM bytes; fails in shape functions, whose tensors have none.
   void* device_data(const char* why) const {
@@ -418,10 +454,12 @@ struct AccessorRow {};  // selects the constructor that operator[] uses for the 
 // translation unit's count, see ncc_gpsimd::take_element_accesses). An accessor holds its sizes and
 // strides by value, so that a kernel's loop keeps them in registers; sizes() points into the tensor,
 // so a row (a[i]) stays valid as long as the tensor does, as in torch.
-template <typename T, size_t N>
+template <typename T, size_t N, bool read_only>
 class TensorAccessor {
  public:
-  TensorAccessor(T* data, const int64_t* sizes, const int64_t* strides, std::shared_ptr<AccessorToken> token = nullptr)
+  using Element = typename std::conditional<read_only, const T, T>::type;
+  TensorAccessor(Element* data, const int64_t* sizes, const int64_t* strides,
+                 std::shared_ptr<AccessorToken> token = nullptr)
       : data_(data), sizes_(sizes), token_(std::move(token)) {
     for (size_t d = 0; d < N; ++d) {
       size_[d] = sizes[d];
@@ -429,37 +467,40 @@ class TensorAccessor {
     }
   }
 
-  NCC_HOT TensorAccessor<T, N - 1> operator[](int64_t i) const {
+  NCC_HOT TensorAccessor<T, N - 1, read_only> operator[](int64_t i) const {
     check_index(i, size_[0], N);
-    return TensorAccessor<T, N - 1>(AccessorRow{}, data_ + i * stride_[0], sizes_ + 1, size_ + 1, stride_ + 1);
+    return TensorAccessor<T, N - 1, read_only>(AccessorRow{}, data_ + i * stride_[0], sizes_ + 1, size_ + 1,
+                                               stride_ + 1);
   }
   int64_t size(size_t d) const { return sizes_[d]; }
   IntArrayRef sizes() const { return IntArrayRef(sizes_, N); }
 
  private:
-  friend class TensorAccessor<T, N + 1>;
+  friend class TensorAccessor<T, N + 1, read_only>;
   // A row: the remaining dimensions' sizes and strides copied from the accessor it indexes.
-  NCC_HOT TensorAccessor(AccessorRow, T* data, const int64_t* sizes, const int64_t* size, const int64_t* stride)
+  NCC_HOT TensorAccessor(AccessorRow, Element* data, const int64_t* sizes, const int64_t* size, const int64_t* stride)
       : data_(data), sizes_(sizes) {
     for (size_t d = 0; d < N; ++d) {
       size_[d] = size[d];
       stride_[d] = stride[d];
     }
   }
-  T* data_;
+  Element* data_;
   const int64_t* sizes_;
   int64_t size_[N];
   int64_t stride_[N];
   std::shared_ptr<AccessorToken> token_;
 };
 
-template <typename T>
-class TensorAccessor<T, 1> {
+template <typename T, bool read_only>
+class TensorAccessor<T, 1, read_only> {
  public:
-  TensorAccessor(T* data, const int64_t* sizes, const int64_t* strides, std::shared_ptr<AccessorToken> token = nullptr)
+  using Element = typename std::conditional<read_only, const T, T>::type;
+  TensorAccessor(Element* data, const int64_t* sizes, const int64_t* strides,
+                 std::shared_ptr<AccessorToken> token = nullptr)
       : data_(data), size_(sizes[0]), stride_(strides[0]), sizes_(sizes), token_(std::move(token)) {}
 
-  NCC_HOT T& operator[](int64_t i) const {
+  NCC_HOT Element& operator[](int64_t i) const {
     check_index(i, size_, 1);
     ++ncc_gpsimd::tu_element_accesses;
     return data_[i * stride_];
@@ -468,10 +509,10 @@ class TensorAccessor<T, 1> {
   IntArrayRef sizes() const { return IntArrayRef(sizes_, 1); }
 
  private:
-  friend class TensorAccessor<T, 2>;
-  NCC_HOT TensorAccessor(AccessorRow, T* data, const int64_t* sizes, const int64_t* size, const int64_t* stride)
+  friend class TensorAccessor<T, 2, read_only>;
+  NCC_HOT TensorAccessor(AccessorRow, Element* data, const int64_t* sizes, const int64_t* size, const int64_t* stride)
       : data_(data), size_(size[0]), stride_(stride[0]), sizes_(sizes) {}
-  T* data_;
+  Element* data_;
   int64_t size_;
   int64_t stride_;
   const int64_t* sizes_;
@@ -492,22 +533,33 @@ inline void check_single_core_accessor(const char* what) {
   }
 }
 
-template <typename T, size_t N>
-NCC_HOT TensorAccessor<T, N> Tensor::accessor() const {
+// The checks and the accessor both overloads of Tensor::accessor() share.
+template <typename T, size_t N, bool read_only>
+NCC_HOT TensorAccessor<T, N, read_only> make_accessor(const Tensor& t) {
   static_assert(N >= 1 && N <= 8, "accessor<T, N>: N must be between 1 and 8");
-  void* d = device_data("accessor");
+  void* d = t.device_data("accessor");
   check_single_core_accessor("element-wise accessor");
-  check_accessor_type<T>(*this, "accessor");
-  if (static_cast<int64_t>(N) != dim()) {
+  check_accessor_type<T>(t, "accessor");
+  if (static_cast<int64_t>(N) != t.dim()) {
     ncc_gpsimd::failf(ErrorKind::kUsage, "accessor<T, %zu>() on a tensor with %lld dims", N,
-                      static_cast<long long>(dim()));
+                      static_cast<long long>(t.dim()));
   }
-  TensorImpl& im = impl();
+  TensorImpl& im = t.impl();
   if (im.open_read_streams + im.open_write_streams > 0) {
-    coherence_violation("an element-wise accessor was created while a stream accessor on the same tensor is open");
+    coherence_violation(im, "an element-wise accessor was created while a stream accessor on the same tensor is open");
   }
-  auto token = std::make_shared<AccessorToken>(impl_ptr());
-  return TensorAccessor<T, N>(static_cast<T*>(d), im.sizes, im.strides, std::move(token));
+  auto token = std::make_shared<AccessorToken>(t.impl_ptr());
+  return TensorAccessor<T, N, read_only>(static_cast<T*>(d), im.sizes, im.strides, std::move(token));
+}
+
+template <typename T, size_t N>
+NCC_HOT TensorAccessor<T, N, true> Tensor::accessor() const& {
+  return make_accessor<T, N, true>(*this);
+}
+
+template <typename T, size_t N>
+NCC_HOT TensorAccessor<T, N, false> Tensor::accessor() & {
+  return make_accessor<T, N, false>(*this);
 }
 
 // ---------------------------------------------------------------- stream accessors
@@ -530,7 +582,12 @@ class StreamBase {
       : t_(std::move(t)), open_count_(open_count), n_(static_cast<size_t>(t_->numel)) {
     buf_ = static_cast<T*>(ncc_gpsimd::core().tcm.allocate(ncc_gpsimd::kStreamBufferBytes));
     if (buf_ == nullptr) {
-      fail(ErrorKind::kTcm, "a stream accessor needs 4 KB of the 16 KB TCM pool, which is exhausted");
+      // Any number of streams work, but only those whose 4 KB buffer fits in the TCM pool (four
+      // at most) are fast: the others go to HBM element by element, at the cost of an
+      // element-wise accessor, which is how their traffic is counted (see `moved`).
+      buf_ = static_cast<T*>(std::malloc(ncc_gpsimd::kStreamBufferBytes));
+      if (buf_ == nullptr) fail(ErrorKind::kUsage, "out of host memory for a stream accessor");
+      in_tcm_ = false;
     }
     cur_ = end_ = buf_;
     ++((*t_).*open_count_);
@@ -538,7 +595,7 @@ class StreamBase {
   // A moved-from stream is closed: its next read() or write() fails as on a closed stream.
   StreamBase(StreamBase&& o) noexcept
       : t_(std::move(o.t_)), open_count_(o.open_count_), n_(o.n_), buf_(o.buf_), cur_(o.cur_), end_(o.end_),
-        open_(o.open_) {
+        open_(o.open_), in_tcm_(o.in_tcm_) {
     o.open_ = false;
     o.n_ = 0;
     o.end_ = o.cur_;
@@ -548,9 +605,24 @@ class StreamBase {
     open_ = false;
     n_ = 0;
     --((*t_).*open_count_);
-    if (ncc_gpsimd::tls_core) ncc_gpsimd::tls_core->tcm.release(buf_);
+    if (!in_tcm_) {
+      std::free(buf_);
+    } else if (ncc_gpsimd::tls_core) {
+      ncc_gpsimd::tls_core->tcm.release(buf_);
+    }
   }
   size_t pos() const { return static_cast<size_t>(cur_ - buf_); }
+  // Counts `n` elements moved between HBM and the buffer: as stream traffic through TCM, or as
+  // element accesses for a stream beyond the pool (performance "similar to that of a standard
+  // tensor accessor", as AWS's reference says).
+  void moved(size_t n) const {
+    ncc_counters& counters = ncc_gpsimd::core().counters;
+    if (in_tcm_) {
+      counters.stream_bytes += n * sizeof(T);
+    } else {
+      counters.element_accesses += n;
+    }
+  }
   std::shared_ptr<TensorImpl> t_;
   int TensorImpl::*open_count_;
   size_t n_ = 0;
@@ -558,22 +630,27 @@ class StreamBase {
   T* cur_ = nullptr;
   T* end_ = nullptr;
   bool open_ = true;
+  bool in_tcm_ = true;
 };
 
 // Sequential reads through a 4 KB TCM buffer taken from the core's pool.
 template <typename T>
-class ReadStreamAccessor : public StreamBase<T> {
+class TensorReadStreamAccessor : public StreamBase<T> {
  public:
-  ReadStreamAccessor(std::shared_ptr<TensorImpl> t, const T* src)
+  TensorReadStreamAccessor(std::shared_ptr<TensorImpl> t, const T* src)
       : StreamBase<T>(std::move(t), &TensorImpl::open_read_streams), src_(src) {}
-  ReadStreamAccessor(ReadStreamAccessor&&) noexcept = default;
-  __attribute__((always_inline)) ~ReadStreamAccessor() { close(); }
+  TensorReadStreamAccessor(TensorReadStreamAccessor&&) noexcept = default;
+  __attribute__((always_inline)) ~TensorReadStreamAccessor() { close(); }
 
   NCC_HOT T read() {
     if (__builtin_expect(this->cur_ == this->end_, 0)) refill();
     return *this->cur_++;
   }
-  NCC_HOT void close() { this->release(); }
+  // Closes the stream (returns 0, as the API reference's int close()).
+  NCC_HOT int close() {
+    this->release();
+    return 0;
+  }
 
  private:
   NCC_HOT void refill() {
@@ -587,7 +664,7 @@ class ReadStreamAccessor : public StreamBase<T> {
     next_ += k;
     this->cur_ = this->buf_;
     this->end_ = this->buf_ + k;
-    ncc_gpsimd::core().counters.stream_bytes += k * sizeof(T);
+    this->moved(k);
   }
   const T* src_ = nullptr;
   size_t next_ = 0;  // elements of the tensor loaded so far
@@ -595,24 +672,26 @@ class ReadStreamAccessor : public StreamBase<T> {
 
 // Sequential writes through a 4 KB TCM buffer; flushed when full, on close() and on destruction.
 template <typename T>
-class WriteStreamAccessor : public StreamBase<T> {
+class TensorWriteStreamAccessor : public StreamBase<T> {
  public:
-  WriteStreamAccessor(std::shared_ptr<TensorImpl> t, T* dst)
+  TensorWriteStreamAccessor(std::shared_ptr<TensorImpl> t, T* dst)
       : StreamBase<T>(std::move(t), &TensorImpl::open_write_streams), dst_(dst) {
     this->end_ = this->buf_ + window();
   }
-  WriteStreamAccessor(WriteStreamAccessor&&) noexcept = default;
-  __attribute__((always_inline)) ~WriteStreamAccessor() { close(); }
+  TensorWriteStreamAccessor(TensorWriteStreamAccessor&&) noexcept = default;
+  __attribute__((always_inline)) ~TensorWriteStreamAccessor() { close(); }
 
   NCC_HOT void write(T v) {
     if (__builtin_expect(this->cur_ == this->end_, 0)) next_window();
     *this->cur_++ = v;
   }
-  NCC_HOT void close() {
-    if (!this->open_) return;
+  // Flushes and closes the stream (returns 0, as the API reference's int close()).
+  NCC_HOT int close() {
+    if (!this->open_) return 0;
     flush();
     this->release();
     this->end_ = this->cur_;
+    return 0;
   }
 
  private:
@@ -632,7 +711,7 @@ class WriteStreamAccessor : public StreamBase<T> {
     size_t n = this->pos();
     if (n == 0) return;
     std::memcpy(dst_ + base_, this->buf_, n * sizeof(T));
-    if (ncc_gpsimd::tls_core) ncc_gpsimd::tls_core->counters.stream_bytes += n * sizeof(T);
+    if (ncc_gpsimd::tls_core) this->moved(n);
     base_ += n;
     this->cur_ = this->buf_;
   }
@@ -647,30 +726,33 @@ void* prepare_stream(const Tensor& t, const char* what, int conflicting) {
   check_single_core_accessor(what);
   check_accessor_type<T>(t, what);
   if (t.impl().live_element_accessors > 0) {
-    coherence_violation("a ", what, " was created while an element-wise accessor on the same tensor is live");
+    coherence_violation(t.impl(), "a ", what, " was created while an element-wise accessor on the same tensor is live");
   } else if (conflicting > 0) {
-    coherence_violation("a ", what, " was created while a conflicting stream accessor on the same tensor is open");
+    coherence_violation(t.impl(), "a ", what,
+                        " was created while a conflicting stream accessor on the same tensor is open");
   }
   return d;
 }
 
 template <typename T>
-NCC_HOT ReadStreamAccessor<T> Tensor::read_stream_accessor() const {
+NCC_HOT TensorReadStreamAccessor<T> Tensor::read_stream_accessor() const {
   void* d = prepare_stream<T>(*this, "read stream accessor", impl().open_write_streams);
-  return ReadStreamAccessor<T>(impl_ptr(), static_cast<const T*>(d));
+  return TensorReadStreamAccessor<T>(impl_ptr(), static_cast<const T*>(d));
 }
 
 template <typename T>
-NCC_HOT WriteStreamAccessor<T> Tensor::write_stream_accessor() const {
+NCC_HOT TensorWriteStreamAccessor<T> Tensor::write_stream_accessor() & {
   void* d = prepare_stream<T>(*this, "write stream accessor", impl().open_read_streams + impl().open_write_streams);
-  return WriteStreamAccessor<T>(impl_ptr(), static_cast<T*>(d));
+  return TensorWriteStreamAccessor<T>(impl_ptr(), static_cast<T*>(d));
 }
 
 // ---------------------------------------------------------------- TCM accessor
 // Block copies between a tensor (flattened) and TCM; the fastest path and never coherence-checked.
-class TcmAccessor {
+// A `read_only` one (from a const Tensor) copies only from the tensor.
+template <bool read_only>
+class TensorTcmAccessor {
  public:
-  explicit TcmAccessor(std::shared_ptr<TensorImpl> t, unsigned char* data)
+  explicit TensorTcmAccessor(std::shared_ptr<TensorImpl> t, unsigned char* data)
       : t_(std::move(t)), data_(data) {}
 
   template <typename T>
@@ -681,6 +763,9 @@ class TcmAccessor {
   }
   template <typename T>
   void tcm_to_tensor(T* tcm_ptr, size_t offset, size_t n) {
+    static_assert(!read_only && sizeof(T) > 0,
+                  "tcm_to_tensor on a read-only TensorTcmAccessor: tcm_accessor() of a const Tensor (an "
+                  "input) can not write it");
     check<T>(tcm_ptr, offset, n, "tcm_to_tensor");
     std::memcpy(data_ + offset * sizeof(T), tcm_ptr, n * sizeof(T));
     ncc_gpsimd::core().counters.tcm_bytes += n * sizeof(T);
@@ -713,9 +798,12 @@ class TcmAccessor {
   unsigned char* data_;
 };
 
-inline TcmAccessor Tensor::tcm_accessor() const {
-  void* d = device_data("tcm_accessor");
-  return TcmAccessor(impl_ptr(), static_cast<unsigned char*>(d));
+inline TensorTcmAccessor<true> Tensor::tcm_accessor() const& {
+  return TensorTcmAccessor<true>(impl_ptr(), static_cast<unsigned char*>(device_data("tcm_accessor")));
+}
+
+inline TensorTcmAccessor<false> Tensor::tcm_accessor() & {
+  return TensorTcmAccessor<false>(impl_ptr(), static_cast<unsigned char*>(device_data("tcm_accessor")));
 }
 
 namespace neuron {
@@ -808,7 +896,7 @@ inline Tensor eye(int64_t n, int64_t m, TensorOptions options) {
 }
 inline Tensor eye(int64_t n, TensorOptions options) { return eye(n, n, options); }
 
-inline Tensor& Tensor::fill_(const Scalar& v) {
+inline Tensor& Tensor::fill_(const Scalar& v) const {
   void* d = device_data("fill_");
   dispatch(scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -817,7 +905,7 @@ inline Tensor& Tensor::fill_(const Scalar& v) {
     for (int64_t k = 0; k < numel(); ++k) p[k] = x;
   });
   ncc_gpsimd::core().counters.factory_bytes += nbytes();
-  return *this;
+  return const_cast<Tensor&>(*this);
 }
 
 // ---------------------------------------------------------------- element-wise ops
@@ -1044,16 +1132,29 @@ namespace at = torch;
 namespace c10 = torch;
 
 // The operator's output tensor (written in disjoint slices by the cores in multicore mode).
+// Every call on a core returns the same tensor. In single-core mode a factory tensor of the
+// output's dtype and shape made earlier may already live in the output buffer (see
+// torch::allocate); the destination then gets memory of its own, so that the two never alias,
+// and whichever the kernel returns is copied to the output.
 inline torch::Tensor get_dst_tensor() {
   ncc_gpsimd::CoreState& c = ncc_gpsimd::core();
   if (c.shape_mode || c.dst == nullptr) {
     torch::fail(torch::ErrorKind::kUsage, "get_dst_tensor() is only available in a compute function");
   }
+  if (c.dst_tensor) return torch::Tensor(std::static_pointer_cast<torch::TensorImpl>(c.dst_tensor));
   const ncc_arg* d = c.dst;
   auto impl = torch::make_impl(static_cast<torch::ScalarType>(d->dtype), d->sizes, d->ndim);
-  impl->data = d->data;
+  if (c.dst_taken) {
+    size_t nbytes = static_cast<size_t>(impl->numel) * torch::element_size(impl->dtype);
+    impl->data = std::calloc(nbytes ? nbytes : 1, 1);
+    if (impl->data == nullptr) torch::fail(torch::ErrorKind::kUsage, "out of device memory");
+    impl->owns = true;
+  } else {
+    impl->data = d->data;
+    c.dst_taken = true;
+  }
   impl->has_data = true;
-  c.dst_taken = true;
+  c.dst_tensor = impl;
   return torch::Tensor(impl);
 }
 
@@ -1064,5 +1165,7 @@ inline thread_local const unsigned char* tls_stack_lo = nullptr;
 inline thread_local const unsigned char* tls_stack_hi = nullptr;
 }  // namespace ncc_gpsimd
 
-inline const unsigned char* torch::TcmAccessor::c_stack_lo() { return ncc_gpsimd::tls_stack_lo; }
-inline const unsigned char* torch::TcmAccessor::c_stack_hi() { return ncc_gpsimd::tls_stack_hi; }
+template <bool read_only>
+inline const unsigned char* torch::TensorTcmAccessor<read_only>::c_stack_lo() { return ncc_gpsimd::tls_stack_lo; }
+template <bool read_only>
+inline const unsigned char* torch::TensorTcmAccessor<read_only>::c_stack_hi() { return ncc_gpsimd::tls_stack_hi; }

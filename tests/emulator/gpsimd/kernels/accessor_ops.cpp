@@ -27,7 +27,7 @@ torch::Tensor relu3d(const torch::Tensor& t) {
 // temporary: a row stays valid while its tensor lives.
 torch::Tensor row_outlives(const torch::Tensor& t) {
     torch::Tensor out = torch::empty(t.sizes(), torch::kFloat);
-    torch::TensorAccessor<float, 1> row = t.accessor<float, 2>()[1];
+    torch::TensorAccessor<float, 1, true> row = t.accessor<float, 2>()[1];
     auto o = out.accessor<float, 2>();
     for (int64_t i = 0; i < t.size(0); i++) {
         auto orow = o[i];
@@ -37,7 +37,7 @@ torch::Tensor row_outlives(const torch::Tensor& t) {
 }
 
 // Element references made in a function the kernel's loop calls (the accessor passed by reference).
-__attribute__((noinline)) static float element(const torch::TensorAccessor<float, 1>& a, int64_t i) { return a[i]; }
+__attribute__((noinline)) static float element(const torch::TensorAccessor<float, 1, true>& a, int64_t i) { return a[i]; }
 
 torch::Tensor through_helper(const torch::Tensor& t) {
     torch::Tensor out = torch::empty(t.sizes(), torch::kFloat);
@@ -103,7 +103,7 @@ torch::Tensor moved_stream(const torch::Tensor& t) {
     auto first = t.read_stream_accessor<float>();
     auto w = out.write_stream_accessor<float>();
     w.write(first.read());
-    torch::ReadStreamAccessor<float> second = std::move(first);
+    torch::TensorReadStreamAccessor<float> second = std::move(first);
     for (int64_t i = 1; i < t.numel(); i++) w.write(second.read());
     w.close();
     first.read();

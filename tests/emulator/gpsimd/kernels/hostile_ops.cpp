@@ -1,0 +1,39 @@
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <torch/torch.h>
+
+// Forks a child that lives on (holding the worker's reply pipe), then crashes the worker.
+torch::Tensor fork_then_crash(const torch::Tensor& t, int64_t child_seconds) {
+    pid_t child = fork();
+    if (child == 0) {
+        sleep(static_cast<unsigned>(child_seconds));
+        _exit(0);
+    }
+    printf("child %d\n", static_cast<int>(child));
+    abort();
+    return t;
+}
+
+// Prints what the worker was given: whether a host variable reached it, its limits, its group.
+torch::Tensor probe(const torch::Tensor& t) {
+    struct rlimit core, as, fsize, cpu;
+    getrlimit(RLIMIT_CORE, &core);
+    getrlimit(RLIMIT_AS, &as);
+    getrlimit(RLIMIT_FSIZE, &fsize);
+    getrlimit(RLIMIT_CPU, &cpu);
+    printf("secret=%s\n", getenv("NCC_TEST_SECRET") ? getenv("NCC_TEST_SECRET") : "absent");
+    printf("core=%llu as=%llu fsize=%llu cpu=%llu\n", (unsigned long long)core.rlim_cur,
+           (unsigned long long)as.rlim_cur, (unsigned long long)fsize.rlim_cur, (unsigned long long)cpu.rlim_cur);
+    printf("own_group=%d\n", getpgrp() == getpid() ? 1 : 0);
+    return torch::zeros(t.sizes(), torch::kFloat);
+}
+
+// Burns CPU time without end (stopped by the CPU-time limit or the wall-clock time-out).
+torch::Tensor spin(const torch::Tensor& t) {
+    volatile uint64_t n = 0;
+    while (true) n = n + 1;
+    return t;
+}
