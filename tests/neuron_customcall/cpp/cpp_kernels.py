@@ -17,6 +17,7 @@ LIBRARIES = {
     "relu": (["relu.cpp", "relu_stream.cpp", "relu_tcm.cpp"], ["relu_shape.cpp"], False),
     "relu_multicore": (["relu_multicore.cpp"], ["relu_multicore_shape.cpp"], True),
     "dtype_ops": (["dtype_ops.cpp"], ["dtype_ops_shape.cpp"], False),
+    "scalar_first": (["scalar_first.cpp"], ["scalar_first_shape.cpp"], False),
 }
 
 

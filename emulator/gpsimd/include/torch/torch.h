@@ -1061,6 +1061,16 @@ NCC_BINARY_OP(div, detail::trunc_if_int(integral, x / y))
 NCC_BINARY_OP(pow, std::pow(x, y))
 #undef NCC_BINARY_OP
 
+// pow with a Scalar base: out[i] = self ** exponent[i], in the exponent's dtype.
+inline Tensor& pow_out(Tensor& out, const Scalar& self, const Tensor& exponent) {
+  double base = self.toDouble();
+  return detail::unary_out(out, exponent, "pow", [base](double y) { return std::pow(base, y); });
+}
+inline Tensor pow(const Scalar& self, const Tensor& exponent) {
+  Tensor out = detail::like(exponent);
+  return pow_out(out, self, exponent);
+}
+
 #define NCC_ALPHA_OP(name, sign)                                                                      \
   inline Tensor& name##_out(Tensor& out, const Tensor& self, const Tensor& other,                     \
                             const Scalar& alpha = 1) {                                                \
@@ -1105,6 +1115,14 @@ NCC_ALPHA_OP(sub, -)
   inline Tensor& name##_out(Tensor& out, const Tensor& self, const Scalar& other) {                   \
     int64_t y = other.toLong();                                                                       \
     return detail::integer_out(out, self, #name, [y](int64_t x, int64_t) { return x op y; });         \
+  }                                                                                                   \
+  /* Scalar first: the scalar is cast to the tensor's dtype (the result's low bits, the same). */     \
+  inline Tensor& name##_out(Tensor& out, const Scalar& self, const Tensor& other) {                   \
+    return name##_out(out, other, self);                                                              \
+  }                                                                                                   \
+  inline Tensor name(const Scalar& self, const Tensor& other) {                                       \
+    Tensor out = detail::like(other);                                                                 \
+    return name##_out(out, other, self);                                                              \
   }                                                                                                   \
   NCC_ALLOCATING_FORMS(name)
 
