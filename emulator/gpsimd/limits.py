@@ -3,18 +3,19 @@
 The worker runs user code (a custom-op library, possibly from an artifact someone else made), so
 it gets the least it needs: no core dumps, a bounded address space, bounded file writes, a CPU
 time budget re-armed per request (the worker is persistent, so a lifetime limit would end a long
-training run), an environment holding nothing of the host's but what Python needs, its own
-process group (the host kills the group, so children a kernel forked die with it), and death
-with the host (PR_SET_PDEATHSIG). What is not done: a seccomp filter (a kernel can still make
-system calls, such as kill(2) of the host's pid); docs/gpsimd.md says so.
+training run), an environment holding nothing of the host's but what Python needs, and its own
+process group (the host kills the group, so children a kernel forked die with it). A worker
+whose host is gone sees its request pipe close and exits after the request it is running (the
+CPU budget bounds that one); PR_SET_PDEATHSIG is not used, since it fires when the host *thread*
+that started the worker ends, which may be any short-lived thread. What is not done: a seccomp
+filter (a kernel can still make system calls, such as kill(2) of the host's pid); docs/gpsimd.md
+says so.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
-import signal
 
 #: Address space of a worker, in bytes [16 GiB]: kernels' data lives in the host's shared files,
 #: which the worker maps, plus the 8 cores' stacks and the runtime's heaps.
@@ -25,7 +26,6 @@ FILE_SIZE = 1 << 30
 #: Variables the worker keeps from the host's environment (the runtime's printf setting and what
 #: a C++ runtime may consult); everything else (tokens, keys, paths) is left out.
 KEPT = ("NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", "LANG", "LC_ALL", "TZ")
-_PR_SET_PDEATHSIG = 1
 
 
 class LimitError(ValueError):
@@ -50,15 +50,10 @@ def environment(project_root: str) -> dict[str, str]:
 
 
 def apply(memory: int) -> None:
-    """In the worker, before the library is loaded: the limits above, and SIGKILL when the host
-    (its parent) dies."""
+    """In the worker, before the library is loaded: the limits above."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def arm_cpu(seconds: float) -> None:
