@@ -48,6 +48,12 @@ class DTypeRecord:
         return self.numpy.itemsize * 8
 
     @property
+    def ml_dtype(self) -> bool:
+        """Stored as an ml_dtypes type (bfloat16, fp8): NumPy knows it only as a user-defined
+        dtype, which some consumers (torch's ``.numpy()``, memoryviews) refuse."""
+        return self.numpy.isbuiltin != 1
+
+    @property
     def gpsimd(self) -> str | None:
         """The GpSimd runtime's name ("float32"), when it has the type."""
         return self.numpy.name if self.gpsimd_code is not None else None

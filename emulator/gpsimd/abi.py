@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
+from emulator import dtypes as records
+
 MAX_DIMS = 8
 CORE_COUNT = 8
 TEXT_CAPACITY = 128 * 1024  # the largest device printf buffer (NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES)
@@ -67,18 +69,10 @@ class DType:
     itemsize: int
 
 
+#: The runtime's dtypes (name -> code and size), from the one dtype record (emulator/dtypes.py);
+#: the codes are c10's ScalarType values, which the runtime header uses too.
 DTYPES: dict[str, DType] = {
-    d.name: d
-    for d in (
-        DType(0, "uint8", 1),
-        DType(1, "int8", 1),
-        DType(2, "int16", 2),
-        DType(3, "int32", 4),
-        DType(4, "int64", 8),
-        DType(5, "float16", 2),
-        DType(6, "float32", 4),
-        DType(15, "bfloat16", 2),
-    )
+    name: DType(r.gpsimd_code, name, r.itemsize) for name, r in records.BY_GPSIMD.items()
 }
 DTYPES_BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
 

@@ -12,22 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
+from emulator import dtypes as records
 from emulator.gpsimd import protocol
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.gpsimd.errors import GpSimdError
 from emulator.gpsimd.runner import Argument, GpSimdRunner, RunResult, TensorValue, runner_for
 
-#: GpSimd runtime dtype names (abi.DTYPES) and their NumPy storage.
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    "uint8": np.dtype(np.uint8), "int8": np.dtype(np.int8), "int16": np.dtype(np.int16),
-    "int32": np.dtype(np.int32), "int64": np.dtype(np.int64), "float16": np.dtype(np.float16),
-    "float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16),
-}
-_NAMES = {dt: name for name, dt in NUMPY_DTYPES.items()}
+#: GpSimd runtime dtype names (abi.DTYPES) and their NumPy storage, from the dtype record.
+NUMPY_DTYPES: dict[str, np.dtype] = {name: r.numpy for name, r in records.BY_GPSIMD.items()}
+_NAMES = {dt: r.gpsimd for dt, r in records.BY_NUMPY_GPSIMD.items()}
 
 
 def array_value(array: Any) -> TensorValue:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from emulator.kernel_ir import dtypes
+from emulator import dtypes as records
 
 
 def compute_dtype(*arrays: np.ndarray) -> np.dtype:
@@ -27,8 +27,8 @@ def _is_float(dt: np.dtype) -> bool:
     return dt.kind == "f" or dt in _ML_FLOATS
 
 
-#: NKI floats whose NumPy kind is not "f" (ml_dtypes: bfloat16, fp8), from the dtype record.
-_ML_FLOATS = {dtypes.DTYPES[n] for n in dtypes.FLOAT_NAMES if dtypes.DTYPES[n].kind != "f"}
+#: The NKI floats stored as ml_dtypes types (bfloat16, fp8), from the dtype record.
+_ML_FLOATS = {r.numpy for r in records.BY_NKI.values() if r.kind == records.FLOAT and r.ml_dtype}
 
 
 def widen(a: np.ndarray) -> np.ndarray:

@@ -17,22 +17,15 @@ import torch
 from emulator import host
 from emulator.gpsimd import OpDescriptor, TensorSpec, call, protocol
 from emulator.gpsimd.runner import TensorValue
+from neuron_customcall import torch_dtypes
 from neuron_customcall.cpp import loader
 from neuron_customcall.cpp.errors import BuildError
 
 log = logging.getLogger(__name__)
 
-TORCH_DTYPES: dict[torch.dtype, str] = {
-    torch.float32: "float32",
-    torch.bfloat16: "bfloat16",
-    torch.float16: "float16",
-    torch.int32: "int32",
-    torch.int8: "int8",
-    torch.int16: "int16",
-    torch.uint8: "uint8",
-    torch.int64: "int64",
-}
-DTYPE_NAMES: dict[str, torch.dtype] = {v: k for k, v in TORCH_DTYPES.items()}
+#: torch dtype -> GpSimd dtype name, for the types the GpSimd runtime has (the torch table).
+TORCH_DTYPES: dict[torch.dtype, str] = {t: n for n, t in torch_dtypes.BY_GPSIMD.items()}
+DTYPE_NAMES: dict[str, torch.dtype] = torch_dtypes.BY_GPSIMD
 
 # Argument kind -> schema type.
 SCHEMA_TYPES = {"tensor": "Tensor", "scalar": "Scalar", "double": "float", "int64": "int"}

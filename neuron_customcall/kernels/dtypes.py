@@ -1,30 +1,25 @@
 """Element type names across the kernel worlds: HLO (the descriptor's vocabulary), the NKI kernel
 IR, the GpSimd runtime and NumPy.
 
-Why one table: a kernel descriptor is checked against the HLO instruction it sits in, so it names
-dtypes as HLO does ("f32", "bf16"); the NKI IR and the GpSimd runtime each have their own names.
-Converting in one place keeps the three from drifting apart.
+Why: a kernel descriptor is checked against the HLO instruction it sits in, so it names dtypes as
+HLO does ("f32", "bf16"); the NKI IR and the GpSimd runtime each have their own names. The
+conversions are read off the one dtype record (emulator/dtypes.py), so the three never drift.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from emulator.program.dtypes import DTYPES as HLO_DTYPES
+from emulator import dtypes as records
+from emulator.program.dtypes import DTYPES as HLO_DTYPES  # noqa: F401  (HLO name -> NumPy, for the adapters)
 
-#: NKI IR dtype name -> HLO element type name. float8_e4m3 (IEEE-like, with infinities) has no
-#: HLO twin among the emulator's types, and tfloat32 is stored as f32 but is not a framework type.
-NKI_TO_HLO: dict[str, str] = {
-    "bool": "pred", "uint8": "u8", "int8": "s8", "uint16": "u16", "int16": "s16",
-    "uint32": "u32", "int32": "s32", "float8_e5m2": "f8e5m2", "float16": "f16",
-    "bfloat16": "bf16", "float32": "f32",
-}
+#: NKI IR dtype name -> HLO element type name, from the dtype record (emulator/dtypes.py).
+#: float8_e4m3 (IEEE-like, with infinities) has no HLO twin among the emulator's types, and
+#: tfloat32 is stored as f32 but is not a framework type.
+NKI_TO_HLO: dict[str, str] = {r.nki: r.hlo for r in records.RECORDS if r.nki and r.hlo}
 HLO_TO_NKI: dict[str, str] = {v: k for k, v in NKI_TO_HLO.items()}
 
 #: GpSimd runtime dtype name (emulator.gpsimd.abi.DTYPES) -> HLO element type name.
-GPSIMD_TO_HLO: dict[str, str] = {
-    "uint8": "u8", "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
-    "float16": "f16", "float32": "f32", "bfloat16": "bf16",
-}
+GPSIMD_TO_HLO: dict[str, str] = {r.gpsimd: r.hlo for r in records.RECORDS if r.gpsimd and r.hlo}
 HLO_TO_GPSIMD: dict[str, str] = {v: k for k, v in GPSIMD_TO_HLO.items()}
 
 
@@ -35,10 +30,10 @@ class KernelDtypeError(TypeError):
 def hlo_name_of(dtype: object) -> str:
     """The HLO element type name of a NumPy (or ml_dtypes) dtype."""
     dt = np.dtype(dtype)
-    for name, candidate in HLO_DTYPES.items():
-        if candidate == dt:
-            return name
-    raise KernelDtypeError(f"dtype {dt} has no HLO element type")
+    r = records.BY_NUMPY_HLO.get(dt)
+    if r is None:
+        raise KernelDtypeError(f"dtype {dt} has no HLO element type")
+    return r.hlo
 
 
 def _lookup(table: dict[str, str], name: str, what: str) -> str:

@@ -25,6 +25,7 @@ import torch_xla
 
 from emulator.kernel_exec import run_kernel
 from neuron_customcall.cpp import loader, torch_ops
+from neuron_customcall import torch_dtypes
 from neuron_customcall.kernels import build, dtypes
 from neuron_customcall.kernels.descriptor import TensorSig, decode
 from neuron_customcall.nki.jit import Kernel, kernel_by_id, register_framework
@@ -36,13 +37,7 @@ _X = torch_xla._XLAC
 TARGET = "AwsNeuronCustomNativeKernel"
 API_VERSION_UNSPECIFIED = 0
 
-_HLO_TO_TORCH: dict[str, torch.dtype] = {
-    "pred": torch.bool, "u8": torch.uint8, "s8": torch.int8, "s16": torch.int16,
-    "u16": torch.uint16, "s32": torch.int32, "u32": torch.uint32, "s64": torch.int64,
-    "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-    "f8e5m2": torch.float8_e5m2,
-}
-_TORCH_TO_HLO = {v: k for k, v in _HLO_TO_TORCH.items()}
+_HLO_TO_TORCH = torch_dtypes.BY_HLO
 
 
 def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence[Any]) -> list[torch.Tensor]:
@@ -172,7 +167,8 @@ def _nki_call_vmap(info: Any, in_dims: tuple, args: list[torch.Tensor], key: int
 def _spec(x: Any) -> tuple:
     """A hashable, dynamo-constant description of an argument: shape and dtype, or the value."""
     if isinstance(x, torch.Tensor):
-        return ("tensor", tuple(x.shape), _TORCH_TO_HLO.get(x.dtype, str(x.dtype)))
+        r = torch_dtypes.TORCH.get(x.dtype)
+        return ("tensor", tuple(x.shape), r.hlo if r is not None else str(x.dtype))
     return ("static", x)
 
 
@@ -180,7 +176,8 @@ def _tracing_spec(spec: tuple) -> Any:
     if spec[0] == "static":
         return spec[1]
     if spec[2] not in dtypes.HLO_TO_NKI:
-        raise dtypes.KernelDtypeError(f"torch dtype {spec[2]} can not be an NKI kernel argument")
+        raise dtypes.KernelDtypeError(f"a torch tensor of element type {spec[2]} can not be an NKI "
+                                      f"kernel argument (NKI types: {sorted(dtypes.HLO_TO_NKI)})")
     return build.nki_spec(spec[1], spec[2])
 
 

@@ -8,18 +8,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-import ml_dtypes
 import numpy as np
 import torch
 
 from emulator.kernel_exec import buffers
+from neuron_customcall import torch_dtypes
 
 # torch dtypes whose NumPy twin comes from ml_dtypes, with an integer type of the same width.
-_VIA_BITS: dict[torch.dtype, tuple[np.dtype, torch.dtype]] = {
-    torch.bfloat16: (np.dtype(ml_dtypes.bfloat16), torch.int16),
-    torch.float8_e4m3fn: (np.dtype(ml_dtypes.float8_e4m3fn), torch.uint8),
-    torch.float8_e5m2: (np.dtype(ml_dtypes.float8_e5m2), torch.uint8),
-}
+_VIA_BITS: dict[torch.dtype, tuple[np.dtype, torch.dtype]] = torch_dtypes.via_bits()
 _BY_NUMPY = {np_dt: (torch_dt, bits) for torch_dt, (np_dt, bits) in _VIA_BITS.items()}
 
 

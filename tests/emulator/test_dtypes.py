@@ -40,3 +40,21 @@ def test_the_program_and_kernel_tables_are_the_records():
 def test_tensor_engine_rates_follow_from_the_record():
     assert {"bf16", "bfloat16", "tfloat32", "s8", "uint8", "f8e4m3fn"} <= FAST_DTYPES
     assert not {"f32", "float32", "s16", "int16", "bool", "pred"} & FAST_DTYPES
+
+
+def test_gpsimd_codes_are_the_runtime_headers_scalar_types():
+    import pathlib
+    import re
+
+    from emulator.gpsimd import abi
+    from emulator.gpsimd.call import NUMPY_DTYPES
+
+    header = pathlib.Path(abi.__file__).parent / "include" / "torch" / "torch.h"
+    enum = dict(re.findall(r"(\w+) = (\d+)", re.search(r"enum class ScalarType[^{]*{([^}]*)}",
+                                                        header.read_text()).group(1)))
+    c10 = {"Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64",
+           "Half": "float16", "Float": "float32", "BFloat16": "bfloat16"}
+    assert {c10[k]: int(v) for k, v in enum.items()} == {
+        n: d.code for n, d in abi.DTYPES.items()}
+    assert NUMPY_DTYPES == {n: r.numpy for n, r in records.BY_GPSIMD.items()}
+    assert all(abi.DTYPES[n].itemsize == NUMPY_DTYPES[n].itemsize for n in abi.DTYPES)
