@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx, called
+from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_rule, shapes
 
 
 @lowers("while")
@@ -37,3 +37,21 @@ def _call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 def _fusion(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     """A fusion (in HLO dumped after XLA's optimizations) computes its fused computation: a call."""
     return "call", {"computation": ctx.computation(called(inst, 0, "fused computation"))}
+
+
+# -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
+@shape_rule("while")
+def _while_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    body_out = inst.called_computations[0].root.shape if inst.called_computations else None
+    if body_out is not None and body_out.element_type != "PRED" and \
+            (leaf_types(body_out) != leaf_types(ops[0]) or leaf_types(out) != leaf_types(ops[0])):
+        fail(inst, f"while body result {body_out} does not match its init {ops[0]}")
+
+
+@shape_rule("conditional")
+def _conditional_shapes(inst: Any) -> None:
+    out = inst.shape
+    for b in inst.called_computations:
+        if leaf_types(b.root.shape) != leaf_types(out):
+            fail(inst, f"branch {b.name} returns {b.root.shape}, the conditional {out}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx
 from neuron_customcall.compiler.lowering.reduce import window_attrs
+from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_dims, shape_rule, shapes
 
 
 @lowers("dot")
@@ -44,3 +44,53 @@ _FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
 @lowers("fft")
 def _fft(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "fft", {"fft_type": _FFT_TYPES[int(inst.attributes.fft_type)], "length": list(inst.attributes.fft_length)}
+
+
+# -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
+@shape_rule("dot")
+def _dot_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    d = inst.attributes.dot_dimension_numbers
+    l, r = ops
+    lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
+    lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
+    if len(lc) != len(rc) or len(lb) != len(rb) or any(
+            l.dimensions[a] != r.dimensions[b] for a, b in zip(lc + lb, rc + rb)):
+        fail(inst, f"dot dimension numbers do not fit {l} and {r}")
+    lf = [l.dimensions[k] for k in range(l.rank) if k not in lc and k not in lb]
+    rf = [r.dimensions[k] for k in range(r.rank) if k not in rc and k not in rb]
+    if tuple([l.dimensions[k] for k in lb] + lf + rf) != shape_dims(out):
+        fail(inst, f"dot result should be {[l.dimensions[k] for k in lb] + lf + rf}, is {out}")
+
+
+@shape_rule("convolution")
+def _convolution_shapes(inst: Any) -> None:
+    """XLA's shape rule for convolution: feature and batch groups, and each output spatial size."""
+    (lhs, rhs), out = shapes(inst)
+    c = inst.attributes.convolution_dimension_numbers
+    fgc = inst.attributes.feature_group_count or 1
+    bgc = inst.attributes.batch_group_count or 1
+    w = inst.attributes.window.dimensions
+    nsp = len(c.input_spatial_dimensions)
+    ranks_ok = lhs.rank == rhs.rank == out.rank == nsp + 2 and len(w) == nsp and \
+        len(c.kernel_spatial_dimensions) == len(c.output_spatial_dimensions) == nsp
+    if not ranks_ok:
+        fail(inst, f"convolution ranks do not fit: {lhs}, {rhs} -> {out} with {nsp} spatial dims")
+    cin, batch = lhs.dimensions[c.input_feature_dimension], lhs.dimensions[c.input_batch_dimension]
+    kin, kout = rhs.dimensions[c.kernel_input_feature_dimension], rhs.dimensions[c.kernel_output_feature_dimension]
+    if cin != kin * fgc or kout % fgc or kout % bgc or batch % bgc or (fgc > 1 and bgc > 1):
+        fail(inst, f"convolution features/groups do not fit: input features {cin}, kernel {kin}->{kout}, "
+                    f"feature_group_count {fgc}, batch_group_count {bgc}, batch {batch}")
+    want = [0] * out.rank
+    want[c.output_batch_dimension] = batch // bgc
+    want[c.output_feature_dimension] = kout
+    for k in range(nsp):
+        d = lhs.dimensions[c.input_spatial_dimensions[k]]
+        wd = w[k]
+        if wd.size != rhs.dimensions[c.kernel_spatial_dimensions[k]]:
+            fail(inst, f"window size {wd.size} differs from kernel spatial size in dim {k}")
+        padded = wd.padding_low + wd.padding_high + ((d - 1) * (wd.base_dilation or 1) + 1 if d else 0)
+        span = (wd.size - 1) * (wd.window_dilation or 1) + 1
+        want[c.output_spatial_dimensions[k]] = (padded - span) // (wd.stride or 1) + 1 if padded >= span else 0
+    if tuple(want) != shape_dims(out):
+        fail(inst, f"convolution of {lhs} by {rhs} gives {want}, the result is {out}")

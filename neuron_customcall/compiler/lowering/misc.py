@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering.registry import lowers
+from neuron_customcall.compiler.inline import payload_for
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
 from neuron_customcall.compiler.lowering.lapack import is_lapack_target, lower_lapack
-from neuron_customcall.compiler.inline import payload_for
+from neuron_customcall.compiler.lowering.registry import lowers
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: Custom-call targets that only annotate their operand (sharding, placement): identities here.

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx, argminmax_reducer, binary_reducer, called
+from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_dims, shape_rule, shapes
 
 
 def window_attrs(inst: Any, rank: int) -> dict:
@@ -58,3 +58,33 @@ def _select_and_scatter(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 @lowers("map")
 def _map(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "map", {"computation": ctx.computation(called(inst, 0, "to_apply"), lifted=True)}
+
+
+# -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
+@shape_rule("reduce")
+def _reduce_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    n = len(ops) // 2
+    dims = set(inst.attributes.dimensions)
+    want = tuple(d for k, d in enumerate(ops[0].dimensions) if k not in dims) if ops else ()
+    outs = out.tuple_shapes if out.is_tuple else (out,)
+    if len(ops) % 2 or len(outs) != n or any(shape_dims(o) != want for o in outs) or \
+            any(shape_dims(s) != shape_dims(ops[0]) for s in ops[:n]) or any(s.rank for s in ops[n:]):
+        fail(inst, f"reduce over {sorted(dims)} of {[str(s) for s in ops]} does not give {out}")
+
+
+@shape_rule("reduce-window")
+def _reduce_window_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    n = len(ops) // 2
+    w = inst.attributes.window.dimensions
+    outs = out.tuple_shapes if out.is_tuple else (out,)
+    if len(w) != ops[0].rank:
+        fail(inst, f"window of rank {len(w)} for {ops[0]}")
+    want = []
+    for d, wd in zip(ops[0].dimensions, w):
+        padded = wd.padding_low + wd.padding_high + (d - 1) * (wd.base_dilation or 1) + 1 if d else 0
+        span = (wd.size - 1) * (wd.window_dilation or 1) + 1
+        want.append((padded - span) // (wd.stride or 1) + 1 if padded >= span else 0)
+    if len(ops) % 2 or len(outs) != n or any(shape_dims(o) != tuple(want) for o in outs):
+        fail(inst, f"reduce-window of {ops[0]} gives {want}, the result is {out}")

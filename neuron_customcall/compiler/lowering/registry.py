@@ -14,10 +14,11 @@ break XLA's rule for the opcode; the verifier runs it before lowering, so handle
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from emulator.program.ops import OPS
 from hlo.opcodes import OPCODES
+from neuron_customcall.compiler.errors import CompileError
 
 Lowering = Callable[[Any, Any], tuple[str, dict]]
 ShapeRule = Callable[[Any], None]
@@ -66,3 +67,23 @@ def lowering_for(opcode: str) -> Lowering | None:
     if fn is None and generic_applies(opcode):
         return _generic
     return fn
+
+
+# -- helpers of shape rules ----------------------------------------------------------------------
+def fail(inst: Any, msg: str) -> NoReturn:
+    """Reject `inst` with a CompileError naming it."""
+    raise CompileError(msg, inst)
+
+
+def shapes(inst: Any) -> tuple[list[Any], Any]:
+    """(operand shapes, result shape) of an instruction."""
+    return [o.shape for o in inst.operands], inst.shape
+
+
+def shape_dims(shape: Any) -> tuple[int, ...]:
+    return tuple(shape.dimensions)
+
+
+def leaf_types(shape: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """(element type, dimensions) of each leaf of a (tuple) shape."""
+    return [(s.element_type, shape_dims(s)) for s in shape.leaves()]

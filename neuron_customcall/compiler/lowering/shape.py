@@ -3,13 +3,14 @@ iota, tuple elements, dynamic slices, reduce-precision (tuple, opt-barrier, conv
 bitcast-convert and dynamic-update-slice are lowered generically: registry.py)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from neuron_customcall.compiler.errors import CompileError
-from neuron_customcall.compiler.lowering.registry import lowers
 from neuron_customcall.compiler.lowering.context import LowerCtx
+from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_dims, shape_rule, shapes
 
 
 @lowers("constant")
@@ -107,3 +108,103 @@ def _dynamic_slice(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 def _reduce_precision(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "reduce-precision", {"exponent_bits": int(inst.attributes.exponent_bits),
                                 "mantissa_bits": int(inst.attributes.mantissa_bits)}
+
+
+# -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
+@shape_rule("broadcast")
+def _broadcast_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    dims = list(inst.attributes.dimensions)
+    if len(dims) != len(ops[0].dimensions) or any(
+            not 0 <= d < out.rank or out.dimensions[d] != n for d, n in zip(dims, ops[0].dimensions)):
+        fail(inst, f"broadcast dimensions {dims} do not map {ops[0]} into {out}")
+
+
+@shape_rule("reshape", "bitcast")
+def _reshape_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    if math.prod(shape_dims(ops[0])) != math.prod(shape_dims(out)):
+        fail(inst, f"reshape from {ops[0]} to {out} changes the element count")
+
+
+@shape_rule("transpose")
+def _transpose_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    perm = list(inst.attributes.dimensions)
+    if sorted(perm) != list(range(len(perm))) or len(perm) != ops[0].rank or \
+            tuple(ops[0].dimensions[p] for p in perm) != shape_dims(out):
+        fail(inst, f"transpose {perm} does not take {ops[0]} to {out}")
+
+
+@shape_rule("slice")
+def _slice_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    sd = inst.attributes.slice_dimensions
+    want = tuple(max(0, -(-(s.limit - s.start) // (s.stride or 1))) for s in sd)
+    if len(sd) != ops[0].rank or want != shape_dims(out):
+        fail(inst, f"slice of {ops[0]} gives {list(want)}, the result is {out}")
+
+
+@shape_rule("concatenate")
+def _concatenate_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    axis = int(inst.attributes.dimensions[0])
+    total = sum(s.dimensions[axis] for s in ops)
+    for s in ops:
+        if s.rank != out.rank or any(a != b for k, (a, b) in enumerate(zip(s.dimensions, out.dimensions)) if k != axis):
+            fail(inst, f"concatenate operand {s} does not fit {out}")
+    if out.dimensions[axis] != total:
+        fail(inst, f"concatenate along {axis} gives {total}, the result has {out.dimensions[axis]}")
+
+
+@shape_rule("get-tuple-element")
+def _get_tuple_element_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    k = inst.attributes.tuple_index
+    if not ops[0].is_tuple or not 0 <= k < len(ops[0].tuple_shapes) or \
+            shape_dims(ops[0].tuple_shapes[k]) != shape_dims(out):
+        fail(inst, f"get-tuple-element {k} of {ops[0]} is not {out}")
+
+
+@shape_rule("tuple")
+def _tuple_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    if not out.is_tuple or len(out.tuple_shapes) != len(ops):
+        fail(inst, f"tuple of {len(ops)} operands has shape {out}")
+
+
+@shape_rule("pad")
+def _pad_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    pc = inst.attributes.padding_config.dimensions
+    if len(pc) != ops[0].rank or any(p.interior_padding < 0 for p in pc):
+        fail(inst, f"padding config does not fit {ops[0]}")
+    want = tuple(p.edge_padding_low + p.edge_padding_high + d + max(d - 1, 0) * p.interior_padding
+                 for p, d in zip(pc, ops[0].dimensions))
+    if want != shape_dims(out):
+        fail(inst, f"pad of {ops[0]} gives {list(want)}, the result is {out}")
+
+
+@shape_rule("dynamic-slice")
+def _dynamic_slice_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    sizes = list(inst.attributes.dynamic_slice_sizes)
+    if len(ops) != 1 + ops[0].rank or len(sizes) != ops[0].rank or \
+            any(not 0 <= z <= d for z, d in zip(sizes, ops[0].dimensions)) or tuple(sizes) != shape_dims(out):
+        fail(inst, f"dynamic-slice sizes {sizes} do not fit {ops[0]} -> {out}")
+
+
+@shape_rule("dynamic-update-slice")
+def _dynamic_update_slice_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    if len(ops) != 2 + ops[0].rank or ops[1].rank != ops[0].rank or \
+            any(u > d for u, d in zip(ops[1].dimensions, ops[0].dimensions)) or shape_dims(out) != shape_dims(ops[0]):
+        fail(inst, f"dynamic-update-slice of {ops[1]} into {ops[0]} does not fit")
+
+
+@shape_rule("iota")
+def _iota_shapes(inst: Any) -> None:
+    out = inst.shape
+    dims = list(inst.attributes.dimensions)
+    if out.rank and (len(dims) != 1 or not 0 <= dims[0] < out.rank):
+        fail(inst, f"iota dimension {dims} out of range for {out}")
