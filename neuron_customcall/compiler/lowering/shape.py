@@ -104,6 +104,11 @@ def _dynamic_slice(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "dynamic-slice", {"sizes": list(inst.attributes.dynamic_slice_sizes)}
 
 
+@lowers("get-dimension-size")
+def _get_dimension_size(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "get-dimension-size", {"dimension": int(inst.attributes.dimensions[0])}
+
+
 @lowers("reduce-precision")
 def _reduce_precision(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "reduce-precision", {"exponent_bits": int(inst.attributes.exponent_bits),
@@ -208,3 +213,19 @@ def _iota_shapes(inst: Any) -> None:
     dims = list(inst.attributes.dimensions)
     if out.rank and (len(dims) != 1 or not 0 <= dims[0] < out.rank):
         fail(inst, f"iota dimension {dims} out of range for {out}")
+
+
+@shape_rule("get-dimension-size")
+def _get_dimension_size_shapes(inst: Any) -> None:
+    (operand,), out = shapes(inst)
+    dims = list(inst.attributes.dimensions)
+    if len(dims) != 1 or not 0 <= dims[0] < operand.rank or operand.is_tuple:
+        fail(inst, f"get-dimension-size dimension {dims} out of range for {operand}")
+    if out.element_type != "S32" or out.rank:
+        fail(inst, f"get-dimension-size gives s32[], not {out}")
+
+
+@shape_rule("replica-id", "partition-id")
+def _device_id_shapes(inst: Any) -> None:
+    if inst.shape.element_type != "U32" or inst.shape.is_tuple or inst.shape.rank:
+        fail(inst, f"{inst.opcode} gives u32[], not {inst.shape}")
