@@ -389,7 +389,15 @@ class Executable:
         return outs
 
 
-def load_artifact(source: str | os.PathLike | bytes | bytearray | memoryview) -> Executable:
-    """Load an artifact from a path or bytes; a bad artifact raises ArtifactError."""
+def load_artifact(source: str | os.PathLike | bytes | bytearray | memoryview, *,
+                  allow_native: bool | None = None) -> Executable:
+    """Load an artifact from a path or bytes; a bad artifact raises ArtifactError.
+
+    `allow_native=False` refuses an artifact that carries native code (GpSimd C++ kernels) with an
+    ArtifactError before anything of it is loaded; None follows NEURON_CUSTOMCALL_NO_NATIVE_CODE
+    (emulator.native_policy)."""
+    from emulator.native_policy import check_native
+
     artifact = read_artifact(read_bytes(source))
+    check_native(artifact.kernels, allow_native)
     return Executable(artifact)

@@ -36,6 +36,9 @@ GPSIMD = "gpsimd"
 GPSIMD_OP = "gpsimd-op"
 GPSIMD_LIBRARY = "gpsimd-library"
 KINDS = (NKI_IR, GPSIMD, GPSIMD_OP, GPSIMD_LIBRARY)
+#: Kinds whose payload is (or names) a compiled native library that runs when the artifact runs:
+#: what `load_artifact(allow_native=False)` refuses and `inspect` reports.
+NATIVE_KINDS = frozenset({GPSIMD, GPSIMD_OP, GPSIMD_LIBRARY})
 _MAGIC = b"GPSK"
 _HEADER = struct.Struct("<4sI")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Union
 
@@ -110,9 +111,22 @@ def _as_bytes(source: Source) -> tuple[bytes, str]:
         return source.encode("utf-8"), "<string>"
     path = Path(source)
     try:
-        return path.read_bytes(), str(path)
+        return _read_regular(path), str(path)
     except OSError as e:
         raise HloError(f"cannot read HLO module {path}: {e.strerror or e}") from None
+    except ValueError as e:  # a NUL byte: neither a path nor HLO text
+        raise HloError(f"cannot read HLO module {str(source)[:60]!r}: {e} (not a path, and not HLO text)") from None
+
+
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes up to its size when opened: a FIFO (opened without blocking), a
+    device such as /dev/zero or a directory is an error, never a hang or an endless read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        return f.read(st.st_size)
 
 
 def read_module_proto(source: Source, *, form: Form | str | None = None) -> tuple[hlo_pb2.HloModuleProto, str]:

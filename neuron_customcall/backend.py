@@ -10,7 +10,10 @@ the same thing, "an executable for this graph, as fast as possible". Three level
 2. the on-disk compile cache (neuron_customcall.cache), shared by processes;
 3. the compiler.
 
-A corrupt or unreadable cache entry is never fatal: it is reported, discarded and recompiled.
+A corrupt or unreadable cache entry is never fatal: it is reported, discarded and recompiled. So
+is an entry that can not prove it belongs to its key: the key, HLO fingerprint and compiler
+version recorded in its checksummed manifest must be this graph's (a valid artifact of another
+graph copied into the slot would otherwise run in its place; docs/trust.md).
 """
 from __future__ import annotations
 
@@ -82,37 +85,60 @@ def compiler_version() -> str:
     return __version__
 
 
-def _compile(module: hlo.HloModule, flags: Any) -> bytes:
+def _compile(module: hlo.HloModule, flags: Any, identity: GraphIdentity | None = None) -> bytes:
     from neuron_customcall.compiler import compile_module
 
     start = time.perf_counter()
-    artifact = compile_module(module, flags)
+    if identity is None:
+        artifact = compile_module(module, flags)
+    else:
+        artifact = compile_module(module, flags, fingerprint=identity.fingerprint, cache_key=identity.key)
     log.info("compiled %s in %.1f ms (%d bytes)", module.name, (time.perf_counter() - start) * 1e3, len(artifact))
     return artifact
 
 
-def _load(artifact: bytes | Path) -> Any:
-    import emulator
+def _load(artifact: bytes | Path, identity: GraphIdentity | None = None) -> Any:
+    """The executable of `artifact`; with `identity`, only if the artifact proves it is that
+    graph's (ArtifactError otherwise, before anything of it is loaded)."""
+    from emulator.artifact import ArtifactError, read_artifact, read_bytes
+    from emulator.executor import Executable
+    from emulator.native_policy import check_native
 
-    return emulator.load_artifact(artifact)
+    art = read_artifact(read_bytes(artifact))
+    if identity is not None:
+        m = art.manifest
+        recorded = (m.get("cache_key"), m["hlo_fingerprint"], m["compiler_version"])
+        if recorded != identity:
+            raise ArtifactError(f"the artifact belongs to another graph or compiler (key {str(recorded[0])[:16]}, "
+                                f"fingerprint {recorded[1][:16]}, compiler {recorded[2]!r}; expected key "
+                                f"{identity.key[:16]}, fingerprint {identity.fingerprint[:16]}, "
+                                f"compiler {identity.compiler!r})")
+    check_native(art.kernels, None)
+    return Executable(art)
+
+
+class GraphIdentity(NamedTuple):
+    """What a cache entry must record to be accepted for a graph (in manifest order)."""
+
+    key: str
+    fingerprint: str
+    compiler: str
 
 
 def resolve_cache(setting: CacheSetting) -> CompileCache | None:
     """None: as the environment says; False: no cache; True: the default directory even if the
     environment disables it; a path or a CompileCache: that one."""
-    if setting is None:
-        try:
-            return CompileCache.from_env()
-        except CacheConfigError as e:  # e.g. an s3:// URL meant for the real Neuron compiler
-            _warn_once(f"{e}; compiling without a cache")
-            return None
     if setting is False:
         return None
-    if setting is True:
-        return CompileCache(default_cache_dir())
     if isinstance(setting, CompileCache):
         return setting
-    return CompileCache(Path(setting))
+    try:
+        if setting is None:
+            return CompileCache.from_env()
+        return CompileCache(default_cache_dir() if setting is True else Path(setting))
+    except CacheConfigError as e:  # e.g. an s3:// URL meant for the real Neuron compiler
+        _warn_once(f"{e}; compiling without a cache")
+        return None
 
 
 _warned: set[str] = set()
@@ -217,34 +243,36 @@ def _compile_cached(source: GraphSource, flags: Any, cache: CacheSetting) -> Com
         proto, _ = hlo.read_module_proto(source)
         fingerprint, build = hlo.fingerprint(proto), lambda: hlo.load(proto)
         as_proto = lambda: proto  # noqa: E731
-    key = cache_key(fingerprint, fkey, compiler_version())
+    version = compiler_version()
+    key = cache_key(fingerprint, fkey, version)
     graph_key = ("graph", key)
     compiled = _memo.get(graph_key)
     if compiled is None:
         if debug_dump.enabled():
             debug_dump.dump(as_proto(), fingerprint)
-        compiled = _compile_or_fetch(build, flags, key, resolve_cache(cache))
+        compiled = _compile_or_fetch(build, flags, GraphIdentity(key, fingerprint, version), resolve_cache(cache))
         _memo.put(graph_key, compiled)
     if raw_key is not None:
         _memo.put(raw_key, compiled)
     return compiled
 
 
-def _compile_or_fetch(build: Callable[[], hlo.HloModule], flags: Any, key: str,
+def _compile_or_fetch(build: Callable[[], hlo.HloModule], flags: Any, identity: GraphIdentity,
                       cache: CompileCache | None) -> Compiled:
+    key = identity.key
     if cache is not None:
         entry = cache.get(key)
         if entry is not None:
             path, data = entry
             try:
-                executable = _load(data)
+                executable = _load(data, identity)
             except Exception as e:  # any defect of the entry: corrupt bytes, old format, ...
                 log.warning("compile cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
                 cache.discard(key)
             else:
                 log.info("Using a cached neff at %s", path)
                 return Compiled(path, executable)
-    artifact = _compile(build(), flags)
+    artifact = _compile(build(), flags, identity)
     executable = _load(artifact)
     path = cache.put(key, artifact) if cache is not None else None
     return Compiled(path if path is not None else artifact, executable)

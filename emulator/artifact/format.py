@@ -19,7 +19,7 @@ import struct
 
 MAGIC = b"NCCNEFF\x00"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1
+VERSION_MINOR = 2
 HEADER = struct.Struct("<8sHHIII Q32s")
 assert HEADER.size == 64
 SECTION = struct.Struct("<16sQQ")

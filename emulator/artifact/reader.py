@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +35,43 @@ class Artifact:
     kernels: list[KernelPayload]
 
 
+def read_regular_file(path: str | os.PathLike, *, follow_links: bool = True) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file and its status, read through one descriptor.
+
+    Why not ``open(path).read()``: a FIFO blocks that open forever, and ``/dev/zero`` or a file
+    that grows while it is read never ends. The open is non-blocking (a FIFO opens at once), the
+    descriptor must be a regular file, and the read stops at the size the file had when opened.
+    `follow_links=False` refuses a symbolic link as the last component (cache entries).
+    Raises OSError (a FIFO, device or directory as IsADirectoryError / OSError naming the kind).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise OSError(f"{os.fspath(path)!r} is {kind}")
+        chunks, left = [], st.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
 def read_bytes(source: str | os.PathLike | bytes | bytearray | memoryview) -> bytes:
-    """The artifact bytes from a path or from bytes."""
+    """The artifact bytes from a path (a regular file, read up to its size) or from bytes."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return bytes(source)
     try:
-        with open(source, "rb") as f:
-            return f.read()
-    except OSError as e:
+        return read_regular_file(source)[0]
+    except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
         raise ArtifactError(f"can not read artifact {os.fspath(source)!r}: {e}") from None
 
 
@@ -115,10 +145,15 @@ def _need(cond: bool, what: str) -> None:
         raise ArtifactError(what)
 
 
+def _is_dtype(v: Any) -> bool:
+    """A dtype name this emulator knows (a list or object there is malformed, not a TypeError)."""
+    return type(v) is str and v in DTYPES
+
+
 def _io_list(v: Any, what: str) -> None:
     _need(type(v) is list, f"malformed manifest: {what} is not a list")
     for e in v:
-        _need(isinstance(e, dict) and type(e.get("name")) is str and e.get("dtype") in DTYPES
+        _need(isinstance(e, dict) and type(e.get("name")) is str and _is_dtype(e.get("dtype"))
               and type(e.get("shape")) is list and all(type(d) is int and d >= 0 for d in e["shape"]),
               f"malformed manifest: bad {what} entry {e!r}")
 
@@ -131,6 +166,7 @@ def check_manifest(m: Any) -> None:
     for key in ("hlo_fingerprint", "compiler_version", "module_name"):
         _need(type(m.get(key)) is str, f"malformed manifest: {key} is not a string")
     _need(isinstance(m.get("flags"), dict), "malformed manifest: flags is not an object")
+    _need(type(m.get("cache_key", "")) is str, "malformed manifest: cache_key is not a string")
     aliases = m.get("aliases")
     _need(type(aliases) is list and all(
         isinstance(a, dict) and type(a.get("output")) is int and type(a.get("input")) is int
@@ -142,7 +178,7 @@ def _constants(index: Any, data: memoryview) -> list[np.ndarray]:
     _need(type(index) is list, "malformed constant index: not a list")
     out = []
     for k, e in enumerate(index):
-        _need(isinstance(e, dict) and e.get("dtype") in DTYPES and type(e.get("offset")) is int
+        _need(isinstance(e, dict) and _is_dtype(e.get("dtype")) and type(e.get("offset")) is int
               and type(e.get("nbytes")) is int, f"malformed constant index entry {k}")
         try:
             check_type([e["dtype"], e.get("shape")], f"constant {k}")

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from neuron_customcall.cli import command
+from neuron_customcall.commands.output import OutputError, check_output, write_output
 from neuron_customcall.commands.progress import step
 
 log = logging.getLogger(__name__)
@@ -66,13 +67,15 @@ def run(args: argparse.Namespace) -> int:
     import hlo
     from neuron_customcall import backend
 
-    output = args.output or args.file.with_suffix(".neff")
     try:
+        if args.output:
+            check_output(args.output)  # before the work, not after it
         with step(f"reading {args.file}"):
             module = hlo.load(args.file)
+        output = check_output(args.output or args.file.with_suffix(".neff"))
         with step(f"compiling {module.name}"):
             compiled = backend.compile_cached(module, compile_flags(args), cache=cache_setting(args))
-    except hlo.HloError as e:
+    except (hlo.HloError, OutputError) as e:
         log.error("%s", e)
         return 1
     except Exception as e:  # CompileError and the artifact loader's errors: report, don't trace back
@@ -81,7 +84,11 @@ def run(args: argparse.Namespace) -> int:
         log.error("%s: %s", args.file, e)
         return 1
     data = compiled.artifact.read_bytes() if isinstance(compiled.artifact, Path) else compiled.artifact
-    output.write_bytes(data)
+    try:
+        write_output(output, data)
+    except OutputError as e:
+        log.error("%s", e)
+        return 1
     manifest = compiled.executable.manifest
     print(f"wrote {output} ({len(data)} bytes): {module.name}, {len(manifest['inputs'])} inputs, "
           f"{len(manifest['outputs'])} outputs")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from neuron_customcall.cli import command
+from neuron_customcall.commands.output import OutputError, check_output, write_output
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +30,16 @@ def run(args: argparse.Namespace) -> int:
     import hlo
 
     try:
+        if args.output:
+            check_output(args.output)
         module = hlo.load(args.file)
-    except hlo.HloError as e:
+        data = _WRITERS[args.to](module)
+        if args.output:
+            write_output(args.output, data)
+    except (hlo.HloError, OutputError) as e:
         log.error("%s", e)
         return 1
-    data = _WRITERS[args.to](module)
     if args.output:
-        args.output.write_bytes(data)
         log.info("wrote %s (%d bytes)", args.output, len(data))
     else:
         sys.stdout.buffer.write(data)

@@ -1,8 +1,10 @@
 """`neuron-customcall inspect out.neff`: what an artifact holds, without running it.
 
-Prints the manifest (module, fingerprint, compiler version, flags, inputs, outputs), the section
-table with sizes, and a summary of the program (computations, instruction counts by op,
-constants, kernel payloads). `--json` prints the manifest alone as JSON, for scripts.
+Prints first whether the artifact carries native code (GpSimd C++ libraries, which run with the
+user's rights when the artifact runs: docs/trust.md), then the manifest (module, fingerprint,
+compiler version, flags, inputs, outputs), the section table with sizes, and a summary of the
+program (computations, instruction counts by op, constants, kernel payloads). `--json` prints the
+manifest alone as JSON, for scripts (native code is then reported on standard error).
 """
 from __future__ import annotations
 
@@ -40,6 +42,18 @@ def _io_text(entries: list[dict[str, Any]]) -> list[str]:
     return [f"  {k:3d} {e['name']}: {e['dtype']}[{','.join(map(str, e['shape']))}]" for k, e in enumerate(entries)]
 
 
+def native_summary(kernels: list) -> str:
+    """One line saying whether (and which) native code the artifact carries."""
+    from emulator.native_policy import NO_NATIVE_ENV, native_kernels
+
+    native = native_kernels(kernels)
+    if not native:
+        return "native code: none (the program and any NKI kernels are interpreted by the emulator)"
+    names = ", ".join(f"{k.name} ({k.kind}, {len(k.data)} bytes)" for k in native)
+    return (f"NATIVE CODE: YES - {len(native)} GpSimd payload(s): {names}. Running this artifact runs compiled "
+            f"C++ with your rights; refuse it with --no-native-code or {NO_NATIVE_ENV}=1 unless you trust its author")
+
+
 def describe(data: bytes, top_ops: int = 12) -> str:
     """The human-readable report for artifact bytes (raises ArtifactError on a bad artifact)."""
     from emulator.artifact import read_artifact
@@ -47,10 +61,12 @@ def describe(data: bytes, top_ops: int = 12) -> str:
     art = read_artifact(data)
     m = art.manifest
     lines = [
+        native_summary(art.kernels),
         f"format {art.version[0]}.{art.version[1]}, {len(data)} bytes",
         f"module: {m['module_name']}",
         f"hlo fingerprint: {m['hlo_fingerprint']}",
         f"compiler version: {m['compiler_version']}",
+        *([f"cache key: {m['cache_key']}"] if "cache_key" in m else []),
         f"flags: {json.dumps(m['flags'], sort_keys=True)}",
         f"inputs ({len(m['inputs'])}):", *_io_text(m["inputs"]),
         f"outputs ({len(m['outputs'])}):", *_io_text(m["outputs"]),
@@ -81,12 +97,15 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("inspect", "print an artifact's manifest, sections and program summary", _args)
 def run(args: argparse.Namespace) -> int:
-    from emulator.artifact import ArtifactError, read_artifact
+    from emulator.artifact import ArtifactError, read_artifact, read_bytes
 
     try:
-        data = args.artifact.read_bytes()
+        data = read_bytes(args.artifact)
         if args.json:
-            print(json.dumps(read_artifact(data).manifest, indent=2, sort_keys=True))
+            art = read_artifact(data)
+            print(json.dumps(art.manifest, indent=2, sort_keys=True))
+            if "YES" in (summary := native_summary(art.kernels)):
+                log.warning("%s: %s", args.artifact, summary)
         else:
             print(f"{args.artifact}: " + describe(data))
     except (OSError, ArtifactError) as e:

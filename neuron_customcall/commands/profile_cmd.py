@@ -14,13 +14,15 @@ from pathlib import Path
 
 from neuron_customcall.cli import command
 from neuron_customcall.commands.progress import step
-from neuron_customcall.commands.run_cmd import InputError, match_inputs, read_npz
+from neuron_customcall.commands.trust_args import add_native_argument, native_setting
+from neuron_customcall.commands.run_cmd import InputError, match_inputs, max_input_elements, read_npz
 
 log = logging.getLogger(__name__)
 
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("artifact", type=Path, help="a .neff written by `neuron-customcall compile`")
+    add_native_argument(p)
     p.add_argument("--inputs", type=Path, help="npz with one array per input (default: seeded random inputs)")
     p.add_argument("-o", "--output", type=Path,
                    help="trace JSON to write (default: the artifact's path with .trace.json)")
@@ -37,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with step(f"loading {args.artifact}"):
-            exe = emulator.load_artifact(args.artifact)
+            exe = emulator.load_artifact(args.artifact, allow_native=native_setting(args))
         if args.inputs is not None:
-            inputs = match_inputs(exe.manifest, read_npz(args.inputs))
+            inputs = match_inputs(exe.manifest, read_npz(args.inputs, max_input_elements(exe.manifest)))
         else:
             inputs = random_inputs(exe.manifest, args.seed)
     except (InputError, ArtifactError, OSError, ValueError) as e:

@@ -8,9 +8,12 @@ data, never code.
 from __future__ import annotations
 
 import argparse
+import io
 import logging
+import math
 import statistics
 import time
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from neuron_customcall.cli import command
+from neuron_customcall.commands.output import OutputError, npz_bytes, npz_path, write_output
 from neuron_customcall.commands.progress import step
+from neuron_customcall.commands.trust_args import add_native_argument, native_setting
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +67,57 @@ def match_inputs(manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) 
 _SAVEZ_PARAMETERS = {"file", "allow_pickle"}
 
 
-def read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an npz file, never unpickling anything (a .npy holds one array: arr_0)."""
-    loaded = np.load(path, allow_pickle=False)
-    if isinstance(loaded, np.ndarray):
-        return {"arr_0": loaded}
-    with loaded as npz:
+def read_npz(path: Path, max_elements: int | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an npz file, never unpickling anything (a .npy holds one array: arr_0).
+
+    Every array's header is read first and checked before anything is allocated: its data must
+    fit in what the file holds (a header can claim 100000 x 100000 in a few bytes) and, with
+    `max_elements` (the artifact's largest input), not have more elements (inputs of another
+    dtype are converted, so the bound is on elements, not bytes). The file must be a regular file
+    (a FIFO or /dev/zero would block or never end). Raises InputError or OSError."""
+    from emulator.artifact.reader import read_regular_file
+
+    data = read_regular_file(path)[0]
+    if data[:6] == b"\x93NUMPY":
+        _check_npy_header(io.BytesIO(data), len(data), "arr_0", max_elements)
+        return {"arr_0": np.load(io.BytesIO(data), allow_pickle=False)}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for info in z.infolist():
+                if info.filename.endswith(".npy"):
+                    with z.open(info) as f:
+                        _check_npy_header(f, info.file_size, info.filename[:-4], max_elements)
+    except zipfile.BadZipFile as e:
+        raise InputError(f"{path}: neither an .npz archive nor an .npy array ({e})") from None
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         return {k: npz[k] for k in npz.files}
+
+
+def _check_npy_header(f: Any, size: int, name: str, max_elements: int | None) -> None:
+    """InputError unless the .npy header in `f` (of `size` bytes) describes data that fits."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+        shape, _, dtype = read(f) if read else fmt._read_array_header(f, version)  # 3.0: no public reader
+    except (ValueError, OSError, SyntaxError, TypeError) as e:
+        raise InputError(f"array {name}: malformed .npy header ({e})") from None
+    if dtype.hasobject:
+        raise InputError(f"array {name}: object arrays need pickle, which is never used for inputs")
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    held = size - f.tell()
+    if nbytes > held:
+        raise InputError(f"array {name}: its header claims {dtype}{list(shape)} ({nbytes} bytes), the file holds "
+                         f"{held} bytes")
+    if max_elements is not None and count > max_elements:
+        raise InputError(f"array {name}: {dtype}{list(shape)} has more elements than any input of the "
+                         f"artifact ({max_elements})")
+
+
+def max_input_elements(manifest: Mapping[str, Any]) -> int:
+    """The element count of the artifact's largest input (a bound for arrays read for it)."""
+    return max((math.prod(e["shape"]) for e in manifest["inputs"]), default=0)
 
 
 def output_names(manifest: Mapping[str, Any]) -> list[str]:
@@ -81,6 +130,7 @@ def output_names(manifest: Mapping[str, Any]) -> list[str]:
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("artifact", type=Path, help="a .neff written by `neuron-customcall compile`")
+    add_native_argument(p)
     p.add_argument("--inputs", type=Path, help="npz with one array per input (by name or arr_0, arr_1, ...)")
     p.add_argument("--outputs", type=Path, help="npz to write the outputs to (keys: the manifest's output names)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the median time")
@@ -92,13 +142,14 @@ def run(args: argparse.Namespace) -> int:
     from emulator.artifact import ArtifactError
 
     try:
+        outputs_path = npz_path(args.outputs) if args.outputs is not None else None
         with step(f"loading {args.artifact}"):
-            exe = emulator.load_artifact(args.artifact)
+            exe = emulator.load_artifact(args.artifact, allow_native=native_setting(args))
         arrays: dict[str, np.ndarray] = {}
         if args.inputs is not None:
-            arrays = read_npz(args.inputs)
+            arrays = read_npz(args.inputs, max_input_elements(exe.manifest))
         inputs = match_inputs(exe.manifest, arrays)
-    except (InputError, ArtifactError, OSError, ValueError) as e:
+    except (InputError, ArtifactError, OSError, ValueError) as e:  # OutputError is a ValueError
         log.error("%s", e)
         return 1
     times = []
@@ -116,7 +167,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: {out.dtype}{list(out.shape)}")
     if args.repeat > 1:
         print(f"median run time: {statistics.median(times) * 1e3:.3f} ms over {len(times)} runs")
-    if args.outputs is not None:
-        np.savez(args.outputs, **dict(zip(names, outputs)))
-        print(f"wrote {args.outputs}")
+    if outputs_path is not None:
+        try:
+            write_output(outputs_path, npz_bytes(dict(zip(names, outputs))))
+        except OutputError as e:
+            log.error("%s", e)
+            return 1
+        print(f"wrote {outputs_path}")
     return 0

@@ -176,11 +176,14 @@ def _check_lifted(program: Program, lifted: set[int], ctx: LowerCtx) -> None:
                 todo.append(inst.attrs["computation"])
 
 
-def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprint: str | None = None) -> bytes:
+def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprint: str | None = None,
+                   cache_key: str | None = None) -> bytes:
     """Compile an HLO module (hlo.HloModule) into artifact bytes (deterministic).
 
     `fingerprint`: hlo.fingerprint(module), if the caller has it already (a compile cache does);
-    it is recorded in the manifest and otherwise computed here (a good part of compile time)."""
+    it is recorded in the manifest and otherwise computed here (a good part of compile time).
+    `cache_key`: the compile cache's key for this module and flags, recorded in the manifest so
+    that a cache entry can prove which graph it is (docs/trust.md)."""
     flags = flags or CompileFlags()
     if module.entry is None:
         raise CompileError(f"module {module.name} has no entry computation")
@@ -210,6 +213,8 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
         "aliases": buffers.output_aliases(module),
         "kernels": [k.name for k in ctx.kernels],
     }
+    if cache_key is not None:
+        manifest["cache_key"] = cache_key
     data = emit.emit(program, manifest, ctx)
     log.debug("compiled %s: %d computations, %d constants, %d bytes", module.name, len(comps),
               len(ctx.constants), len(data))

@@ -127,13 +127,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     counts = {"compile": 0, "load": 0}
     real_compile, real_load = backend._compile, backend._load
 
-    def counting_compile(module, flags):
+    def counting_compile(module, flags, *identity):
         counts["compile"] += 1
-        return real_compile(module, flags)
+        return real_compile(module, flags, *identity)
 
-    def counting_load(artifact):
+    def counting_load(artifact, *identity):
         counts["load"] += 1
-        return real_load(artifact)
+        return real_load(artifact, *identity)
 
     monkeypatch.setattr(backend, "_compile", counting_compile)
     monkeypatch.setattr(backend, "_load", counting_load)
@@ -233,7 +233,9 @@ def test_concurrent_compiles_of_one_graph_from_several_processes(tmp_path: Path)
     assert [p.returncode for p in procs] == [0] * 4, [err for _, err in results]
     entries = CompileCache(cache_dir).entries()
     assert len(entries) == 1 and {out.strip() for out, _ in results} == {str(entries[0])}
-    assert entries[0].read_bytes() == compile_module(hlo.load(ADD_HLO))
+    module = hlo.load(ADD_HLO)
+    assert entries[0].read_bytes() == compile_module(module, fingerprint=module.fingerprint(),
+                                                     cache_key=entries[0].stem)
     assert [p.name for p in entries[0].parent.iterdir()] == [entries[0].name]  # no temporaries left
 
 
