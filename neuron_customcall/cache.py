@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import stat
 import tempfile
 import time
@@ -47,6 +46,7 @@ from urllib.parse import unquote, urlparse
 log = logging.getLogger(__name__)
 
 from emulator.artifact.reader import read_regular_file
+from neuron_customcall.sizes import parse_size
 
 CACHE_URL_ENV = "NEURON_COMPILE_CACHE_URL"
 DISABLE_ENV = "NEURON_COMPILE_CACHE_DISABLE"
@@ -75,20 +75,17 @@ def shared_allowed(environ: os._Environ | dict[str, str] | None = None) -> bool:
     return env.get(SHARED_ENV, "").strip().lower() not in _FALSE
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-
-
 def size_limit_from_env(environ: os._Environ | dict[str, str] | None = None) -> int:
     """NEURON_COMPILE_CACHE_SIZE_LIMIT in bytes (0: no limit); a malformed value is a CacheConfigError."""
     env = os.environ if environ is None else environ
     raw = env.get(SIZE_LIMIT_ENV, "").strip()
     if not raw:
         return DEFAULT_SIZE_LIMIT
-    m = _SIZE.match(raw)
-    if m is None:
+    size = parse_size(raw)
+    if size is None:
         raise CacheConfigError(f"{SIZE_LIMIT_ENV}={raw!r}: expected a number of bytes, optionally with K, M, G "
                                "or T (0 for no limit)")
-    return int(m.group(1)) << (10 * "_kmgt".index(m.group(2).lower() or "_"))
+    return size
 
 
 def _path_from_url(url: str) -> Path:

@@ -27,13 +27,14 @@ from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.gpsimd.errors import GpSimdError, KernelCrash, KernelError, KernelTimeout
 from emulator.gpsimd.process import WorkerDied, WorkerProcess, WorkerTimedOut
+from emulator.limits import setting_or_default
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_TIMEOUT", "300"))
+DEFAULT_TIMEOUT = setting_or_default("NEURON_CUSTOMCALL_GPSIMD_TIMEOUT", 300.0)
 #: Time limit of user code that must be quick: loading a library (its static initialisers) and
 #: each shape call.
-DEFAULT_SHAPE_TIMEOUT = float(os.environ.get("NEURON_CUSTOMCALL_GPSIMD_SHAPE_TIMEOUT", "60"))
+DEFAULT_SHAPE_TIMEOUT = setting_or_default("NEURON_CUSTOMCALL_GPSIMD_SHAPE_TIMEOUT", 60.0)
 
 
 @dataclass(frozen=True)

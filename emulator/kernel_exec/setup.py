@@ -15,6 +15,8 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_ir import Access, KernelIR, dtypes, walk_instructions
+from emulator.kernel_exec.errors import KernelRuntimeError
+from emulator.limits import GridLimitError, check_grid
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,10 @@ def build(kernel: KernelIR, written: frozenset[str], covered: frozenset[str]) ->
                 and decl.memory in machine.ON_CHIP):
             rebinds[id(ins)] = np_dtypes[decl.name]
     grid = tuple(int(g) for g in kernel.grid)
+    try:
+        check_grid(grid)
+    except GridLimitError as e:  # a grid of 2^31 programs would run for days
+        raise KernelRuntimeError(kernel.name, None, "grid too large", str(e)) from None
     psyms = tuple(f"p{i}" for i in range(len(grid)))
     return LaunchSetup(grid, psyms, dict(zip(psyms, grid)), inputs, tuple(constants), hbm,
                        np_dtypes, whole, rebinds)

@@ -8,6 +8,7 @@ symbols out of scope, negative shapes.
 
 from __future__ import annotations
 
+from ..limits import GridLimitError, check_grid
 from . import divmod as divmod_symbols
 from .instructions import AFFINE_KINDS, SPECS
 from .dtypes import DTYPES
@@ -23,6 +24,10 @@ def validate(kernel: KernelIR) -> None:
     """Raise ``KernelIRValidationError`` if ``kernel`` is not executable as described."""
     if not 1 <= len(kernel.grid) <= 3 or any(g < 1 for g in kernel.grid):
         raise KernelIRValidationError(f"grid {list(kernel.grid)} must be 1 to 3 positive sizes")
+    try:
+        check_grid(kernel.grid)
+    except GridLimitError as e:
+        raise KernelIRValidationError(f"kernel {kernel.name!r}: {e}") from None
     for name, t in kernel.tensors.items():
         if t.name != name:
             raise KernelIRValidationError(f"tensor {name!r} is declared as {t.name!r}")

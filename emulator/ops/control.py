@@ -1,14 +1,23 @@
 """Control flow as sub-programs: while (cond/body computations), conditional (by pred or index;
-an out-of-range index picks the last branch, as XLA does), call and map (a lifted computation)."""
+an out-of-range index picks the last branch, as XLA does), call and map (a lifted computation).
+
+A while loop that runs longer than NEURON_EMULATOR_WHILE_TIMEOUT seconds is stopped with an
+EmulatorError (emulator.limits): `while(true)` from a forged or buggy module must not hang the
+process. The clock is read after every 256 iterations, run by a C-level `for` over a range, so
+an iteration costs no Python counter arithmetic."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from emulator.limits import WHILE_TIMEOUT_ENV, while_timeout
 from emulator.program.context import HandlerContext
 from emulator.program.ops import handles
+
+_CHUNK = range(256)  # iterations between clock reads
 
 
 def _own_state(state: Any, seen: set[int], always: bool) -> Any:
@@ -29,17 +38,35 @@ def _while(ctx: HandlerContext) -> Callable:
     cond, body = ctx.computation("cond"), ctx.computation("body")
     body_comp = ctx.program.program.computations[ctx.attrs["body"]]
     in_place = any(i.op == "dynamic-update-slice" and i.reuse == 0 for i in body_comp.instructions)
+    limit, name = while_timeout(), ctx.name
+
+    def overdue(start: float, chunks: int) -> None:
+        if time.monotonic() - start > limit:
+            from emulator.executor import EmulatorError
+
+            raise EmulatorError(f"while loop {name!r} still running after {chunks * len(_CHUNK)} iterations and "
+                                f"{limit:g} s ({WHILE_TIMEOUT_ENV}); its condition may never become false")
 
     def loop(state: Any) -> Any:
-        while bool(cond(state)):
-            state = body(state)
-        return state
+        start, chunks = time.monotonic(), 0
+        while True:
+            for _ in _CHUNK:
+                if not cond(state):
+                    return state
+                state = body(state)
+            chunks += 1
+            overdue(start, chunks)
 
     def owning_loop(state: Any) -> Any:
+        start, chunks = time.monotonic(), 0
         state = _own_state(state, set(), True)
-        while bool(cond(state)):
-            state = _own_state(body(state), set(), False)
-        return state
+        while True:
+            for _ in _CHUNK:
+                if not cond(state):
+                    return state
+                state = _own_state(body(state), set(), False)
+            chunks += 1
+            overdue(start, chunks)
     return owning_loop if in_place else loop
 
 

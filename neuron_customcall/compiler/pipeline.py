@@ -8,7 +8,7 @@ import hlo
 from emulator.program.model import Computation, Instruction, Program
 from emulator.program.ops import OPS, check_attr
 from neuron_customcall import __version__
-from neuron_customcall.compiler import buffers, emit, fusion, verify
+from neuron_customcall.compiler import buffers, emit, fusion, memory, verify
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
@@ -18,6 +18,11 @@ from neuron_customcall.compiler.types import leaf_paths, value_type
 log = logging.getLogger(__name__)
 
 COMPILER_VERSION = f"{__version__}+emu2"  # emu2: emulator ops take their HLO names
+
+#: Nested `call`s inlined at most this deep (each level is a Python frame of _emit_order; deeper
+#: nests, which no framework emits, are a clear CompileError instead of a RecursionError).
+MAX_CALL_DEPTH = 256
+
 
 def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: bool) -> Computation:
     order = schedule(comp)
@@ -83,6 +88,8 @@ def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending:
             continue
         operands = [_resolve(alias, _key(prefix, o)) for o in inst.operands]
         if inst.opcode == "call" and len(inst.called_computations) == 1:
+            if len(prefix) >= MAX_CALL_DEPTH:
+                raise CompileError(f"calls nested more than {MAX_CALL_DEPTH} deep are not supported", inst)
             callee = inst.called_computations[0]
             sub = schedule(callee)
             if flags.verify:
@@ -201,6 +208,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
                     inst.reuse = -1
     program = Program(computations=comps, entry=0)
     _check_lifted(program, ctx.lifted, ctx)
+    memory.check_budget(program, sum(c.nbytes for c in ctx.constants))
     inputs, outputs = emit.io_entries(module.entry)
     manifest = {
         "format": "neuron-customcall-neff",

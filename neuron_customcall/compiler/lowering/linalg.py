@@ -54,6 +54,9 @@ def _dot_shapes(inst: Any) -> None:
     l, r = ops
     lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
     lb, rb = list(d.lhs_batch_dimensions), list(d.rhs_batch_dimensions)
+    for dims, s in ((lc + lb, l), (rc + rb, r)):
+        if len(set(dims)) != len(dims) or any(not 0 <= k < s.rank for k in dims):
+            fail(inst, f"dot dimension numbers {dims} are not distinct dimensions of {s}")
     if len(lc) != len(rc) or len(lb) != len(rb) or any(
             l.dimensions[a] != r.dimensions[b] for a, b in zip(lc + lb, rc + rb)):
         fail(inst, f"dot dimension numbers do not fit {l} and {r}")

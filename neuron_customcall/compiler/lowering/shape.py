@@ -153,6 +153,8 @@ def _slice_shapes(inst: Any) -> None:
 @shape_rule("concatenate")
 def _concatenate_shapes(inst: Any) -> None:
     ops, out = shapes(inst)
+    if len(inst.attributes.dimensions) != 1 or not 0 <= int(inst.attributes.dimensions[0]) < out.rank or not ops:
+        fail(inst, f"concatenate dimension {list(inst.attributes.dimensions)} is not one dimension of {out}")
     axis = int(inst.attributes.dimensions[0])
     total = sum(s.dimensions[axis] for s in ops)
     for s in ops:

@@ -1,0 +1,84 @@
+"""The compile-time memory budget: refuse a program whose values can not fit in memory.
+
+Why: `f32[100000,100000] iota()` compiles in milliseconds and then fails at run time with a raw
+MemoryError (or the kernel's OOM killer) after allocating 37 GiB. The compiler knows every
+value's type and when the buffer assignment frees it, so it can estimate the largest amount of
+memory live at once and refuse the module with a clear CompileError instead.
+
+The estimate is a lower bound of what a run needs: per computation, the parameters plus every
+allocating instruction's result, minus the values freed after their last use; views (reshape,
+broadcast, transpose, slice, tuples) and in-place results (`reuse`) allocate nothing; constants
+are counted once. The program's peak is the largest computation's peak plus the constants.
+The limit is NEURON_CUSTOMCALL_MEMORY_LIMIT (bytes, K/M/G suffix, 0 for none), by default the
+machine's physical memory.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from emulator.program.dtypes import DTYPES
+from emulator.program.model import Computation, Program
+from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.sizes import format_size, parse_size
+
+MEMORY_LIMIT_ENV = "NEURON_CUSTOMCALL_MEMORY_LIMIT"
+
+#: Emulator ops whose result is a view of an operand or a container of existing values.
+_NO_ALLOCATION = {"tuple", "get-tuple-element", "reshape", "bitcast", "broadcast", "transpose", "slice",
+                  "constant", "opt-barrier"}
+
+
+def memory_limit() -> int:
+    """The budget in bytes (0: none)."""
+    raw = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if raw:
+        size = parse_size(raw)
+        if size is None:
+            raise CompileError(f"{MEMORY_LIMIT_ENV}={raw!r} is not a size (bytes, optionally with K, M, G or T; "
+                               "0 for no limit)")
+        return size
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no default budget
+        return 0
+
+
+def value_bytes(t: list) -> int:
+    """Bytes of a value of emulator type `t` (tuples: the sum of their leaves)."""
+    if t[0] == "tuple":
+        return sum(value_bytes(s) for s in t[1])
+    if t[0] == "token":
+        return 0
+    return math.prod(t[1]) * DTYPES[t[0]].itemsize
+
+
+def computation_peak(comp: Computation) -> tuple[int, Any]:
+    """(estimated peak live bytes, the instruction at which it is reached or None)."""
+    live = {slot: value_bytes(t) for slot, t in zip(comp.params, comp.param_types)}
+    total = sum(live.values())
+    peak, where = total, None
+    for inst in comp.instructions:
+        size = 0 if inst.op in _NO_ALLOCATION or inst.reuse >= 0 else value_bytes(inst.type)
+        total += size - live.get(inst.out, 0)
+        live[inst.out] = size
+        if total > peak:
+            peak, where = total, inst
+        for slot in inst.free:
+            total -= live.pop(slot, 0)
+    return peak, where
+
+
+def check_budget(program: Program, constants_bytes: int) -> None:
+    """CompileError if the program's estimated peak memory exceeds the limit."""
+    limit = memory_limit()
+    if not limit:
+        return
+    peaks = [(computation_peak(c), c) for c in program.computations]
+    (peak, inst), comp = max(peaks, key=lambda p: p[0][0])
+    need = peak + constants_bytes
+    if need > limit:
+        at = f" (at {inst.name or inst.op} in {comp.name}: {inst.type[0]}{inst.type[1]})" if inst is not None else ""
+        raise CompileError(f"the program needs at least {format_size(need)} of memory at once{at}, more than the "
+                           f"limit of {format_size(limit)} ({MEMORY_LIMIT_ENV})")
