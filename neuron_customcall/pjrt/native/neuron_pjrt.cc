@@ -79,9 +79,22 @@ Error* ErrorGetCode(ErrorGetCodeArgs* a) {
 // The Python side: one module, reached under the GIL from any thread.
 // ---------------------------------------------------------------------------------------------
 
-// True while the interpreter can run our code: during finalisation other threads must not take
-// the GIL (they would hang), so releases are then skipped (a leak at exit, never a crash).
-bool PythonUsable() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
+// Set by an atexit handler (registered when the service is imported, so it runs before jax's own
+// exit handlers destroy clients and buffers): from then on the plugin never takes the GIL. A thread
+// that waits for the GIL while the interpreter finalises is ended by CPython with pthread_exit,
+// which kills the process from a C++ thread ("terminate called without an active exception");
+// releases at exit therefore leak their arrays instead, and compile/execute return an error.
+std::atomic<bool> g_exiting{false};
+
+bool PythonUsable() { return !g_exiting.load() && Py_IsInitialized() && !_Py_IsFinalizing(); }
+
+PyObject* OnPythonExit(PyObject*, PyObject*) {
+  g_exiting = true;
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kOnPythonExit = {"neuron_pjrt_at_exit", OnPythonExit, METH_NOARGS,
+                             "Stops the neuron PJRT plugin from entering Python at interpreter exit."};
 
 class Gil {
  public:
@@ -166,10 +179,20 @@ Error* EnsureService() {
   if (g_service != nullptr) return nullptr;
   g_service = PyImport_ImportModule("neuron_customcall.pjrt.service");
   if (g_service == nullptr) return ErrorFromPython("importing neuron_customcall.pjrt.service");
+  PyRef atexit(PyImport_ImportModule("atexit"));
+  PyRef hook(PyCFunction_New(&kOnPythonExit, nullptr));
+  PyRef done(atexit && hook ? PyObject_CallMethod(atexit.get(), "register", "O", hook.get()) : nullptr);
+  atexit.ResetLocked();
+  hook.ResetLocked();
+  if (!done) return ErrorFromPython("registering the neuron PJRT plugin's exit handler");
+  done.ResetLocked();
   return nullptr;
 }
 
 Error* RequirePython() {
+  if (g_exiting.load() || (Py_IsInitialized() && _Py_IsFinalizing())) {
+    return MakeError(kFailedPrecondition, "the Python interpreter is exiting; the neuron device no longer runs programs");
+  }
   if (!Py_IsInitialized()) {
     return MakeError(kFailedPrecondition,
                      "the neuron PJRT plugin runs inside a Python process (its compiler and "
@@ -691,6 +714,7 @@ Error* ClientBufferFromHost(ClientBufferFromHostArgs* a) {
   }
   Device* device = DeviceOf(a->client, a->device, a->memory);
   Buffer* b = nullptr;
+  if (Error* e = RequirePython()) return e;
   {
     Gil gil;
     if (Error* e = EnsureService()) return e;
@@ -721,6 +745,7 @@ Error* ClientCreateUninitializedBuffer(ClientCreateUninitializedBufferArgs* a) {
     return MakeError(kUnimplemented, "a device layout other than the dense row-major one is not supported "
                                      "(PJRT_Client_CreateUninitializedBuffer)");
   }
+  if (Error* e = RequirePython()) return e;
   Gil gil;
   if (Error* e = EnsureService()) return e;
   return NewBuffer(DeviceOf(a->client, a->device, a->memory), a->shape_element_type, a->shape_dims,
@@ -851,6 +876,7 @@ Error* BufferCopyRawToHost(BufferCopyRawToHostArgs* a) {
 // Another device's buffer shares the (immutable) array: no copy.
 Error* ShareToDevice(Buffer* b, Device* device, Buffer** out) {
   if (device == nullptr) return MakeError(kInvalidArgument, "copy to a null device");
+  if (Error* e = RequirePython()) return e;
   Gil gil;
   PyObject* array;
   {
@@ -1076,6 +1102,7 @@ Error* ExecutableCost(ExecutableCostArgs* a) {
     }
   }
   std::vector<std::pair<std::string, float>> values;
+  if (Error* err = RequirePython()) return err;
   {
     Gil gil;
     PyRef cost(PyObject_CallMethod(e->program.get(), "cost_analysis", nullptr));  // [(name, float)]
@@ -1163,6 +1190,7 @@ Error* ExecutableMemoryStats(ExecutableMemoryStatsArgs* a) {
 
 // Runs the program on one device: the argument arrays in, the result arrays kept as buffers.
 Error* RunOnDevice(Executable* e, Device* device, Buffer* const* args, size_t num_args, Buffer** outs) {
+  if (Error* err = RequirePython()) return err;
   Gil gil;
   PyRef inputs(PyList_New(static_cast<Py_ssize_t>(num_args)));
   for (size_t i = 0; i < num_args; ++i) {
