@@ -1,0 +1,43 @@
+"""torch_xla's device plugin for ``PJRT_DEVICE=NEURON`` (``torch_xla.plugins`` entry point).
+
+torch_xla loads every ``torch_xla.plugins`` entry point while it is imported, registers each under
+its upper-cased name, and on the first use of a device asks that device's plugin for its PJRT
+library (``library_path``). torch_xla ships a ``neuron`` entry point of its own, whose
+``library_path`` imports ``libneuronxla`` (the SDK's) before it even looks at
+``NEURON_LIBRARY_PATH``, so it fails on any host without the real SDK; and the order in which two
+entry points of one name load is the order of directories on ``sys.path``, which we do not
+control. So this module, when loaded, also rebinds ``torch_xla._internal.neuron.NeuronPlugin`` to
+ours: whichever of the two entry points loads last, the plugin registered for NEURON is ours.
+
+Loading it costs nothing on other devices: it imports nothing beyond what torch_xla has already
+imported at that point; the plugin library is found (and built if needed) only when torch_xla
+starts the NEURON client. A framework adapter module: it may import torch_xla.
+"""
+from __future__ import annotations
+
+import os
+
+import torch_xla._internal.neuron as _torch_xla_neuron
+from torch_xla.experimental import plugins
+
+
+class NeuronPlugin(plugins.DevicePlugin):
+    """The emulated NeuronCores of neuron_customcall.pjrt as torch_xla's NEURON device."""
+
+    def library_path(self) -> str:
+        """``NEURON_LIBRARY_PATH`` when set (torch_xla's own variable), else our plugin library."""
+        override = os.environ.get("NEURON_LIBRARY_PATH")
+        if override:
+            return override
+        from neuron_customcall.pjrt import library_path
+
+        return library_path()
+
+    def configure_single_process(self) -> None:
+        """One process drives every NeuronCore the plugin lists: nothing to set."""
+
+    def physical_chip_count(self) -> int:
+        return 1
+
+
+_torch_xla_neuron.NeuronPlugin = NeuronPlugin
