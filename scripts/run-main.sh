@@ -3,4 +3,5 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$root"
-exec python examples/mlp_training/train.py "$@"
+# The main job runs torch_xla on the neuron PJRT device (bootstrap.sh exports PJRT_DEVICE=CPU).
+PJRT_DEVICE=NEURON exec python examples/mlp_training/train.py "$@"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.sdk.subproc import run_python
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlp_training"
 
@@ -57,10 +56,11 @@ def test_idx_reader_rejects_bad_magic_and_truncation(tmp_path):
 
 
 def run_example(tmp_path: Path, *args: str) -> tuple[str, dict]:
+    """The main job in a fresh process: plain torch_xla on PJRT_DEVICE=NEURON (it sets it itself,
+    over the suite's CPU), with this checkout's entry points (tests/sdk/subproc.py)."""
     summary = tmp_path / "summary.json"
-    env = dict(os.environ, PJRT_DEVICE="CPU")
-    proc = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), *args, "--json", str(summary)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = run_python([str(EXAMPLE / "train.py"), *args, "--json", str(summary)], env={"PJRT_DEVICE": "CPU"},
+                      timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, json.loads(summary.read_text())
 
