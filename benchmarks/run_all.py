@@ -45,6 +45,7 @@ SCRIPTS = (
     Script("gpsimd_relu.py"),
     Script("examples_peers.py"),
     Script("pjrt_jax_vs_cpu.py"),
+    Script("torch_xla_device.py"),
 )
 
 

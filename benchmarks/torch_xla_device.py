@@ -1,0 +1,183 @@
+"""The main job's training step through plain torch_xla: PJRT_DEVICE=NEURON against PJRT_DEVICE=CPU.
+
+Ours: the training tutorial's MLP (64-120-84-10, batch 32, the digits) with the C++ ReLU
+(examples/mlp_training/relu_ops.py: four custom-calls per step), on the emulated NeuronCore
+through the neuron PJRT plugin. Peer: the same model with torch.relu on torch_xla's own PJRT CPU
+device (XLA:CPU). Both run the step as the main job does: batch to the device, zero_grad, NLL
+loss, backward, SGD step, ``xm.mark_step()``, then ``loss.item()``. Target: ours <= 1.3x (issue 11).
+
+PJRT_DEVICE is fixed per process, so each side is a worker process of this script; the driver
+makes them take turns (a round of steps on one, then the other), so that load from other
+processes falls on both. Each round reports wall time and CPU time (the worker's and its
+descendants', the GpSimd helpers included), so that machine load can be told from work.
+Both workers check that they computed the same first losses.
+Run: ``python benchmarks/torch_xla_device.py [--quick] [--json PATH]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._results import Row, ratio_target, write_json  # noqa: E402
+
+SUITE = "Main job step through plain torch_xla: PJRT_DEVICE=NEURON vs PJRT_DEVICE=CPU (issue 11)"
+WORKLOAD = "mlp_training: C++ ReLU MLP 64-120-84-10 SGD step + mark_step + item, batch 32"
+AT_MOST = 1.3
+_TICK = float(os.sysconf("SC_CLK_TCK"))
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of process `root` and its live descendants, from /proc."""
+    parents: dict[int, int] = {}
+    seconds: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2:].split()
+        parents[int(entry)] = int(fields[1])
+        seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += seconds.get(pid, 0.0)
+        stack.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
+def worker(device: str) -> None:
+    """Reads "steps N" lines, answers one JSON line per command: wall and CPU seconds, losses."""
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    sys.path.insert(0, str(ROOT / "examples" / "mlp_training"))
+    import dataset
+    import relu_ops
+    from mlp import MLP
+
+    data = dataset.digits()
+    batches = [(torch.from_numpy(x), torch.from_numpy(y))
+               for x, y in dataset.batches(data.x_train, data.y_train, 32, 0)]
+    if device == "NEURON":
+        relu_ops.build()
+    dev = torch_xla.device()
+    torch.manual_seed(0)
+    model = MLP(relu_ops.relu if device == "NEURON" else torch.relu, input_size=data.features).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.nn.NLLLoss()
+    done = 0
+
+    def step() -> float:
+        nonlocal done
+        xb, yb = batches[done % len(batches)]
+        x, y = xb.to(dev), yb.to(dev)
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        xm.mark_step()
+        done += 1
+        return loss.item()
+
+    for line in sys.stdin:
+        steps = int(line.split()[1])
+        cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
+        losses = [step() for _ in range(steps)]
+        wall, cpu = time.perf_counter() - wall0, tree_cpu_seconds(os.getpid()) - cpu0
+        print(json.dumps({"wall": wall, "cpu": cpu, "losses": losses}), flush=True)
+
+
+class Worker:
+    """A worker process on one PJRT device, driven over its stdin and stdout."""
+
+    def __init__(self, device: str):
+        env = {**os.environ, "PJRT_DEVICE": device}
+        self.device = device
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", device], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def steps(self, n: int) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"steps {n}\n")
+        self.proc.stdin.flush()
+        while True:  # a library may print on stdout too: the answer is the next JSON object line
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the PJRT_DEVICE={self.device} worker exited (code {self.proc.wait()})")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+
+
+def measure(rounds: int, steps: int) -> dict[str, dict[str, float]]:
+    """Per-step medians over alternating rounds, after a warm-up round (compilation) on each."""
+    neuron, cpu = Worker("NEURON"), Worker("CPU")
+    try:
+        first = neuron.steps(3)["losses"], cpu.steps(3)["losses"]
+        for a, b in zip(*first):
+            if abs(a - b) > 1e-4 * max(1.0, abs(b)):
+                raise AssertionError(f"the two devices computed different losses: {first}")
+        samples: dict[str, dict[str, list[float]]] = {"NEURON": {"wall": [], "cpu": []},
+                                                      "CPU": {"wall": [], "cpu": []}}
+        for _ in range(rounds):
+            for w in (neuron, cpu):
+                r = w.steps(steps)
+                samples[w.device]["wall"].append(r["wall"] / steps)
+                samples[w.device]["cpu"].append(r["cpu"] / steps)
+    finally:
+        neuron.close()
+        cpu.close()
+    return {d: {k: statistics.median(v) for k, v in s.items()} for d, s in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 5 steps instead of 10 of 20")
+    parser.add_argument("--rounds", type=int, help="alternating rounds (overrides --quick)")
+    parser.add_argument("--steps", type=int, help="steps per round (overrides --quick)")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
+    parser.add_argument("--worker", choices=("NEURON", "CPU"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker)
+        return 0
+    rounds, steps = (3, 5) if args.quick else (10, 20)
+    rounds, steps = args.rounds or rounds, args.steps or steps
+    m = measure(rounds, steps)
+    ours, peer = m["NEURON"], m["CPU"]
+    print(f"{WORKLOAD}; median per step over {rounds} alternating rounds of {steps} steps; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for label, key in (("wall", "wall"), ("CPU time", "cpu")):
+        print(f"  {label:8s}  NEURON {ours[key] * 1e3:8.2f} ms   CPU {peer[key] * 1e3:8.2f} ms   "
+              f"ratio {ours[key] / peer[key]:6.2f}x")
+    target, met = ratio_target(ours["wall"], peer["wall"], AT_MOST)
+    cpu_target, cpu_met = ratio_target(ours["cpu"], peer["cpu"], AT_MOST)
+    write_json(args.json, [
+        Row(SUITE, f"{WORKLOAD}, wall time", ours["wall"], "torch.relu, torch_xla PJRT_DEVICE=CPU", peer["wall"],
+            target, met),
+        Row(SUITE, f"{WORKLOAD}, CPU time", ours["cpu"], "torch.relu, torch_xla PJRT_DEVICE=CPU", peer["cpu"],
+            cpu_target, cpu_met),
+    ])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
