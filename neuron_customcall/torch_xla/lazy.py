@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch_xla
+import torch_xla.runtime
 
 import hlo
 from neuron_customcall import backend
@@ -266,12 +267,25 @@ def _replace(t: torch.Tensor, data: torch.Tensor, *, commit: bool) -> None:
         torch._functionalize_commit_update(t)
 
 
+def on_neuron_device(flags: Any = None, cache: backend.CacheSetting = None) -> bool:
+    """True when torch_xla itself runs graphs on the emulator (``PJRT_DEVICE=NEURON``: the neuron
+    PJRT plugin) and no per-call compile flags or cache were asked for: `mark_step` and `to_cpu`
+    are then torch_xla's own sync and ``.cpu()``, one execution path. On PJRT_DEVICE=CPU (XLA:CPU
+    can not run Neuron custom-calls) they take the graph out themselves, as described above."""
+    return flags is None and cache is None and torch_xla.runtime.device_type() == "NEURON"
+
+
 def mark_step(*sources: Any, tensors: Any = None, flags: Any = None, cache: backend.CacheSetting = None) -> int:
     """Executes the pending graphs of `sources` (tensors, modules, optimizers, iterables; none, or
     only None: every live XLA tensor) on the emulator and writes the results back. `tensors=` is
     one more source, for callers that spell it as a keyword. Returns how many tensors were
-    materialised."""
+    materialised. On the neuron device this is ``torch_xla.sync()`` (every pending graph, as
+    torch_xla tracks them: no walk over Python's objects), and the count is of `sources`' tensors."""
     given = tuple(s for s in (*sources, tensors) if s is not None)
+    if on_neuron_device(flags, cache):
+        count = len(pending(given)) if given else 0
+        torch_xla.sync()
+        return count
     tensors = pending(given)
     if not tensors:
         return 0
@@ -287,7 +301,7 @@ def to_cpu(t: torch.Tensor, *, flags: Any = None, cache: backend.CacheSetting = 
     """
     if not is_xla(t):
         return t.detach().clone()
-    if not _X._check_tensor_need_materialization([t])[0]:
+    if on_neuron_device(flags, cache) or not _X._check_tensor_need_materialization([t])[0]:
         return t.detach().cpu()
     (value,) = execute([t], flags=flags, cache=cache)
     write_back([t], [value])

@@ -88,3 +88,25 @@ def test_a_20_step_loop_with_a_cpp_and_an_nki_op_matches_torch_xla_on_cpu(tutori
     assert len(ours["losses"]) == 20 and ours["losses"][-1] < ours["losses"][0]
     _close({"losses": ours["losses"]}, {"losses": theirs["losses"]}, 1e-5)
     _close(ours["state_dict"], theirs["state_dict"], 1e-5)
+
+
+CONVENIENCES = """
+import torch, torch_xla
+from neuron_customcall.torch_xla import lazy, mark_step, to_cpu
+
+def refuse(*args, **kwargs):
+    raise AssertionError("the direct path ran on the neuron device")
+
+lazy.execute = lazy.live_tensors = refuse
+dev = torch_xla.device()
+w = torch.arange(12.0).reshape(3, 4).to(dev)
+y = w * 2 + 1
+assert mark_step(y) == 1 and mark_step() == 0
+z = y.sum()
+assert to_cpu(z).item() == float((torch.arange(12.0) * 2 + 1).sum())
+print("ok")
+"""
+
+
+def test_mark_step_and_to_cpu_are_torch_xlas_own_on_the_device():
+    assert check(run_python(["-c", CONVENIENCES], env=NEURON)).strip() == "ok"
