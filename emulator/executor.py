@@ -24,12 +24,9 @@ from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
 from emulator.program.model import Computation, Program, ValueType
 from emulator.program.ops import OPS
+from emulator.errors import EmulatorError
 
 log = logging.getLogger(__name__)
-
-
-class EmulatorError(RuntimeError):
-    """A failure while running a program (bad inputs, or an instruction that could not execute)."""
 
 
 class LoadedProgram:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from emulator.errors import EmulatorError
 from emulator.limits import WHILE_TIMEOUT_ENV, while_timeout
 from emulator.program.context import HandlerContext
 from emulator.program.ops import handles
@@ -42,8 +43,6 @@ def _while(ctx: HandlerContext) -> Callable:
 
     def overdue(start: float, chunks: int) -> None:
         if time.monotonic() - start > limit:
-            from emulator.executor import EmulatorError
-
             raise EmulatorError(f"while loop {name!r} still running after {chunks * len(_CHUNK)} iterations and "
                                 f"{limit:g} s ({WHILE_TIMEOUT_ENV}); its condition may never become false")
 
