@@ -48,6 +48,7 @@ import hlo  # noqa: E402
 from neuron_customcall import backend  # noqa: E402
 from neuron_customcall.compiler import compile_module  # noqa: E402
 from neuron_customcall.jax.xla_cpu import XlaCpuExecutable  # noqa: E402
+from benchmarks import _jax_mlp  # noqa: E402
 from benchmarks._results import Row as ResultRow, ratio_target, write_json  # noqa: E402
 
 SIZES = (784, 4096, 2048, 10)
@@ -57,38 +58,13 @@ TARGET_COMPILE_MS = 100.0
 TARGET_CACHE_HIT_MS = 10.0
 
 
-def _params(sizes: tuple[int, ...], seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32), np.zeros(n, np.float32))
-            for m, n in zip(sizes[:-1], sizes[1:])]
-
-
 def _graphs(sizes: tuple[int, ...], batch: int) -> dict[str, tuple[bytes, list[np.ndarray]]]:
     """name -> (serialized HLO module, its inputs in parameter order)."""
     import jax
-    import jax.numpy as jnp
 
-    def forward(params, x):
-        h = x
-        for w, b in params[:-1]:
-            h = jax.nn.relu(h @ w + b)
-        w, b = params[-1]
-        return h @ w + b
-
-    def infer(params, x):
-        return jax.nn.softmax(forward(params, x))
-
-    def loss(params, x, y):
-        return -jnp.mean(jnp.sum(jax.nn.log_softmax(forward(params, x)) * y, axis=-1))
-
-    def train_step(params, x, y):
-        value, grads = jax.value_and_grad(loss)(params, x, y)
-        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), value
-
-    rng = np.random.default_rng(1)
-    params = _params(sizes)
-    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
-    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
+    infer, train_step = _jax_mlp.functions()
+    params = _jax_mlp.params(sizes)
+    x, y = _jax_mlp.batch(sizes, batch, seed=1)
     flat = [a for layer in params for a in layer]
     out = {}
     for name, fn, args in (("inference", infer, (params, x)), ("training step", train_step, (params, x, y))):

@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
+from benchmarks import _jax_mlp  # noqa: E402
 from benchmarks._results import Row, ratio_target, write_json  # noqa: E402
 
 SIZES = (784, 4096, 2048, 10)
@@ -51,33 +52,10 @@ def _alternating(a: Callable[[], object], b: Callable[[], object], runs: int, wa
 
 def _model(sizes: tuple[int, ...]):
     import jax
-    import jax.numpy as jnp
 
-    def forward(params, x):
-        h = x
-        for w, b in params[:-1]:
-            h = jax.nn.relu(h @ w + b)
-        w, b = params[-1]
-        return h @ w + b
-
-    def loss(params, x, y):
-        return -jnp.mean(jnp.sum(jax.nn.log_softmax(forward(params, x)) * y, axis=-1))
-
-    @jax.jit
-    def infer(params, x):
-        return jax.nn.softmax(forward(params, x))
-
-    @jax.jit
-    def train_step(params, x, y):
-        value, grads = jax.value_and_grad(loss)(params, x, y)
-        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), value
-
-    rng = np.random.default_rng(0)
-    params = [((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32), np.zeros(n, np.float32))
-              for m, n in zip(sizes[:-1], sizes[1:])]
-    x = rng.standard_normal((BATCH, sizes[0])).astype(np.float32)
-    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], BATCH)]
-    return infer, train_step, params, x, y
+    infer, train_step = _jax_mlp.functions()
+    x, y = _jax_mlp.batch(sizes, BATCH, seed=0)
+    return jax.jit(infer), jax.jit(train_step), _jax_mlp.params(sizes, seed=1), x, y
 
 
 def measure(sizes: tuple[int, ...], runs: int) -> list[tuple[str, tuple[float, float], tuple[float, float], float]]:
