@@ -195,18 +195,19 @@ class Plan:
 
 def tile_axis_map(ctx: Context, access_shape: tuple[int, ...],
                   out_tile: tuple[int, ...]) -> dict[str, int]:
-    """Symbol -> output axis. The access' tile is right-aligned against ``out_tile`` (NumPy
-    broadcasting); a tile axis of extent 1 broadcasts, so its symbol maps nowhere (always 0)."""
+    """Symbol -> output axis. The access' tile is aligned against ``out_tile`` at the partition
+    axis (axis 0), as NKI aligns tiles: a tile of lower rank has its missing trailing (free) axes
+    broadcast, so a partition-only ``[P]`` tile reads as ``[P, 1]``, never as a NumPy trailing
+    axis; trailing axes beyond ``out_tile``'s rank must have extent 1 (a ``[P, 1]`` value into a
+    ``[P]`` tile). A tile axis of extent 1 broadcasts, so its symbol maps nowhere (always 0)."""
     nb = len(ctx.batch_syms)
     axis_of = {s: i for i, s in enumerate(ctx.batch_syms)}
-    off = len(out_tile) - len(access_shape)
-    if off < 0:
-        raise ValueError(f"tile {list(access_shape)} does not broadcast to {list(out_tile)}")
     for j, n in enumerate(access_shape):
-        if n == out_tile[off + j]:
-            axis_of[f"t{j}"] = nb + off + j
+        if j < len(out_tile) and n == out_tile[j]:
+            axis_of[f"t{j}"] = nb + j
         elif n != 1:
-            raise ValueError(f"tile {list(access_shape)} does not broadcast to {list(out_tile)}")
+            raise ValueError(f"tile {list(access_shape)} does not broadcast to {list(out_tile)} "
+                             "(tiles align at the partition axis)")
     return axis_of
 
 

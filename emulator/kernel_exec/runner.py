@@ -313,7 +313,7 @@ class Runner:
     def read(self, op: Operand, out_tile: tuple[int, ...] | None = None,
              masked: bool = False) -> np.ndarray:
         """The operand's value with shape ``batch_shape + tile`` (``tile`` = ``out_tile`` when
-        given: the operand is broadcast against it, right-aligned). With ``masked``, only the
+        given: the operand is broadcast against it, aligned at the partition axis). With ``masked``, only the
         positions of the instruction's mask must be in bounds."""
         if isinstance(op, Const):
             return np.asarray(op.value)

@@ -5,6 +5,7 @@ Rules and their numbers come from emulator/machine.py (sources: ../shared/refere
 * partition dimension of an on-chip tile <= 128;
 * a PSUM tile <= 2 KiB per partition (one bank: 512 fp32);
 * matmul: operands in SBUF, result in PSUM, stationary [K<=128, M<=128], moving [K<=128, N<=512];
+* tensor_scalar operands, activation bias and scale: scalars or [P, 1] (or [P]) tiles;
 * load moves HBM -> on-chip, store on-chip -> HBM, engines only read on-chip tiles; tensor_tensor
   may not read two PSUM tiles;
 * reductions only over free axes, trailing and contiguous;
@@ -239,8 +240,27 @@ def _check_max8(trace, ins, dst_mem, src_mems) -> None:
                                                f"got {len(src.shape)}")
 
 
+def _check_per_partition_operands(trace, ins, dst_mem, src_mems) -> None:
+    """tensor_scalar's operands and activation's bias and scale are scalars or per-partition
+    vectors: one value per partition of the data, a ``[P, 1]`` tile (or ``[P]``, which NKI
+    reads as ``[P, 1]``), broadcast along the free axes at no cost."""
+    data = ins.srcs[0]
+    role = "operand" if ins.op == "tensor_scalar" else "bias/scale"
+    for src in ins.srcs[1:]:
+        if not isinstance(src, Access):
+            continue
+        shape = tuple(src.shape)
+        if not shape or shape[0] != data.shape[0] or math.prod(shape[1:]) != 1:
+            raise _fail(trace, f"{ins.op} {role} shape",
+                        f"{ins.op} {role} tile {src.tensor!r} {list(shape)} must be a scalar or "
+                        f"a per-partition vector [{data.shape[0]}, 1] (or [{data.shape[0]}]) "
+                        f"for data of shape {list(data.shape)}")
+
+
 _RULES = {
     "matmul": _check_matmul,
+    "tensor_scalar": _check_per_partition_operands,
+    "activation": _check_per_partition_operands,
     "tensor_tensor": _check_tensor_tensor,
     "tensor_reduce": _check_reduce,
     "transpose": _check_transpose,

@@ -98,7 +98,7 @@ class Idx:
 
     def _combine(self, other: "IdxLike", sign: int) -> "Idx":
         if isinstance(other, Idx):
-            shape = _broadcast(self.shape, other.shape)
+            shape = broadcast_index_shapes(self.shape, other.shape)
             a, b = self._aligned(len(shape)), other._aligned(len(shape))
             terms = dict(a)
             for s, c in b.items():
@@ -279,7 +279,7 @@ class Pred:
     def shape(self) -> tuple[int, ...]:
         shape: tuple[int, ...] = ()
         for e in self.exprs:
-            shape = _broadcast(shape, e.shape)
+            shape = broadcast_index_shapes(shape, e.shape)
         return shape
 
     def __and__(self, other: "Pred") -> "Pred":
@@ -315,7 +315,7 @@ def _as_idx(x) -> Idx:
     raise NonAffineIndexError(f"{x!r} is not an integer index expression")
 
 
-def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_index_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + tuple(a)
     b = (1,) * (n - len(b)) + tuple(b)

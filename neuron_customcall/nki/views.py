@@ -13,7 +13,7 @@ from emulator.kernel_ir import Affine
 from emulator.kernel_ir import divmod as dm
 
 from .errors import NonAffineIndexError
-from .indexing import Idx, _broadcast, _is_int
+from .indexing import Idx, _is_int, broadcast_index_shapes
 
 
 def identity_index(shape: tuple[int, ...]) -> tuple[Affine, ...]:
@@ -79,7 +79,7 @@ def subscript(view_shape: tuple[int, ...], key) -> tuple[tuple[int, ...], list[A
 
     bshape: tuple[int, ...] = ()
     for t in tiles:
-        bshape = _broadcast(bshape, t.shape)
+        bshape = broadcast_index_shapes(bshape, t.shape)
     rank = len(bshape)
     slices = [i for i in nonscalar if isinstance(entries[i], slice)]
     if slices and rank != len(nonscalar):

@@ -15,7 +15,7 @@ from ..indexing import Idx, Pred
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import where
-from .operands import (alu_op_name, as_shape, broadcast_shapes, buffer_name, operand, sbuf,
+from .operands import (alu_op_name, as_shape, buffer_name, check_fits, operand, sbuf,
                        scalar_value)
 from .tensor_ops import transpose
 
@@ -131,12 +131,14 @@ def store(dst: Tile, value, *, mask=None) -> None:
             v = full(dst.shape, v, dst.cast)
         elif v.dtype_name != dst.cast or v.shape != dst.shape:
             # Another width regroups the last axis: the value must be the whole tile first.
-            broadcast_shapes(tr, v.shape, dst.shape)
+            check_fits(tr, v.shape, dst.shape, "nl.store")
             v = copy(broadcast_to(v, dst.shape) if v.shape != dst.shape else v, dtype=dst.cast)
         raw = tr.new("tensor_copy", v.shape if dst.vshape is None else access.shape,
                      dst.decl.dtype, v, bitcast=True)
         tr.emit("store", access, raw, mask=mask)
         return
+    if isinstance(v, Tile):
+        check_fits(tr, v.shape, dst.shape, "nl.store")
     tr.emit("store", dst, v, mask=mask)
 
 
@@ -178,7 +180,7 @@ def broadcast_to(x, shape) -> Tile:
     x = operand(x)
     shape = as_shape(shape)
     tr = current()
-    broadcast_shapes(tr, x.shape, shape)
+    check_fits(tr, x.shape, shape, "broadcast_to")
     return tr.new("tensor_copy", shape, x.dtype_name, x)
 
 
@@ -201,6 +203,8 @@ def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
     """``dst = op(dst, value)`` in HBM."""
     dst.bitcast_use("nl.atomic_rmw")
     v = operand(value)
+    if isinstance(v, Tile):
+        check_fits(current(), v.shape, dst.shape, "nl.atomic_rmw")
     current().emit("store", dst, v, mask=mask, acc=alu_op_name(op))
 
 
@@ -221,6 +225,7 @@ def assign(view: Tile, value) -> None:
     if not isinstance(v, Tile):
         tr.emit("memset", view, v)
         return
+    check_fits(tr, v.shape, view.shape, "assignment")
     if not view.on_chip:
         tr.emit("store", view, v)
     elif not v.on_chip:
@@ -235,4 +240,6 @@ def accumulate(dst: Tile, value, op: str) -> None:
     v = operand(value)
     if not dst.on_chip:
         raise tr.error("in-place update of HBM", f"{dst.name} {op}= ...: use nl.store / atomic_rmw")
+    if isinstance(v, Tile):
+        check_fits(tr, v.shape, dst.shape, f"{dst.name} {op}= ...")
     tr.emit("tensor_copy", dst, v, acc=op)

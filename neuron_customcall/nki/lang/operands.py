@@ -8,7 +8,8 @@ import numpy as np
 from emulator import machine
 from emulator.kernel_ir import affine_to_json, ops
 
-from ..indexing import Idx, Pred
+from ..errors import NonAffineIndexError
+from ..indexing import Idx, Pred, broadcast_index_shapes
 from ..tile import Tile
 from ..tracer import current
 
@@ -55,23 +56,32 @@ def scalar_value(x):
     return x.item() if hasattr(x, "item") else x
 
 
-def iota_tile(idx: Idx, dtype: str = "int32") -> Tile:
-    """An index expression used as data: materialise it with ``iota``."""
-    shape = idx.shape or (1,)
+def iota_tile(idx: Idx, dtype: str = "int32", shape: tuple[int, ...] | None = None) -> Tile:
+    """An index expression used as data: materialise it with ``iota``. Index expressions
+    broadcast as NumPy arrays do (the indexing guide's ``i_p``/``i_f`` grids), so ``shape``,
+    when given, is the NumPy broadcast shape the expression is right-aligned in."""
+    shape = shape or idx.shape or (1,)
     return current().new("iota", shape, dtype, expr=affine_to_json(idx.to_affine(len(shape))))
 
 
 def pred_tile(pred: Pred) -> Tile:
-    """A mask used as data: a bool tile, true where every expression is >= 0."""
+    """A mask used as data: a bool tile, true where every expression is >= 0. Its expressions
+    broadcast together as index expressions (NumPy's rule), so each is materialised at the
+    common shape before they are combined."""
     tr = current()
+    shape: tuple[int, ...] = ()
+    try:
+        for e in pred.exprs:
+            shape = broadcast_index_shapes(shape, e.shape)
+    except NonAffineIndexError as e:
+        raise tr.error("shape mismatch", f"mask used as data: {e}") from None
     result = None
     for e in pred.exprs:
-        idx = iota_tile(e)
+        idx = iota_tile(e, shape=shape)
         t = tr.new("tensor_scalar", idx.shape, "bool", idx, 0, op0="greater_equal",
                    reverse0=False)
         if result is not None:
-            t = tr.new("tensor_tensor", broadcast_shapes(tr, result.shape, t.shape), "bool",
-                       result, t, op="logical_and")
+            t = tr.new("tensor_tensor", idx.shape, "bool", result, t, op="logical_and")
         result = t
     return result
 
@@ -91,11 +101,46 @@ def operand(x):
     raise current().error("invalid operand", f"{type(x).__name__} is not a tile or a scalar")
 
 
+def nki_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape two tiles broadcast to as NKI aligns them, or None. Axis 0 is the partition
+    axis of both: a tile of lower rank gets trailing (free) axes of extent 1, so a
+    partition-only ``[P]`` tile (a reduction without ``keepdims``) is ``[P, 1]`` and broadcasts
+    along the free axes. NumPy would align it with the *last* axis instead, which silently
+    gives another answer whenever P equals the free size. Rank 0 (a scalar) fits anything."""
+    if not a or not b:
+        return tuple(a or b)
+    n = max(len(a), len(b))
+    a = tuple(a) + (1,) * (n - len(a))
+    b = tuple(b) + (1,) * (n - len(b))
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y))
+    return tuple(out)
+
+
 def broadcast_shapes(tr, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(a, b))
-    except ValueError:
-        raise tr.error("shape mismatch", f"tiles {list(a)} and {list(b)} do not broadcast") from None
+    """``nki_broadcast`` or a trace error naming the rule."""
+    out = nki_broadcast(a, b)
+    if out is None:
+        raise tr.error("shape mismatch",
+                       f"tiles {list(a)} and {list(b)} do not broadcast: NKI aligns tiles at the "
+                       "partition axis (axis 0), a lower-rank tile gets trailing free axes of "
+                       "extent 1, and each axis must match or be 1")
+    return out
+
+
+def check_fits(tr, value: tuple[int, ...], dst: tuple[int, ...], what: str) -> None:
+    """An assignment's value must broadcast to its destination without growing it (NKI's
+    err_store_dst_shape_smaller_than_other_shape): ``[P]`` and ``[P, 1]`` fit each other."""
+    out = nki_broadcast(value, dst)
+    if out is None or out != tuple(dst) + (1,) * (len(out) - len(dst)):
+        raise tr.error("assignment shape",
+                       f"{what}: a value of shape {list(value)} does not fit a destination of "
+                       f"shape {list(dst)}; the value must have the destination's shape or "
+                       "broadcast to it (NKI aligns tiles at the partition axis, a [P] tile is "
+                       "[P, 1])")
 
 
 def alu_op_name(op) -> str:

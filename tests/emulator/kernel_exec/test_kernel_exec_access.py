@@ -44,3 +44,22 @@ def test_strided_view_equals_gather(case):
         sub = big[tuple(slice(None, None, 2) for _ in shape)]
         sub[...] = arr
         np.testing.assert_array_equal(plan.view(sub), arr[tuple(idx)])
+
+
+def test_lower_rank_tile_aligns_at_the_partition_axis():
+    """NKI's rule, not NumPy's: a [P] tile read against [P, F] is [P, 1] broadcast along the
+    free axis (NumPy would align it with the last axis, which P == F makes look plausible)."""
+    import pytest
+
+    arr = np.arange(4, dtype=np.float32)
+    ctx = Context(("p0",), (2,), {}, {"p0": 2})
+    col = Access("x", (4,), (Affine.make(0, {"t0": 1}),))
+    got = plan_access(Storage(arr, ()), col, ctx, (4, 4)).view(arr)
+    np.testing.assert_array_equal(got, np.broadcast_to(arr[None, :, None], (2, 4, 4)))
+    # a [P, 1] value read as a [P] tile: the trailing extent-1 axis is dropped
+    arr2 = arr.reshape(4, 1)
+    p1 = Access("x", (4, 1), (Affine.make(0, {"t0": 1}), Affine.make(0, {"t1": 1})))
+    got = plan_access(Storage(arr2, ()), p1, ctx, (4,)).view(arr2)
+    np.testing.assert_array_equal(got, np.broadcast_to(arr, (2, 4)))
+    with pytest.raises(ValueError, match="partition axis"):
+        plan_access(Storage(arr, ()), col, ctx, (3, 4))
