@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes as nkd
 from ..tile import Tile
 from ..tracer import current
@@ -13,10 +15,26 @@ from .operands import operand
 # --- reductions ------------------------------------------------------------------------------------
 
 def _axes(axis, rank: int) -> tuple[int, ...]:
+    """Normalised, sorted reduction axes: ints or a tuple/list of them, negative ones counted
+    from the end (NumPy's convention); out of range or repeated axes are trace errors (never
+    wrapped silently onto another axis). The partition axis is refused by checks.py."""
+    tr = current()
     if axis is None:
-        raise current().error("reduction axes", "reductions need axis= (free axes only)")
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return tuple(sorted(int(a) % rank for a in axes))
+        raise tr.error("reduction axes", "reductions need axis= (free axes only)")
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if not axes:
+        raise tr.error("reduction axes", "axis=() reduces nothing; name at least one free axis")
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise tr.error("reduction axes", f"axis {a!r} is not an integer")
+        if not -rank <= int(a) < rank:
+            raise tr.error("reduction axes", f"axis {int(a)} is out of range for a rank-{rank} "
+                           "tile")
+        out.append(int(a) % rank)
+    if len(set(out)) != len(out):
+        raise tr.error("reduction axes", f"axis {list(axes)} names an axis twice")
+    return tuple(sorted(out))
 
 
 def reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False) -> Tile:
