@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 import math
 
+import numpy as np
+
 from emulator import machine
 from emulator.kernel_ir import (Access, Instruction, KernelIR, Loop, Statement, TensorDecl,
                                 dtypes as ir_dtypes)
@@ -103,6 +105,35 @@ def check_instruction(trace, ins: Instruction) -> None:
                 _check_static_bounds(trace, ins, a)
 
 
+#: Largest extent of a symbol whose terms are evaluated exactly (below) rather than bounded.
+_EXACT_RANGE_MAX = 1 << 16
+
+
+def expr_range(expr, ext: dict[str, int]) -> tuple[int, int]:
+    """Smallest and largest value of an affine expression over its symbols' extents. Terms of
+    one symbol that include derived ones (``//``, ``%``) are evaluated over the symbol's values
+    together, so that a merged reshape axis ``t // 4 - 3 * (t // 12)`` gets its exact range
+    0..2 rather than the independent bounds' -3..5; other terms add their own ranges."""
+    lo = hi = expr.const
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for sym, c in expr.terms:
+        groups.setdefault(dm.base_of(sym), []).append((sym, c))
+    for base, terms in groups.items():
+        n = ext.get(base)
+        if len(terms) > 1 and n is not None and 0 < n <= _EXACT_RANGE_MAX:
+            x = np.arange(n)
+            vals = sum(c * (dm.value(dm.parse(sym), x) if dm.is_derived(sym) else x)
+                       for sym, c in terms)
+            lo += int(vals.min())
+            hi += int(vals.max())
+            continue
+        for sym, c in terms:
+            smin, smax = dm.term_range(sym, ext)  # derived symbols (// and %): their range
+            lo += min(c * smin, c * smax)
+            hi += max(c * smin, c * smax)
+    return lo, hi
+
+
 def _check_static_bounds(trace, ins: Instruction, a: Access) -> None:
     """An unmasked on-chip access must stay inside its tile for every program id, loop value and
     tile position; all their extents are known while tracing, so this is a trace-time error.
@@ -111,11 +142,7 @@ def _check_static_bounds(trace, ins: Instruction, a: Access) -> None:
     ext = dict(trace.extents)
     ext.update({f"t{j}": n for j, n in enumerate(a.shape)})
     for d, (expr, n) in enumerate(zip(a.index, shape)):
-        lo = hi = expr.const
-        for sym, c in expr.terms:
-            smin, smax = dm.term_range(sym, ext)  # derived symbols (// and %): their range
-            lo += min(c * smin, c * smax)
-            hi += max(c * smin, c * smax)
+        lo, hi = expr_range(expr, ext)
         if lo < 0 or hi >= n:
             raise trace.error("out-of-bounds tile access",
                               f"{ins.op} accesses {a.tensor}[...] axis {d} at indices {lo}..{hi}, "

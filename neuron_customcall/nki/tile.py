@@ -18,7 +18,7 @@ from emulator.kernel_ir import dtypes as ir_dtypes
 
 from . import dtypes as nkd
 from .errors import NonAffineIndexError
-from .views import compose, identity_index, subscript
+from .views import compose, identity_index, reshape_exprs, subscript
 
 
 class Tile:
@@ -132,15 +132,38 @@ class Tile:
         return Tile(self.trace, self.decl, shape, compose(self.index, exprs), self.cast,
                     self.vshape)
 
-    def reshape(self, shape) -> "Tile":
-        """A new view with ``shape`` over the same elements of a whole tensor, where dimensions are
-        only split (or size-1 dimensions added/removed): those stay affine."""
-        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-        if int(np.prod(shape)) != int(np.prod(self.shape)):
-            raise self.trace.error("invalid reshape", f"{list(self.shape)} -> {list(shape)}")
-        if self.index != identity_index(self.shape) or self.shape != self.tensor_shape:
-            raise self.trace.error("invalid reshape", "only a whole tensor can be reshaped")
-        return _reshape_view(self, shape)
+    def reshape(self, *shape) -> "Tile":
+        """The same elements, row-major, with another shape (no data moves): dimensions may be
+        merged (``[P, 4, 6] -> [P, 24]``) or split (``[P, 24] -> [P, 2, 12]``), one size may be
+        -1. On-chip tiles keep their partition dimension (``shape[0] == self.shape[0]``); an
+        HBM tensor may regroup any dimensions, as NumPy's reshape of a contiguous array."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new = _infer_shape(self, tuple(int(s) for s in shape))
+        if self.on_chip and (not new or new[0] != self.shape[0]):
+            raise self.trace.error(
+                "reshape of the partition dimension",
+                f"{self.decl.memory} tile {list(self.shape)} -> {list(new)}: an on-chip tile "
+                f"keeps its partition dimension ({self.shape[0] if self.shape else 0}); only "
+                "free dimensions are merged or split")
+        try:
+            exprs = reshape_exprs(self.shape, new)
+            index = compose(self.index, exprs)
+        except (NonAffineIndexError, ValueError) as e:
+            raise self.trace.error("invalid reshape",
+                                   f"{list(self.shape)} -> {list(new)}: {e}") from None
+        return Tile(self.trace, self.decl, new, index, self.cast, self.vshape)
+
+    def reshape_dim(self, dim: int, shape) -> "Tile":
+        """Split dimension ``dim`` into ``shape`` (one size may be -1)."""
+        dim = int(dim) % max(self.ndim, 1)
+        return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1:])
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> "Tile":
+        """Merge dimensions ``start_dim`` .. ``end_dim`` (inclusive) into one."""
+        a, b = int(start_dim) % max(self.ndim, 1), int(end_dim) % max(self.ndim, 1)
+        merged = int(np.prod(self.shape[a:b + 1]))
+        return self.reshape(self.shape[:a] + (merged,) + self.shape[b + 1:])
 
     def view(self, dtype) -> "Tile":
         """The same bits as another dtype, NumPy's ``.view`` on the last dimension (little
@@ -196,46 +219,19 @@ class Tile:
     __hash__ = object.__hash__  # tiles are identities (and ``==`` builds a comparison tile)
 
 
-def _reshape_view(t: Tile, shape: tuple[int, ...]) -> Tile:
-    """Reshape a whole-tensor view by merging/splitting trailing dimensions: new coordinates map
-    to old ones affinely only when each old dimension is a product of consecutive new ones (or
-    the other way round); other reshapes are rejected."""
-    old = list(t.tensor_shape)
-    new = list(shape)
-    exprs: list[dict[str, int]] = []
-    i = j = 0
-    while i < len(old) or j < len(new):
-        if i < len(old) and old[i] == 1 and (j >= len(new) or new[j] != 1):
-            exprs.append({})
-            i += 1
-            continue
-        if j < len(new) and new[j] == 1 and (i >= len(old) or old[i] != 1):
-            j += 1
-            continue
-        if i >= len(old) or j >= len(new):
-            break
-        if old[i] == new[j]:
-            exprs.append({f"t{j}": 1})
-            i += 1
-            j += 1
-            continue
-        # split old[i] into new[j..k]
-        prod, k = 1, j
-        while k < len(new) and prod < old[i]:
-            prod *= new[k]
-            k += 1
-        if prod != old[i]:
-            raise t.trace.error("invalid reshape",
-                                f"{old} -> {new} does not split or keep dimensions")
-        terms = {}
-        stride = 1
-        for m in range(k - 1, j - 1, -1):
-            terms[f"t{m}"] = stride
-            stride *= new[m]
-        exprs.append(terms)
-        i += 1
-        j = k
-    if len(exprs) != len(old):
-        raise t.trace.error("invalid reshape", f"{old} -> {new} is not supported")
-    index = tuple(Affine.make(0, e) for e in exprs)
-    return Tile(t.trace, t.decl, shape, index, t.cast, t.vshape)
+def _infer_shape(t: Tile, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with its one ``-1`` inferred; the element count must not change."""
+    total = int(np.prod(t.shape))
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise t.trace.error("invalid reshape", f"{list(t.shape)} -> {list(shape)}: at most one "
+                            "size may be -1, the others must be >= 0")
+    if -1 in shape:
+        rest = int(np.prod([s for s in shape if s != -1]))
+        if rest == 0 or total % rest:
+            raise t.trace.error("invalid reshape", f"{list(t.shape)} -> {list(shape)}: -1 can "
+                                "not be inferred")
+        shape = tuple(total // rest if s == -1 else s for s in shape)
+    if int(np.prod(shape)) != total:
+        raise t.trace.error("invalid reshape", f"{list(t.shape)} -> {list(shape)}: "
+                            f"{total} elements can not become {int(np.prod(shape))}")
+    return shape

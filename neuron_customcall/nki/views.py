@@ -136,6 +136,10 @@ def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...
                     const += c * int(dm.value(d, e.const))
                     continue
                 (s2, c2), = e.terms
+                if dm.is_derived(s2):
+                    raise NonAffineIndexError(
+                        f"'{d.op}' of a view axis that is itself '//' or '%' of {dm.base_of(s2)}"
+                        " (nested divisions are not affine enough to run as views)")
                 k0, t0 = dm.divmod_terms(d.op, d.coef * c2, s2, d.coef * e.const + d.offset, d.k)
                 const += c * k0
                 for s3, c3 in t0.items():
@@ -149,3 +153,72 @@ def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...
                 terms[s] = terms.get(s, 0) + c
         out.append(Affine.make(const, terms))
     return tuple(out)
+
+
+def reshape_exprs(old: tuple[int, ...], new: tuple[int, ...]) -> list[Affine]:
+    """Per axis of a tile of shape ``old``, its expression over the axes ``t<m>`` of the same
+    elements viewed (row-major) with shape ``new``; ``compose`` turns them into the new view.
+
+    The axes are matched in groups of equal element count. A group of one old axis split into
+    several new ones is affine (``t_a * stride + t_b``); several old axes merged into one new
+    axis ``t_m`` are ``t_m // S`` (the first), ``t_m % n`` (the last) and ``t_m // S - n *
+    (t_m // (S n))`` in between, each a derived symbol of one axis. A group that both splits
+    and merges (``[6, 4] -> [4, 6]``) regroups elements across axes, which no such view
+    expresses: ``NonAffineIndexError``."""
+    exprs: list[Affine] = []
+    i = j = 0
+    while i < len(old) or j < len(new):
+        if i < len(old) and old[i] == 1:
+            exprs.append(Affine(0, ()))
+            i += 1
+            continue
+        if j < len(new) and new[j] == 1:
+            j += 1
+            continue
+        if i >= len(old) or j >= len(new):
+            raise ValueError(f"{list(old)} and {list(new)} hold different numbers of elements")
+        i0, j0, po, pn = i, j, old[i], new[j]
+        i, j = i + 1, j + 1
+        while po != pn:
+            if po < pn:
+                if i >= len(old):
+                    raise ValueError(f"{list(old)} and {list(new)} hold different numbers of "
+                                     "elements")
+                po, i = po * old[i], i + 1
+            else:
+                if j >= len(new):
+                    raise ValueError(f"{list(old)} and {list(new)} hold different numbers of "
+                                     "elements")
+                pn, j = pn * new[j], j + 1
+        olds, news = list(range(i0, i)), [m for m in range(j0, j) if new[m] != 1]
+        if len(olds) == 1:
+            terms, stride = {}, 1
+            for m in reversed(news):
+                terms[f"t{m}"] = stride
+                stride *= new[m]
+            exprs.append(Affine.make(0, terms))
+        elif len(news) == 1:
+            t, ext = f"t{news[0]}", new[news[0]]
+            inner = 1
+            parts: list[Affine] = []
+            for o in reversed(olds):
+                n = old[o]
+                if n == 1:
+                    parts.append(Affine(0, ()))
+                    continue
+                c1, t1 = dm.divmod_terms(dm.FLOORDIV, 1, t, 0, inner, ext)
+                if inner == 1:  # the innermost: a remainder
+                    c1, t1 = dm.divmod_terms(dm.MOD, 1, t, 0, n, ext)
+                c2, t2 = (0, {}) if o == olds[0] or inner == 1 else \
+                    dm.divmod_terms(dm.FLOORDIV, 1, t, 0, inner * n, ext)
+                terms = dict(t1)
+                for sym, c in t2.items():
+                    terms[sym] = terms.get(sym, 0) - n * c
+                parts.append(Affine.make(c1 - n * c2, terms))
+                inner *= n
+            exprs.extend(reversed(parts))
+        else:
+            raise NonAffineIndexError(
+                f"axes {[old[o] for o in olds]} -> {[new[m] for m in news]} are regrouped, not "
+                "only merged or split")
+    return exprs
