@@ -79,7 +79,7 @@ def parallel_reason(kernel: KernelIR, grid_reason: str | None) -> str | None:
         return "the grid does not run vectorised"
     p0 = program_symbol(0)
     for ins, ext in shared_writes(kernel):
-        if not iteration_disjoint(ins.dst, {p0}, ext):
+        if "indirect" in ins.attrs or not iteration_disjoint(ins.dst, {p0}, ext):
             return (f"{ins.op} at {ins.loc} writes {ins.dst.tensor!r} where programs with "
                     "different program_id(0) may meet")
     return None

@@ -165,6 +165,7 @@ def _forwarding(kernel: KernelIR, body: list[Statement], uses: dict[str, int],
                 or t.role != "internal" or not is_whole(prod.dst, t.shape)):
             continue
         if (cons.op not in ("store", "tensor_copy") or cons.mask or not cons.srcs
+                or "indirect" in cons.attrs
                 or cons.srcs[0] != prod.dst or uses.get(t.name, 0) != 1
                 or tuple(cons.dst.shape) != tuple(t.shape)
                 or kernel.tensors[cons.dst.tensor].dtype != t.dtype):
@@ -184,7 +185,7 @@ def _covered_outputs(kernel: KernelIR) -> set[str]:
                 if st.extent > 0:  # an empty loop stores nothing
                     visit(st.body, {**ext, st.var: st.extent})
                 continue
-            if st.op != "store" or st.mask or st.acc is not None:
+            if st.op != "store" or st.mask or st.acc is not None or "indirect" in st.attrs:
                 continue
             decl = kernel.tensors[st.dst.tensor]
             if decl.role != "output":

@@ -8,7 +8,8 @@ the only way for that to happen, so:
 * accumulations (``acc``) into an outer tensor are fine: the executor reduces over the loop axis;
 * plain writes into an outer tensor are fine: the executor keeps the last iteration's value when
   the address does not depend on the loop variable, and each iteration's own slice when it does;
-* a read of an outer tensor that is also written in the loop is fine if it reads exactly what an
+* a read of an outer tensor that is also written in the loop (other than by an indirect store,
+  or by an indirect load, whose addresses are data) is fine if it reads exactly what an
   earlier plain write of the same iteration wrote (same access, unmasked), or if every write of
   that tensor in the loop is this very access and the access is *iteration-disjoint* (different
   iterations touch different elements: an in-place update ``x[i] = f(x[i])``).
@@ -80,12 +81,16 @@ def dependency_reason(body: list[Instruction], local: set[str], iter_syms: set[s
         else:
             plain_writes.setdefault(ins.dst.tensor, []).append((i, ins.dst, ins))
     written = acc_written | set(plain_writes)
+    # Indirect stores write where their data says: no read of the tensor is known to be safe.
+    unknown = {ins.dst.tensor for ins in body
+               if ins.dst is not None and ins.dst.tensor not in local and "indirect" in ins.attrs}
     for i, ins in enumerate(body):
         for src in ins.srcs:
             if not isinstance(src, Access) or src.tensor not in written:
                 continue
             writes = plain_writes.get(src.tensor, [])
-            ok = src.tensor not in acc_written and (
+            ok = src.tensor not in acc_written and src.tensor not in unknown and not (
+                "indirect" in ins.attrs and src is ins.srcs[0]) and (
                 any(j < i and w == src and not wins.mask for j, w, wins in writes)
                 or (all(w == src and not wins.mask for _, w, wins in writes)
                     and iteration_disjoint(src, iter_syms, ext)))

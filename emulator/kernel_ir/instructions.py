@@ -173,6 +173,10 @@ def _specs(*specs: InstructionSpec) -> dict[str, InstructionSpec]:
 
 
 _ENGINE_ATTR = Attr("engine", "engine")
+#: Indirect DMA (NKI's ``a[idx_tile, i_f]`` in ``nl.load`` / ``nl.store``): the HBM access'
+#: dimension ``indirect`` adds, at each tile position, the value of the integer ``offsets`` tile
+#: there (one index per partition, broadcast along the free axes) to its affine index.
+_INDIRECT_ATTR = Attr("indirect", "int")
 
 #: Every kernel-IR instruction, by name.
 SPECS: dict[str, InstructionSpec] = _specs(
@@ -180,9 +184,13 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("alloc", NONE, attrs=(Attr("fill", "scalar"),),
                     doc="start a tensor's lifetime: NaN on chip, or the constant `fill`"),
     # --- DMA ---
-    InstructionSpec("load", DMA, (Source("src"),), doc="HBM -> SBUF"),
-    InstructionSpec("store", DMA, (Source("value", VALUE),), accumulates=True,
-                    doc="SBUF/PSUM (or a constant) -> HBM; with `acc`, an atomic read-modify-write"),
+    InstructionSpec("load", DMA, (Source("src"), Source("offsets")), min_sources=1,
+                    attrs=(_INDIRECT_ATTR,),
+                    doc="HBM -> SBUF; `indirect`: an indirect (gather) load, see below"),
+    InstructionSpec("store", DMA, (Source("value", VALUE), Source("offsets")), min_sources=1,
+                    accumulates=True, attrs=(_INDIRECT_ATTR,),
+                    doc="SBUF/PSUM (or a constant) -> HBM; with `acc`, an atomic read-modify-write;"
+                        " `indirect`: an indirect (scatter) store, see below"),
     # --- VectorE ---
     InstructionSpec("tensor_copy", VECTOR, (Source("src", VALUE),), accumulates=True,
                     attrs=(Attr("bitcast", "bool"), _ENGINE_ATTR), alt_engines=(SCALAR, GPSIMD),

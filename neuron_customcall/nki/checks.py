@@ -378,7 +378,7 @@ def store_races(kernel: KernelIR) -> list[str]:
     found: list[str] = []
     for st, ext in shared_writes(kernel):
         dst = st.dst
-        if (st.op != "store" or st.acc is not None
+        if (st.op != "store" or st.acc is not None or "indirect" in st.attrs
                 or any(dm.is_derived(sym) for a in dst.index for sym, _ in a.terms)):
             continue
         if not iteration_disjoint(dst, programs, ext):

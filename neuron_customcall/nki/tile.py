@@ -18,6 +18,7 @@ from emulator.kernel_ir import dtypes as ir_dtypes
 
 from . import dtypes as nkd
 from .errors import NonAffineIndexError
+from .indexing import Idx
 from .views import compose, identity_index, reshape_exprs, subscript
 
 
@@ -29,7 +30,7 @@ class Tile:
     tensor's shape (the last dimension scaled, as NumPy's ``.view``); ``index`` then maps into
     the viewed tensor, and ``raw_access`` translates it to the IR tensor."""
 
-    __slots__ = ("trace", "decl", "shape", "index", "cast", "vshape")
+    __slots__ = ("trace", "decl", "shape", "index", "cast", "vshape", "indirect")
     __array_priority__ = 1000
 
     def __init__(self, trace, decl: TensorDecl, shape: tuple[int, ...] | None = None,
@@ -41,6 +42,9 @@ class Tile:
         self.index = identity_index(self.shape) if index is None else index
         self.cast = cast
         self.vshape = vshape
+        #: ``(tensor dimension, offsets tile)`` of an indirectly indexed HBM view
+        #: (``a[idx_tile, i_f]``): only ``nl.load`` / ``nl.store`` / ``nl.atomic_rmw`` use it.
+        self.indirect: tuple[int, "Tile"] | None = None
 
     # --- properties ----------------------------------------------------------------------------
 
@@ -81,7 +85,22 @@ class Tile:
     def access(self) -> Access:
         if self.vshape is not None:
             self.bitcast_use("this operation")
+        if self.indirect is not None:
+            self.indirect_use("this operation")
         return Access(self.decl.name, self.shape, self.index)
+
+    def base_access(self) -> Access:
+        """The affine part of an indirect view's access (its offsets tile adds the rest)."""
+        return Access(self.decl.name, self.shape, self.index)
+
+    def indirect_use(self, what: str) -> None:
+        """Refuse a use of an indirectly indexed view other than a load or store."""
+        if self.indirect is not None:
+            raise self.trace.error(
+                "indirect view",
+                f"{what}: the view of {self.decl.name!r} indexed by tile "
+                f"{self.indirect[1].decl.name!r} can only be read with nl.load or written with "
+                "nl.store / nl.atomic_rmw (indirect DMA); index it fully in one subscript")
 
     def raw_access(self, what: str) -> Access:
         """The access of the IR tensor's own elements behind this (bit-cast) view. Same width:
@@ -125,18 +144,34 @@ class Tile:
     # --- views ---------------------------------------------------------------------------------
 
     def __getitem__(self, key) -> "Tile":
+        self.indirect_use("indexing")
+        entries = list(key) if isinstance(key, tuple) else [key]
+        tiles = [(i, e) for i, e in enumerate(entries) if isinstance(e, Tile)]
+        offsets = None
+        if tiles:
+            if any(e is Ellipsis for e in entries):
+                i = entries.index(Ellipsis)
+                entries[i:i + 1] = [slice(None)] * (self.ndim - (len(entries) - 1))
+                tiles = [(i, e) for i, e in enumerate(entries) if isinstance(e, Tile)]
+            offsets = _indirect_entry(self, entries, tiles)
+            key = tuple(entries)
         try:
             shape, exprs = subscript(self.shape, key)
         except (NonAffineIndexError, IndexError) as e:
             raise self.trace.error("invalid index", f"{self.decl.name}[...]: {e}") from None
-        return Tile(self.trace, self.decl, shape, compose(self.index, exprs), self.cast,
-                    self.vshape)
+        out = Tile(self.trace, self.decl, shape, compose(self.index, exprs), self.cast,
+                   self.vshape)
+        if offsets is not None:
+            out.indirect = _indirect_dim(self, *offsets)
+            _check_indirect_partition(out)
+        return out
 
     def reshape(self, *shape) -> "Tile":
         """The same elements, row-major, with another shape (no data moves): dimensions may be
         merged (``[P, 4, 6] -> [P, 24]``) or split (``[P, 24] -> [P, 2, 12]``), one size may be
         -1. On-chip tiles keep their partition dimension (``shape[0] == self.shape[0]``); an
         HBM tensor may regroup any dimensions, as NumPy's reshape of a contiguous array."""
+        self.indirect_use("reshape")
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         new = _infer_shape(self, tuple(int(s) for s in shape))
@@ -172,6 +207,7 @@ class Tile:
         since tiles are values). An HBM tensor: a view that ``nl.load`` and ``nl.store``
         reinterpret on chip; the IR keeps one tensor of one dtype, so nothing else may use it,
         and a view of another width is taken of a whole tensor (index the view)."""
+        self.indirect_use("view")
         new = nkd.name_of(dtype)
         old_size, new_size = ir_dtypes.itemsize(self.dtype_name), ir_dtypes.itemsize(new)
         shape = self.shape if self.on_chip else self.tensor_shape
@@ -235,3 +271,74 @@ def _infer_shape(t: Tile, shape: tuple[int, ...]) -> tuple[int, ...]:
         raise t.trace.error("invalid reshape", f"{list(t.shape)} -> {list(shape)}: "
                             f"{total} elements can not become {int(np.prod(shape))}")
     return shape
+
+
+def _indirect_entry(t: Tile, entries: list, tiles: list) -> tuple[int, Tile]:
+    """Check an indirect subscript (``a[idx_tile, i_f]``: an on-chip integer tile of one index
+    per partition, on one dimension of an HBM tensor) and replace the tile by a placeholder
+    index of its shape (values 0: the offsets are added when the DMA runs). Returns the
+    subscript position and the offsets tile."""
+    tr = t.trace
+    if len(tiles) > 1:
+        raise tr.error("indirect index", f"{t.decl.name}[...]: only one dimension may be "
+                       f"indexed by a tile, got {len(tiles)}")
+    pos, idx = tiles[0]
+    if t.on_chip:
+        raise tr.error("indirect index of an on-chip tile",
+                       f"{t.decl.name}[{idx.decl.name}, ...]: the values of a tile may index "
+                       "an HBM tensor in nl.load / nl.store (indirect DMA), not an SBUF/PSUM "
+                       "tile (err_copy_dynamic_indirect_indices_not_natively_supported; use "
+                       "nisa.tensor_copy_dynamic_src)")
+    if t.cast:
+        t.bitcast_use("an index tile in its subscript (indirect DMA)")
+    if not idx.on_chip:
+        raise tr.error("indirect index", f"index tile {idx.decl.name!r} is in {idx.buffer}; "
+                       "indices have to be in SBUF (nl.load them first)")
+    if idx.indirect is not None or idx.cast:
+        raise tr.error("indirect index", f"index tile {idx.decl.name!r} is itself a view that "
+                       "only nl.load / nl.store may use")
+    if nkd.name_of(idx.dtype_name) not in _INDEX_DTYPES:
+        raise tr.error("indirect index dtype", f"index tile {idx.decl.name!r} is "
+                       f"{idx.dtype_name}; indices are integers ({', '.join(_INDEX_DTYPES)})")
+    if not idx.shape or int(np.prod(idx.shape[1:])) != 1:
+        raise tr.error("indirect index on a free dimension",
+                       f"index tile {idx.decl.name!r} {list(idx.shape)}: indirect DMA takes one "
+                       "index per partition, a [P, 1] (or [P]) tile "
+                       "(err_indirect_indices_free_dim)")
+    others = [e for e in entries if isinstance(e, Idx) and e.ndim > 0]
+    rank = max([2] + [e.ndim for e in others]) if others or len(entries) > 1 else 1
+    placeholder_shape = (idx.shape[0],) + (1,) * (rank - 1)
+    entries[pos] = Idx(placeholder_shape, 0, {})
+    return pos, idx
+
+
+#: Dtypes an indirect DMA's index tile may hold.
+_INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def _indirect_dim(t: Tile, pos: int, idx: Tile) -> tuple[int, Tile]:
+    """The tensor dimension that subscript position ``pos`` of view ``t`` addresses: the view
+    axis must map to one tensor dimension with stride 1 (so that an index value counts that
+    dimension's elements)."""
+    # Ellipsis expands before ``pos`` is reached only when it comes first; positions after one
+    # are counted from the end.
+    sym = f"t{pos}"
+    dims = [d for d, a in enumerate(t.index) if a.coef(sym)]
+    if len(dims) != 1 or t.index[dims[0]].coef(sym) != 1 or any(
+            dm.base_of(s) == sym and s != sym for a in t.index for s, _ in a.terms):
+        raise t.trace.error("indirect index", f"{t.decl.name}[...]: axis {pos} of this view is "
+                            "not one dimension of the tensor; index the tensor itself")
+    return dims[0], idx
+
+
+def _check_indirect_partition(view: Tile) -> None:
+    """The index values vary along the tile's partition axis; they must address the dimension
+    that axis walks (partition or block dimension), not a free one."""
+    dim, idx = view.indirect
+    if any(a.coef("t0") or any(dm.base_of(s) == "t0" for s, _ in a.terms)
+           for d, a in enumerate(view.index) if d != dim):
+        raise view.trace.error(
+            "indirect index on a free dimension",
+            f"{view.decl.name}[...] indexed by tile {idx.decl.name!r}: the tile's partitions "
+            f"already walk another dimension of the tensor; indirect DMA indexes the partition "
+            "(or block) dimension (err_indirect_indices_free_dim)")

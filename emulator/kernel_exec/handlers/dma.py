@@ -10,6 +10,7 @@ import numpy as np
 from emulator.kernel_ir import Access, Instruction, dtypes
 from emulator.kernel_ir.instructions import DMA
 
+from ..indirect import gather, is_indirect, scatter
 from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
@@ -23,7 +24,11 @@ HANDLERS = EngineHandlers(DMA)
 def copy(r: Runner, ins: Instruction) -> None:
     """load / store / tensor_copy: element-wise copy with dtype conversion and broadcasting. The
     result may alias the source's memory (zero-copy loads of read-only inputs); ``write`` copies
-    when the source can still change."""
+    when the source can still change. Indirect loads and stores (an index tile's values in the
+    HBM address) gather and scatter (``kernel_exec/indirect.py``)."""
+    if is_indirect(ins):
+        (gather if ins.op == "load" else scatter)(r, ins)
+        return
     src = ins.srcs[0]
     alias = isinstance(src, Access) and not r.is_immutable(src.tensor)
     if ins.attrs.get("bitcast"):

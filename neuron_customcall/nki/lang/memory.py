@@ -105,6 +105,10 @@ def load(src: Tile, *, mask=None, dtype=None) -> Tile:
     bit-cast HBM view: the load brings the stored bits, a bit-cast copy on chip reinterprets."""
     tr = current()
     want = nkd.name_of(dtype) if dtype is not None else src.dtype_name
+    if src.indirect is not None:
+        dim, offsets = src.indirect
+        return tr.new("load", src.shape, want, src.base_access(), offsets, mask=mask,
+                      indirect=dim)
     if src.cast:
         access = src.raw_access("nl.load")
         raw = tr.new("load", access.shape, src.decl.dtype, access,
@@ -137,9 +141,19 @@ def store(dst: Tile, value, *, mask=None) -> None:
                      dst.decl.dtype, v, bitcast=True)
         tr.emit("store", access, raw, mask=mask)
         return
+    _emit_store(dst, v, mask, None, "nl.store")
+
+
+def _emit_store(dst: Tile, v, mask, acc: str | None, what: str) -> None:
+    """A store into an HBM view, indirect (``dst[idx_tile, i_f]``) or not."""
+    tr = current()
     if isinstance(v, Tile):
-        check_fits(tr, v.shape, dst.shape, "nl.store")
-    tr.emit("store", dst, v, mask=mask)
+        check_fits(tr, v.shape, dst.shape, what)
+    if dst.indirect is not None:
+        dim, offsets = dst.indirect
+        tr.emit("store", dst.base_access(), v, offsets, mask=mask, acc=acc, indirect=dim)
+        return
+    tr.emit("store", dst, v, mask=mask, acc=acc)
 
 
 def _view_mask(view: Tile, mask, what: str):
@@ -202,10 +216,7 @@ def expand_dims(x: Tile, axis: int) -> Tile:
 def atomic_rmw(dst: Tile, value, op, *, mask=None) -> None:
     """``dst = op(dst, value)`` in HBM."""
     dst.bitcast_use("nl.atomic_rmw")
-    v = operand(value)
-    if isinstance(v, Tile):
-        check_fits(current(), v.shape, dst.shape, "nl.atomic_rmw")
-    current().emit("store", dst, v, mask=mask, acc=alu_op_name(op))
+    _emit_store(dst, operand(value), mask, alu_op_name(op), "nl.atomic_rmw")
 
 
 def assign(view: Tile, value) -> None:
@@ -217,9 +228,9 @@ def assign(view: Tile, value) -> None:
         tr.emit("iota", view, expr=affine_to_json(value.to_affine(view.ndim)))
         return
     v = operand(value)
-    if isinstance(v, Tile) and v.cast:
+    if isinstance(v, Tile) and (v.cast or v.indirect is not None):
         v = load(v)  # ``sbuf_tile[...] = hbm.view(dtype)[...]``: a load that reinterprets
-    if not view.on_chip and (view.cast or not isinstance(v, Tile)):
+    if not view.on_chip and (view.cast or view.indirect is not None or not isinstance(v, Tile)):
         store(view, v)
         return
     if not isinstance(v, Tile):
