@@ -12,6 +12,12 @@ ours: whichever of the two entry points loads last, the plugin registered for NE
 Loading it costs nothing on other devices: it imports nothing beyond what torch_xla has already
 imported at that point; the plugin library is found (and built if needed) only when torch_xla
 starts the NEURON client. A framework adapter module: it may import torch_xla.
+
+Starting the NEURON client also imports the torch_xla adapter (``neuron_customcall.torch_xla``),
+which gives every C++ op (loaded before or after) its XLA kernel: an HLO custom-call in the step's
+graph. Without it an unmodified script that loads its ops with ``custom_op.load`` and never imports
+the adapter ran each op through torch_xla's CPU fallback: a graph execution, a device-to-host and a
+host-to-device transfer per call (the main job: five executions a step instead of one).
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ class NeuronPlugin(plugins.DevicePlugin):
 
     def library_path(self) -> str:
         """``NEURON_LIBRARY_PATH`` when set (torch_xla's own variable), else our plugin library."""
+        import neuron_customcall.torch_xla  # noqa: F401  (XLA kernels of C++ and NKI ops; see above)
+
         override = os.environ.get("NEURON_LIBRARY_PATH")
         if override:
             return override
