@@ -29,6 +29,7 @@ from neuron_customcall import torch_dtypes
 from neuron_customcall.kernels import build, dtypes
 from neuron_customcall.kernels.descriptor import TensorSig, decode
 from neuron_customcall.nki.jit import Kernel, kernel_by_id, register_framework
+from neuron_customcall.torch_xla import cpu_device
 from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ _HLO_TO_TORCH = torch_dtypes.BY_HLO
 
 def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence[Any]) -> list[torch.Tensor]:
     """One Neuron custom-call on XLA tensors; ``outputs`` are TensorSigs."""
+    cpu_device.note_kernel(config)
     shapes = [list(o.shape) for o in outputs]
     types = [_HLO_TO_TORCH[o.dtype] for o in outputs]
     rank = _record(tuple((tuple(t.shape), t.dtype) for t in operands),
