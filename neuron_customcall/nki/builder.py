@@ -35,6 +35,10 @@ class Builder:
         self.tensors: dict[str, TensorDecl] = {}
         self.inputs: list[str] = []
         self.constants: dict[str, bytes] = {}
+        #: On-chip tensor -> number of block dimensions (``nl.ndarray((4, nl.par_dim(128), 512))``
+        #: is declared [128, 4, 512]: axes 1..k are blocks, each block a separate tile for the
+        #: PSUM tile rule); absent for plain tiles.
+        self.blocks: dict[str, int] = {}
         self.body: list[Statement] = []
         self._stack: list[list[Statement]] = [self.body]
         self._loops = 0
@@ -51,7 +55,7 @@ class Builder:
     # --- tensors -------------------------------------------------------------------------------
 
     def declare(self, shape: tuple[int, ...], dtype: str, memory: str, *, name: str = "",
-                role: str = INTERNAL, init: str = UNINIT) -> TensorDecl:
+                role: str = INTERNAL, init: str = UNINIT, blocks: int = 0) -> TensorDecl:
         base = name or ("t" if memory in machine.ON_CHIP else "hbm")
         unique = name
         while unique in self.tensors or not unique:
@@ -59,7 +63,13 @@ class Builder:
             unique = f"{base}{self._counter}"
         decl = TensorDecl(unique, tuple(int(s) for s in shape), dtype, memory, role, init,
                           user_location())
-        checks.check_declaration(self, decl)
+        if blocks:
+            self.blocks[unique] = int(blocks)
+        try:
+            checks.check_declaration(self, decl)
+        except KernelTraceError:
+            self.blocks.pop(unique, None)
+            raise
         self.tensors[unique] = decl
         return decl
 
@@ -149,6 +159,7 @@ class Builder:
         del self._stack[-1][cp.body_len:]
         for n in [n for n in self.tensors if n not in cp.tensors]:
             del self.tensors[n]
+            self.blocks.pop(n, None)
         for n, init in cp.inits.items():
             self.tensors[n].init = init
         for n in [n for n in self.constants if n not in cp.constants]:

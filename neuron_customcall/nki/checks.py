@@ -46,6 +46,16 @@ def bytes_per_partition(decl: TensorDecl) -> int:
     return free * ir_dtypes.itemsize(decl.dtype)
 
 
+def block_layout(trace, decl: TensorDecl) -> tuple[int, int]:
+    """(number of blocks, bytes per partition of one block) of an on-chip tensor: dimensions
+    declared before ``nl.par_dim`` are blocks (separate tiles sharing a name), which the builder
+    records and lays out as axes 1..k after the partition axis."""
+    k = getattr(trace, "blocks", {}).get(decl.name, 0)
+    nblocks = math.prod(decl.shape[1:1 + k]) if k else 1
+    per_block = math.prod(decl.shape[1 + k:]) * ir_dtypes.itemsize(decl.dtype)
+    return nblocks, per_block
+
+
 # --- tensors ---------------------------------------------------------------------------------------
 
 def check_declaration(trace, decl: TensorDecl) -> None:
@@ -59,11 +69,12 @@ def check_declaration(trace, decl: TensorDecl) -> None:
                     f"partition dimension {decl.shape[0]} of {decl.memory} tile {decl.name!r} "
                     f"exceeds the architecture limit of {machine.NUM_PARTITIONS}")
     if decl.memory == machine.PSUM:
-        n = bytes_per_partition(decl)
+        nblocks, n = block_layout(trace, decl)
         if n > machine.PSUM_BANK_BYTES_PER_PARTITION:
+            what = "each block of " if nblocks > 1 else ""
             raise _fail(trace, "PSUM tile size limit",
-                        f"PSUM tile {decl.name!r} {decl.dtype}{list(decl.shape)} needs {n} bytes "
-                        f"per partition; a PSUM tile is at most one "
+                        f"PSUM tile {decl.name!r} {decl.dtype}{list(decl.shape)}: {what}the "
+                        f"tile needs {n} bytes per partition; a PSUM tile is at most one "
                         f"{machine.PSUM_BANK_BYTES_PER_PARTITION}-byte bank per partition "
                         f"({machine.PSUM_FMAX} fp32 elements)")
 
@@ -339,9 +350,10 @@ def check_kernel(trace, kernel: KernelIR) -> None:
             if decl.memory != memory or name not in first:
                 continue
             n = bytes_per_partition(decl)
-            if memory == machine.PSUM:
+            if memory == machine.PSUM:  # each block in whole banks
                 bank = machine.PSUM_BANK_BYTES_PER_PARTITION
-                n = -(-n // bank) * bank
+                nblocks, per_block = block_layout(trace, decl)
+                n = nblocks * (-(-per_block // bank) * bank)
             events.append((first[name], n, name))
             events.append((last[name] + 1, -n, name))
         events.sort(key=lambda e: (e[0], e[1]))

@@ -15,18 +15,50 @@ from ..indexing import Idx, Pred
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import where
-from .operands import (alu_op_name, as_shape, buffer_name, check_fits, operand, sbuf,
+from .operands import (alu_op_name, as_shape, buffer_name, check_fits, operand, par_dim, sbuf,
                        scalar_value)
 from .tensor_ops import transpose
 
 # --- creation --------------------------------------------------------------------------------------
 
+def new_tensor(shape, dtype: str, memory: str, name: str = "", init: str = "uninit") -> Tile:
+    """Declare a tensor of ``shape`` and return the whole of it as a tile. On chip, dimensions
+    before an ``nl.par_dim`` are *block* dimensions: ``(4, nl.par_dim(128), 512)`` is 4 tiles of
+    [128, 512], declared partition-first as [128, 4, 512] (so the partition limit and the
+    capacity see 128 partitions of 4 x 512 elements) and seen through a view in the kernel's
+    order."""
+    tr = current()
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    k = next((j for j, s in enumerate(dims) if isinstance(s, par_dim)), 0)
+    user = as_shape(shape)
+    if k == 0 or memory not in machine.ON_CHIP:
+        return Tile(tr, tr.declare(user, dtype, memory, name=name, init=init))
+    decl = tr.declare((user[k],) + user[:k] + user[k + 1:], dtype, memory, name=name, init=init,
+                      blocks=k)
+    return Tile(tr, decl, user, _block_index(k, len(user)))
+
+
+def _block_index(k: int, rank: int) -> tuple[Affine, ...]:
+    """The view of a block tensor declared partition-first: tensor dimension 0 is view axis
+    ``k`` (the ``par_dim``), dimensions 1..k the blocks before it, the rest the free axes."""
+    order = (k,) + tuple(range(k)) + tuple(range(k + 1, rank))
+    return tuple(Affine(0, ((f"t{j}", 1),)) for j in order)
+
+
+def like_shape(a: Tile) -> tuple:
+    """``a``'s shape, with ``nl.par_dim`` marking its partition axis when ``a`` is a whole
+    block tensor (so that ``zeros_like`` keeps the blocks)."""
+    k = a.trace.blocks.get(a.decl.name, 0)
+    if k and len(a.shape) == len(a.decl.shape) and a.index == _block_index(k, len(a.shape)):
+        return a.shape[:k] + (par_dim(a.shape[k]),) + a.shape[k + 1:]
+    return a.shape
+
+
 def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
     """A new tensor; on chip (default SBUF) its contents start as NaN, as on the SDK simulator."""
     tr = current()
     memory = buffer_name(buffer)
-    decl = tr.declare(as_shape(shape), nkd.name_of(dtype), memory, name=name)
-    t = Tile(tr, decl)
+    t = new_tensor(shape, nkd.name_of(dtype), memory, name)
     if memory in machine.ON_CHIP:
         tr.emit("alloc", t)
     return t
@@ -41,8 +73,7 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
         t = ndarray(shape, dtype, buffer=buffer, name=name)
         tr.emit("store", t, scalar_value(fill_value))
         return t
-    decl = tr.declare(as_shape(shape), nkd.name_of(dtype), memory, name=name)
-    t = Tile(tr, decl)
+    t = new_tensor(shape, nkd.name_of(dtype), memory, name)
     tr.emit("alloc", t, fill=scalar_value(fill_value))
     return t
 
@@ -56,21 +87,19 @@ def ones(shape, dtype, *, buffer=None, name: str = "") -> Tile:
 
 
 def zeros_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
-    return zeros(a.shape, dtype if dtype is not None else a.dtype_name,
+    return zeros(like_shape(a), dtype if dtype is not None else a.dtype_name,
                  buffer=buffer if buffer is not None else sbuf, name=name)
 
 
 def empty_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
-    return ndarray(a.shape, dtype if dtype is not None else a.dtype_name,
+    return ndarray(like_shape(a), dtype if dtype is not None else a.dtype_name,
                    buffer=buffer if buffer is not None else sbuf, name=name)
 
 
 def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
     """Uniform [0, 1) values (reproducible on the emulator: seeded per instruction)."""
     tr = current()
-    decl = tr.declare(as_shape(shape), nkd.name_of(dtype), buffer_name(buffer), name=name,
-                      init="defined")
-    t = Tile(tr, decl)
+    t = new_tensor(shape, nkd.name_of(dtype), buffer_name(buffer), name, init="defined")
     tr.emit("random", t, seed=tr.next_seed())
     return t
 
