@@ -29,7 +29,7 @@ from .errors import KernelTraceError, NKIError, NonAffineIndexError
 from .loops import traceable
 from .tile import Tile
 from .builder import Builder
-from .tracer import activate, deactivate, in_front_end
+from .tracer import activate, current_or_none, deactivate, in_front_end
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,28 @@ class Launch:
         self.kernel = kernel
         self.grid = grid
 
+    def _inline(self, caller: Builder, args: tuple, kwargs: dict) -> Any:
+        """A kernel called from inside another kernel's trace runs as part of it: its body is
+        traced into the caller's IR (same builder, same program ids, its tiles and HBM
+        tensors the caller's), and it returns what its function returns. It runs in the
+        caller's programs, so it takes no grid of its own (or exactly the caller's)."""
+        if self.grid not in ((1,), caller.grid):
+            raise caller.error(
+                "nested kernel grid",
+                f"kernel {self.kernel.func.__name__!r} launched on grid {list(self.grid)} inside "
+                f"kernel {caller.name!r} (grid {list(caller.grid)}): a kernel called from another "
+                "runs inline in the caller's programs; call it without a grid")
+        try:
+            self.kernel.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise caller.error("wrong arguments",
+                               f"kernel {self.kernel.func.__name__!r}: {e}") from None
+        return traceable(self.kernel.func)(*args, **kwargs)
+
     def __call__(self, *args, **kwargs):
+        caller = current_or_none()
+        if caller is not None and not caller.finished:
+            return self._inline(caller, args, kwargs)
         if not kwargs:
             # NumPy arguments first: a plan only exists for calls whose tensors are all NumPy
             # arrays, so no framework's tensors can match one.
