@@ -132,6 +132,21 @@ def _potrf(ctx: HandlerContext) -> Callable[..., Any]:
     return _batched(ctx, one, (2,))
 
 
+@handles("cholesky")
+def _cholesky(ctx: HandlerContext) -> Callable[..., Any]:
+    """HLO's cholesky as XLA:CPU computes it: the factor in the `lower` (or upper) triangle, zeros
+    in the other, and a matrix that is not positive definite (potrf's info > 0) all NaN, as XLA's
+    Cholesky expander selects NaN for a failed factorisation."""
+    potrf = _lapack("potrf", ctx.in_dtype(0))
+    lower = int(ctx.attrs["lower"])
+    nan = np.array(np.nan, ctx.dtype)
+
+    def one(a: np.ndarray) -> tuple[Any, ...]:
+        factor, info = potrf(a, lower=lower, clean=1)
+        return (np.full_like(factor, nan) if info != 0 else factor),
+    return _batched(ctx, one, (2,))
+
+
 @handles("lapack_syevd")
 def _syevd(ctx: HandlerContext) -> Callable[..., Any]:
     dtype = ctx.in_dtype(0)

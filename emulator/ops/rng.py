@@ -1,7 +1,14 @@
 """rng-bit-generator with XLA's counter-based generators, bit for bit as XLA:CPU expands them
 (xla/service/rng_bit_generator_expander.cc and the ThreeFry/Philox bit generators of
 xla/client/lib/prng.cc): the state is u64[n], state[0] the key, the rest the counter; RNG_DEFAULT
-is Philox, as on XLA:CPU. All arithmetic is whole-array u32/u64 NumPy (wrapping)."""
+is Philox, as on XLA:CPU. All arithmetic is whole-array u32/u64 NumPy (wrapping).
+
+The older stateful ops are here too: `rng` (uniform or normal values from a generator that each
+run advances) and `rng-get-and-update-state`. XLA leaves their values to the implementation
+(XLA:CPU seeds its state per module, and results differ from call to call); what holds here, as
+there, is the distribution, a fresh draw on every run, and the state advancing by `delta`. Each
+instruction keeps its own state, from a fixed seed, so a program's runs are reproducible from
+load to load."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -152,3 +159,46 @@ def _rng_bit_generator(ctx: HandlerContext) -> Callable:
                 new_state[1] = lo  # XLA: counter = (lo=state[1], hi=state[0]); keeps [key, new lo]
         return new_state, value.astype(narrow).view(dt)
     return generate
+
+
+#: The first state of every `rng` / `rng-get-and-update-state` instruction (any fixed value).
+_SEED = 0x6E6575726F6E
+
+
+@handles("rng")
+def _rng(ctx: HandlerContext) -> Callable:
+    """XLA's `rng`: RNG_UNIFORM gives values in [a, b) (integers for integer types), RNG_NORMAL
+    normal values with mean a and standard deviation b; a and b are scalars of the result type.
+    Drawn in float64 (float types) and rounded once to the result type."""
+    gen = np.random.Generator(np.random.Philox(_SEED))
+    dtype, shape, dist = ctx.dtype, ctx.shape, ctx.attrs["distribution"]
+    if dist not in ("uniform", "normal"):
+        raise ValueError(f"rng distribution must be uniform or normal, not {dist!r}")
+    if dtype.kind in "iu":
+        if dist != "uniform":
+            raise ValueError("rng_normal needs a float type")
+        return lambda a, b: gen.integers(int(a), int(b), size=shape, dtype=dtype) if int(b) > int(a) \
+            else np.full(shape, a, dtype)
+    if dist == "normal":
+        return lambda a, b: (gen.standard_normal(shape) * float(b) + float(a)).astype(dtype)
+
+    def uniform(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        lo, hi = float(a), float(b)
+        out = (gen.random(shape) * (hi - lo) + lo).astype(dtype)
+        # rounding to a narrow type may reach b itself: keep the half-open interval
+        return np.where(out >= hi, np.nextafter(dtype.type(hi), dtype.type(lo)), out) if hi > lo else out
+    return uniform
+
+
+@handles("rng-get-and-update-state")
+def _rng_get_and_update_state(ctx: HandlerContext) -> Callable:
+    """Returns the state (u64[2]: a counter and 0, the layout XLA:CPU returns) and advances the
+    counter by `delta`, wrapping at 2**64."""
+    delta = int(ctx.attrs["delta"])
+    state = [_SEED]
+
+    def get_and_update() -> np.ndarray:
+        out = np.array([state[0], 0], U64)
+        state[0] = (state[0] + delta) % 2**64
+        return out
+    return get_and_update

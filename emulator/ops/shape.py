@@ -169,3 +169,19 @@ def _single_device_id(ctx: HandlerContext) -> Callable:
 @handles("opt-barrier")
 def _optimization_barrier(ctx: HandlerContext) -> Callable:
     return lambda x: x
+
+
+#: The value of every token: it orders effects and holds no data (one read-only object).
+TOKEN_VALUE = np.zeros((0,), np.uint8)
+TOKEN_VALUE.flags.writeable = False
+
+
+@handles("after-all")
+def _after_all(ctx: HandlerContext) -> Callable:
+    """Instructions run in program order on the emulator, so a token only needs to exist."""
+    return lambda *operands: TOKEN_VALUE
+
+
+@handles("add-dependency")
+def _add_dependency(ctx: HandlerContext) -> Callable:
+    return lambda value, dependency: value

@@ -27,7 +27,7 @@ MEMORY_LIMIT_ENV = "NEURON_CUSTOMCALL_MEMORY_LIMIT"
 
 #: Emulator ops whose result is a view of an operand or a container of existing values.
 _NO_ALLOCATION = {"tuple", "get-tuple-element", "reshape", "bitcast", "broadcast", "transpose", "slice",
-                  "constant", "opt-barrier"}
+                  "constant", "opt-barrier", "after-all", "add-dependency"}
 
 
 def memory_limit() -> int:

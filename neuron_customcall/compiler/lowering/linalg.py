@@ -1,4 +1,4 @@
-"""Dot, convolution and FFT."""
+"""Dot, convolution, FFT, and the linear-algebra opcodes (triangular-solve, cholesky)."""
 from __future__ import annotations
 
 from typing import Any
@@ -44,6 +44,27 @@ _FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
 @lowers("fft")
 def _fft(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "fft", {"fft_type": _FFT_TYPES[int(inst.attributes.fft_type)], "length": list(inst.attributes.fft_length)}
+
+
+#: TriangularSolveOptions.Transpose -> the trsm letter (N, T, C = adjoint)
+_TRANSPOSE_A = {1: "N", 2: "T", 3: "C"}
+
+
+@lowers("triangular-solve")
+def _triangular_solve(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    """XLA's triangular-solve is BLAS trsm with alpha = 1: the same op JAX's `lapack_ptrsm_ffi`
+    custom-call lowers to (op(a) x = b, or x op(a) = b; only a's `lower` triangle is read)."""
+    o = inst.attributes.triangular_solve_options
+    trans = _TRANSPOSE_A.get(int(o.transpose_a))
+    if trans is None:
+        fail(inst, "triangular-solve needs transpose_a=NO_TRANSPOSE, TRANSPOSE or ADJOINT")
+    return "lapack_trsm", {"left_side": bool(o.left_side), "lower": bool(o.lower), "transpose": trans,
+                           "unit_diagonal": bool(o.unit_diagonal)}
+
+
+@lowers("cholesky")
+def _cholesky(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "cholesky", {"lower": bool(inst.attributes.cholesky_options.lower)}
 
 
 # -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
@@ -97,3 +118,32 @@ def _convolution_shapes(inst: Any) -> None:
         want[c.output_spatial_dimensions[k]] = (padded - span) // (wd.stride or 1) + 1 if padded >= span else 0
     if tuple(want) != shape_dims(out):
         fail(inst, f"convolution of {lhs} by {rhs} gives {want}, the result is {out}")
+
+
+_LINALG_TYPES = ("F32", "F64", "C64", "C128")
+
+
+@shape_rule("triangular-solve")
+def _triangular_solve_shapes(inst: Any) -> None:
+    """XLA's: a is [..., m, m] (m the rows of b on the left side, its columns on the right), b
+    [..., m, n] with the same batch dims, result b's shape; float or complex (LAPACK's types)."""
+    (a, b), out = shapes(inst)
+    if a.element_type not in _LINALG_TYPES or b.element_type != a.element_type or out.element_type != a.element_type:
+        fail(inst, f"triangular-solve takes f32, f64, c64 or c128 operands of one type, not {a} and {b}")
+    left = inst.attributes.triangular_solve_options.left_side
+    if a.rank < 2 or a.rank != b.rank or a.dimensions[-1] != a.dimensions[-2] or \
+            shape_dims(a)[:-2] != shape_dims(b)[:-2] or \
+            a.dimensions[-1] != b.dimensions[-2 if left else -1]:
+        fail(inst, f"triangular-solve of a {a} and b {b}: a must be square [..., m, m] with m the "
+                   f"{'rows' if left else 'columns'} of b and the same batch dimensions")
+    if shape_dims(out) != shape_dims(b):
+        fail(inst, f"triangular-solve result should be {b}, is {out}")
+
+
+@shape_rule("cholesky")
+def _cholesky_shapes(inst: Any) -> None:
+    (a,), out = shapes(inst)
+    if a.element_type not in _LINALG_TYPES or a.rank < 2 or a.dimensions[-1] != a.dimensions[-2]:
+        fail(inst, f"cholesky takes square [..., n, n] f32, f64, c64 or c128 matrices, not {a}")
+    if shape_dims(out) != shape_dims(a) or out.element_type != a.element_type:
+        fail(inst, f"cholesky result should be {a}, is {out}")

@@ -1,4 +1,4 @@
-"""Sort, top-k, rng-bit-generator, batch norm, and custom-calls (Neuron kernels become kernel
+"""Sort, top-k, the random-number opcodes, batch norm, and custom-calls (Neuron kernels become kernel
 payloads of the artifact: see neuron_customcall.compiler.inline)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.inline import payload_for
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
 from neuron_customcall.compiler.lowering.lapack import is_lapack_target, lower_lapack
-from neuron_customcall.compiler.lowering.registry import lowers
+from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_rule, shapes
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: Custom-call targets that only annotate their operand (sharding, placement): identities here.
@@ -43,6 +43,22 @@ def _rng_bit_generator(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "rng-bit-generator", {"algorithm": _RNG[algo]}
 
 
+_DISTRIBUTIONS = {1: "uniform", 2: "normal"}
+
+
+@lowers("rng")
+def _rng(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    dist = _DISTRIBUTIONS.get(int(inst.attributes.distribution))
+    if dist is None:
+        raise CompileError("rng needs distribution=rng_uniform or rng_normal", inst)
+    return "rng", {"distribution": dist}
+
+
+@lowers("rng-get-and-update-state")
+def _rng_get_and_update_state(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "rng-get-and-update-state", {"delta": int(inst.attributes.delta)}
+
+
 @lowers("batch-norm-training", "batch-norm-inference", "batch-norm-grad")
 def _batch_norm(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return inst.opcode, {"epsilon": float(inst.attributes.epsilon), "feature_index": int(inst.attributes.feature_index)}
@@ -66,3 +82,25 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     for ref_kind, ref_data in referenced:  # e.g. a GpSimd op's library: stored once per artifact
         ctx.kernel(inst.name, ref_kind, ref_data)
     return "kernel", {"payload": ctx.kernel(inst.name, kind, data)}
+
+
+# -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
+_RNG_TYPES = ("F16", "BF16", "F32", "F64", "S8", "S16", "S32", "S64", "U8", "U16", "U32", "U64")
+
+
+@shape_rule("rng")
+def _rng_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    if len(ops) != 2:
+        fail(inst, f"rng takes two parameters (a, b), not {len(ops)}")
+    a, b = ops
+    if out.is_tuple or out.element_type not in _RNG_TYPES:
+        fail(inst, f"rng gives a float or integer array, not {out}")
+    if a.rank or b.rank or a.element_type != out.element_type or b.element_type != out.element_type:
+        fail(inst, f"rng parameters must be scalars of the result type {out.element_type}, not {a} and {b}")
+
+
+@shape_rule("rng-get-and-update-state")
+def _rng_state_shapes(inst: Any) -> None:
+    if inst.shape.is_tuple or inst.shape.element_type != "U64" or tuple(inst.shape.dimensions) != (2,):
+        fail(inst, f"rng-get-and-update-state gives u64[2], not {inst.shape}")

@@ -10,7 +10,7 @@ import numpy as np
 
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx
-from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_dims, shape_rule, shapes
+from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_dims, shape_rule, shapes
 
 
 @lowers("constant")
@@ -107,6 +107,12 @@ def _dynamic_slice(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 @lowers("get-dimension-size")
 def _get_dimension_size(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "get-dimension-size", {"dimension": int(inst.attributes.dimensions[0])}
+
+
+@lowers("domain")
+def _domain(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    """A sharding-domain marker: the identity (its operand's value) on one NeuronCore."""
+    return "opt-barrier", {}
 
 
 @lowers("reduce-precision")
@@ -231,3 +237,24 @@ def _get_dimension_size_shapes(inst: Any) -> None:
 def _device_id_shapes(inst: Any) -> None:
     if inst.shape.element_type != "U32" or inst.shape.is_tuple or inst.shape.rank:
         fail(inst, f"{inst.opcode} gives u32[], not {inst.shape}")
+
+
+@shape_rule("domain")
+def _domain_shapes(inst: Any) -> None:
+    (operand,), out = shapes(inst)
+    if leaf_types(operand) != leaf_types(out):
+        fail(inst, f"domain result {out} differs from its operand {operand}")
+
+
+@shape_rule("after-all")
+def _after_all_shapes(inst: Any) -> None:
+    ops, out = shapes(inst)
+    if not out.is_token or any(not s.is_token for s in ops):
+        fail(inst, f"after-all joins tokens into a token, not {[str(s) for s in ops]} -> {out}")
+
+
+@shape_rule("add-dependency")
+def _add_dependency_shapes(inst: Any) -> None:
+    (value, _dependency), out = shapes(inst)
+    if leaf_types(value) != leaf_types(out):
+        fail(inst, f"add-dependency result {out} differs from its operand {value}")

@@ -1,4 +1,5 @@
 """get-dimension-size (static shapes), replica-id and partition-id (one replica, one partition),
+domain (a sharding-domain marker: the identity),
 against XLA:CPU (jaxlib) on the same modules: the opcodes added by following docs/emulator.md's "how
 to add an op" recipe."""
 from __future__ import annotations
@@ -47,6 +48,13 @@ ENTRY e {
   x = u32[4] add(p, b)
   ROOT t = (u32[], u32[], u32[4]) tuple(r, q, x)
 }""", [np.array([1, 2, 3, 4], np.uint32)]),
+    "domain_is_the_identity": ("""
+HloModule m
+ENTRY e {
+  p = f32[2,3] parameter(0)
+  d = f32[2,3] domain(p), domain={kind="sharding", entry={maximal device=0}, exit={maximal device=0}}
+  ROOT a = f32[2,3] add(d, p)
+}""", [rand(2, 3)]),
 }
 
 
@@ -68,6 +76,8 @@ def test_matches_xla_cpu(name):
     ("  ROOT n = s32[] get-dimension-size(p), dimensions={2}", r"dimension \[2\] out of range"),
     ("  ROOT n = s64[] get-dimension-size(p), dimensions={0}", "gives s32"),
     ("  ROOT r = s32[] replica-id()", "replica-id gives u32"),
+    ("  ROOT d = f32[3,2] domain(p), domain={kind=\"sharding\", entry={replicated}, exit={replicated}}",
+     "domain result .* differs from its operand"),
 ])
 def test_bad_shapes_are_compile_errors(body, message):
     from neuron_customcall.compiler import compile_module
