@@ -133,7 +133,7 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
     AttrSpec("transpose_a", "triangular_solve_options.transpose_a", EnumKind(_TRANSPOSE, omit=(0,)), _ops("triangular-solve")),
     AttrSpec("lower", "cholesky_options.lower", BoolKind(), _ops("cholesky")),
     AttrSpec("k", "k", IntKind(omit=None), _ops("topk"), required=True),
-    AttrSpec("largest", "largest", BoolKind(), _ops("topk")),
+    AttrSpec("largest", "largest", BoolKind(absent=True), _ops("topk")),
     AttrSpec("delta", "delta", IntKind(omit=None), _ops("rng-get-and-update-state"), required=True),
     AttrSpec("kind", "fusion_kind", EnumKind(_FUSION_KINDS), _ops("fusion"), required=True),
     AttrSpec("channel_id", "channel_id", IntKind(), _CHANNEL_OPS),
@@ -234,6 +234,7 @@ def apply_defaults(inst: Inst, given: FrozenSet[str], operand_shapes: Sequence[x
         if spec.required:
             return name
         spec.kind.default(inst, spec, operand_shapes)
+        spec.kind.text_default(inst, spec)
     return None
 
 

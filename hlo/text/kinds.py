@@ -106,6 +106,10 @@ class Kind:
     def default(self, inst: Inst, spec: "AttrSpec", operand_shapes: Sequence[xla_data_pb2.ShapeProto]) -> None:
         """Fill what XLA fills when the attribute is absent (most kinds: nothing)."""
 
+    def text_default(self, inst: Inst, spec: "AttrSpec") -> None:
+        """Fill what XLA's *parser* assumes when the attribute is not written (a binary proto's
+        unset field keeps its proto default: only text reading calls this)."""
+
 
 class IntKind(Kind):
     def __init__(self, omit: Optional[Tuple[int, ...]] = (0,), default: Optional[int] = None, lo: int = -(1 << 63),
@@ -152,12 +156,26 @@ class FirstOfListKind(Kind):
 
 
 class BoolKind(Kind):
+    """`absent`: the value XLA's parser assumes when the attribute is not written. An attribute
+    whose absent value is true (topk's `largest`) is always printed, as XLA prints it."""
+
+    def __init__(self, absent: bool = False) -> None:
+        self.absent = absent
+
     def read(self, ctx, spec):
         parent, name = _parent(ctx.inst, spec.field)
         setattr(parent, name, ctx.cur.expect_bool(f"as value of {spec.name}"))
 
     def write(self, inst, spec, ctx):
-        return "true" if _get(inst, spec.field) else None
+        value = bool(_get(inst, spec.field))
+        if not value and not self.absent:
+            return None
+        return "true" if value else "false"
+
+    def text_default(self, inst, spec):
+        if self.absent:
+            parent, name = _parent(inst, spec.field)
+            setattr(parent, name, True)
 
 
 class FloatKind(Kind):

@@ -29,6 +29,7 @@ from hlo.text import values as V
 from hlo.text.cursor import MAX_LIST, Cursor
 from hlo.text.lexer import PUNCT, STRING, WORD, Token
 from hlo.text.literals import parse_literal
+from hlo.text.infer import INFERRED, InferError, infer_shape
 from hlo.opcodes import OPCODES, async_shorthand
 from hlo.text.shapes import normalize_shape, parse_shape, print_shape
 from hlo.text.types import TYPE_BY_NAME
@@ -89,6 +90,8 @@ class _PendingInstruction:
     ctx: A.ReadContext
     #: for XLA's async shorthand `negate-start(...)`: the wrapped instruction, still to be placed
     wrapped: Optional[hlo_pb2.HloInstructionProto] = None
+    #: written without a result shape: inferred once the operands are known
+    infer: bool = False
 
 
 @dataclass
@@ -325,11 +328,18 @@ class _ModuleReader:
         if name in comp.by_name:
             raise cur.fail(f"instruction '{name}' defined twice in computation '{comp.proto.name}'", name_tok)
         cur.expect("=", "after instruction name")
-        shape = parse_shape(cur)
+        # XLA lets the result shape out for opcodes whose shape it infers (hlo/text/infer.py)
+        shape = None if self._at_opcode() else parse_shape(cur)
         return self._read_rhs(comp, name, name_tok, shape), is_root
 
+    def _at_opcode(self) -> bool:
+        """Does an opcode follow (`add(`), not a shape (`f32[`, `(`, `b(`)?"""
+        tok = self.cur.peek()
+        return tok.kind == WORD and tok.text in OPCODES and tok.text not in TYPE_BY_NAME and \
+            self.cur.lexer.text.startswith("(", self.cur.lexer.offset_after_peek())
+
     def _read_rhs(self, comp: _Computation, name: Optional[str], name_tok: Token,
-                  shape: xla_data_pb2.ShapeProto) -> hlo_pb2.HloInstructionProto:
+                  shape: Optional[xla_data_pb2.ShapeProto]) -> hlo_pb2.HloInstructionProto:
         """Opcode, operands and attributes; the instruction is placed in `comp` after its operands,
         so that nested instructions (`add(f32[2] negate(x), x)`, name None) come first."""
         cur = self.cur
@@ -337,8 +347,13 @@ class _ModuleReader:
         if self.instruction_count > MAX_INSTRUCTIONS:
             raise cur.fail("too many instructions", name_tok)
         inst = hlo_pb2.HloInstructionProto()
-        inst.shape.CopyFrom(shape)
+        if shape is not None:
+            inst.shape.CopyFrom(shape)
         op_tok = cur.expect_word("after instruction shape", "an opcode")
+        if shape is None and op_tok.text not in INFERRED:
+            raise cur.fail(f"instruction '{name}' has no result shape, and the result shape of "
+                           f"{op_tok.text} is not inferred here: write it (inferred for "
+                           f"{', '.join(sorted(INFERRED))})", op_tok)
         wrapped_opcode, async_part = async_shorthand(op_tok.text)
         if op_tok.text not in OPCODES and wrapped_opcode is None:
             raise cur.fail(f"unknown opcode '{op_tok.text}'", op_tok)
@@ -408,7 +423,8 @@ class _ModuleReader:
             raise cur.fail(f"instruction '{placed.name}' defined twice in computation '{comp.proto.name}'", name_tok)
         comp.by_name[placed.name] = placed
         ctx.inst = placed if wrapped is None else wrapped
-        comp.pending.append(_PendingInstruction(placed, name_tok, operand_names, frozenset(given), ctx, wrapped))
+        comp.pending.append(_PendingInstruction(placed, name_tok, operand_names, frozenset(given), ctx, wrapped,
+                                                infer=shape is None))
         return placed
 
     def _at_nested_instruction(self) -> bool:
@@ -424,6 +440,8 @@ class _ModuleReader:
         tok = self.cur.peek()
         if tok.kind == PUNCT and tok.text == "(":
             return True
+        if tok.kind == WORD and tok.text == "b":  # a buffer shape `b(f32[2])`, or an operand named b
+            return self.cur.lexer.text.startswith("(", self.cur.lexer.offset_after_peek())
         if tok.kind != WORD or tok.text not in TYPE_BY_NAME:
             return False
         mark = self.cur.lexer.save()
@@ -458,6 +476,8 @@ class _ModuleReader:
             missing = A.apply_defaults(inst, p.given, operand_shapes)
             if missing is not None:
                 raise cur.fail(f"instruction '{inst.name}' ({inst.opcode}) needs attribute '{missing}'", p.token)
+            if p.infer:
+                self._infer_shape(comp, p, operand_shapes)
             if inst.opcode == "outfeed" and not inst.HasField("outfeed_shape") and operand_shapes:
                 inst.outfeed_shape.CopyFrom(operand_shapes[0])
         params = sorted((i for i in comp.proto.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
@@ -472,6 +492,23 @@ class _ModuleReader:
             ps.parameter_names.append(inst.name)
         root = next(i for i in comp.proto.instructions if i.id == comp.proto.root_id)
         ps.result.CopyFrom(root.shape)
+
+    def _infer_shape(self, comp: _Computation, p: _PendingInstruction,
+                     operand_shapes: List[xla_data_pb2.ShapeProto]) -> None:
+        """The result shape XLA's parser would infer, from the operands and the called
+        computations (defined before, as XLA requires, so their result shapes are known)."""
+        called: List[xla_data_pb2.ShapeProto] = []
+        for names, _slot, tok in sorted(p.ctx.computation_refs, key=lambda r: -1 if r[1] is None else r[1]):
+            for callee_name in names:
+                callee = self.comp_by_name.get(callee_name)
+                if callee is None or callee is comp:
+                    raise self.cur.fail(f"computation '{callee_name}' must be defined before '{p.proto.name}' "
+                                        "to infer its result shape", tok)
+                called.append(callee.proto.program_shape.result)
+        try:
+            p.proto.shape.CopyFrom(infer_shape(p.proto, operand_shapes, called))
+        except InferError as exc:
+            raise self.cur.fail(f"cannot infer the result shape of '{p.proto.name}': {exc}", p.token) from None
 
     def _propagate_execution_threads(self) -> None:
         """As XLA: computations called from a computation on a named thread run on that thread."""

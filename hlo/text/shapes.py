@@ -92,6 +92,14 @@ def parse_shape(cur: Cursor, fill_layout: bool = True) -> ShapeProto:
             return simple
     with cur.nested():
         shape = ShapeProto()
+        if tok.kind == WORD and tok.text == "b" and cur.lexer.text.startswith("(", cur.lexer.offset_after_peek()):
+            # `b(f32[2])`: a buffer holding an array (XLA's BUFFER type)
+            cur.next()
+            cur.expect("(", "after b")
+            shape.element_type = PT.BUFFER
+            shape.tuple_shapes.append(parse_shape(cur, fill_layout))
+            cur.expect(")", "to close buffer shape")
+            return shape
         if cur.accept("("):
             shape.element_type = PT.TUPLE
             if cur.accept(")"):
@@ -306,6 +314,8 @@ def print_shape(shape: ShapeProto, with_layout: bool = True) -> str:
             prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
             parts.append(prefix + print_shape(sub, with_layout))
         return "(" + ", ".join(parts) + ")"
+    if shape.element_type == PT.BUFFER and len(shape.tuple_shapes) == 1:
+        return f"b({print_shape(shape.tuple_shapes[0], with_layout)})"
     name = NAME_BY_TYPE.get(shape.element_type)
     if name is None:
         raise ValueError(f"shape has no text form for element type {shape.element_type}")

@@ -391,4 +391,87 @@ ENTRY e {
   y = f32[2] add(f32[2] negate(f32[2] negate(x)), x)
   ROOT r = f32[2] add(f32[2] broadcast(f32[] constant(1)), y), metadata={op_name="a"}
 }""",
+    # result shapes left out: XLA's parser infers them (hlo/text/infer.py)
+    "inferred_elementwise": """HloModule inferred_ew
+ENTRY e {
+  p = f32[2,3]{0,1} parameter(0)
+  q = f32[2,3] parameter(1)
+  z = c64[2,3] parameter(2)
+  n = negate(p)
+  a = add(p, q)
+  c = compare(p, q), direction=LT
+  s = select(c, p, q)
+  k = clamp(p, q, p)
+  f = is-finite(p)
+  m = abs(z)
+  r = real(z)
+  x = complex(p, q)
+  e = exponential(q), result_accuracy={mode=highest}
+  ROOT t = tuple(n, a, c, s, k, f, m, r, x, e)
+}""",
+    "inferred_shape_ops": """HloModule inferred_shape
+ENTRY e {
+  p = f32[2,3,4]{1,2,0} parameter(0)
+  q = f32[2,5,4] parameter(1)
+  s = f32[] parameter(2)
+  t = transpose(p), dimensions={2,0,1}
+  v = reverse(p), dimensions={0}
+  u = (f32[2,3,4], f32[]) tuple(p, s)
+  g = get-tuple-element(u), index=0
+  c = concatenate(p, q), dimensions={1}
+  d = pad(p, s), padding=1_2x0_0_1x3_0
+  w = dot(p, q), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  n = get-dimension-size(p), dimensions={1}
+  k = topk(p), k=2
+  a = after-all()
+  ROOT r = tuple(t, v, g, c, d, w, n, k, a)
+}""",
+    "inferred_with_computations": """HloModule inferred_comps
+add {
+  a0 = f32[] parameter(0)
+  b0 = f32[] parameter(1)
+  ROOT c0 = add(a0, b0)
+}
+add2 {
+  a1 = f32[] parameter(0)
+  b1 = s32[] parameter(1)
+  c1 = f32[] parameter(2)
+  d1 = s32[] parameter(3)
+  e1 = add(a1, c1)
+  f1 = add(b1, d1)
+  ROOT t1 = tuple(e1, f1)
+}
+lt {
+  a2 = f32[] parameter(0)
+  b2 = f32[] parameter(1)
+  ROOT c2 = compare(a2, b2), direction=LT
+}
+cnd {
+  a3 = f32[] parameter(0)
+  ROOT c3 = pred[] constant(false)
+}
+neg {
+  a4 = f32[] parameter(0)
+  ROOT c4 = negate(a4)
+}
+ENTRY e {
+  p = f32[2,3] parameter(0)
+  i = s32[2,3] parameter(1)
+  s = f32[] parameter(2)
+  z = s32[] parameter(3)
+  b = pred[] parameter(4)
+  r = reduce(p, s), dimensions={1}, to_apply=add
+  r2 = reduce(p, i, s, z), dimensions={0,1}, to_apply=add2
+  m = map(p, p), dimensions={0,1}, to_apply=add
+  c = call(s, s), to_apply=add
+  o = sort(p), dimensions={1}, to_apply=lt
+  w = while(s), condition=cnd, body=neg
+  k = conditional(b, s, s), true_computation=neg, false_computation=neg
+  ROOT t = tuple(r, r2, m, c, o, w, k)
+}""",
+    "buffer_type": """HloModule buffers
+ENTRY e {
+  p = b(f32[2,3]) parameter(0)
+  ROOT c = b(f32[2,3]) copy(p)
+}""",
 }

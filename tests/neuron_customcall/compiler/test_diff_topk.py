@@ -39,3 +39,17 @@ CASES = [
 @pytest.mark.parametrize(CASE_ARGS, CASES)
 def test_top_k_matches_xla_cpu(f, args, x64, rtol, atol):
     check_case(f, args, x64, rtol, atol)
+
+
+@pytest.mark.parametrize("largest", ["", ", largest=true", ", largest=false"])
+def test_hlo_text_topk_reads_largest_as_xla_does(largest: str) -> None:
+    """Regression: `topk(x), k=2` without `largest` means the largest (XLA's parser default); it was
+    read as largest=false and returned the smallest values."""
+    import hlo
+    from neuron_customcall.jax.xla_cpu import XlaCpuExecutable
+    from tests.neuron_customcall.compiler.ours import assert_close, compile_proto
+
+    proto = hlo.load("HloModule m\nENTRY e {\n  x = f32[3,8] parameter(0)\n"
+                     f"  ROOT t = (f32[3,2], s32[3,2]) topk(x), k=2{largest}\n}}").to_bytes()
+    x = rand(3, 8)
+    assert_close(compile_proto(proto).run([x]), XlaCpuExecutable(proto).run([x]), rtol=0, atol=0)
