@@ -1,5 +1,6 @@
 """Control flow as sub-programs: while (cond/body computations), conditional (by pred or index;
-an out-of-range index picks the last branch, as XLA does), call and map (a lifted computation).
+an out-of-range index picks the last branch, as XLA does), call, map (a lifted computation) and
+scan (the computation once per element along the scanned dimension, carrying values).
 
 A while loop that runs longer than NEURON_EMULATOR_WHILE_TIMEOUT seconds is stopped with an
 EmulatorError (emulator.limits): `while(true)` from a forged or buggy module must not hang the
@@ -16,6 +17,7 @@ import numpy as np
 from emulator.errors import EmulatorError
 from emulator.limits import WHILE_TIMEOUT_ENV, while_timeout
 from emulator.program.context import HandlerContext
+from emulator.program.dtypes import DTYPES
 from emulator.program.ops import handles
 
 _CHUNK = range(256)  # iterations between clock reads
@@ -99,3 +101,40 @@ def _call(ctx: HandlerContext) -> Callable:
 def _map(ctx: HandlerContext) -> Callable:
     f, dt, shape = ctx.computation("computation"), ctx.dtype, ctx.shape
     return lambda *xs: np.broadcast_to(np.asarray(f(*xs)).astype(dt, copy=False), shape)
+
+
+@handles("scan")
+def _scan(ctx: HandlerContext) -> Callable:
+    """XLA's scan: inputs are sliced along `dim` (from the end when `reverse`), the computation
+    takes (input elements..., carries...) and returns (outputs..., new carries...); each output
+    element is written at its input's position, and the result is (stacked outputs..., final
+    carries...). The result types come from the program, so outputs are allocated once."""
+    body = ctx.computation("computation")
+    dim, carries, reverse = ctx.attrs["dim"], ctx.attrs["num_carries"], ctx.attrs["reverse"]
+    leaves = ctx.type[1] if ctx.type[0] == "tuple" else [ctx.type]
+    n_out = len(leaves) - carries
+    out_types = [(DTYPES[t[0]], tuple(t[1])) for t in leaves[:n_out]]
+    n_in = len(ctx.in_types) - carries
+    if n_in:
+        length = ctx.in_shape(0)[dim]
+    elif n_out:
+        length = out_types[0][1][dim]
+    else:
+        raise EmulatorError(f"scan {ctx.name!r} has neither inputs nor outputs to give it a length")
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    tuple_result = ctx.type[0] == "tuple"
+
+    def scan(*operands: Any) -> Any:
+        inputs = [np.moveaxis(np.asarray(x), dim, 0) for x in operands[:n_in]]
+        state = list(operands[n_in:])
+        outs = [np.empty(shape, dt) for dt, shape in out_types]
+        views = [np.moveaxis(o, dim, 0) for o in outs]
+        for t in order:
+            got = body(*(x[t] for x in inputs), *state)
+            got = list(got) if isinstance(got, tuple) else [got]
+            for view, value in zip(views, got[:n_out]):
+                view[t] = value
+            state = got[n_out:]
+        result = outs + state
+        return tuple(result) if tuple_result else result[0]
+    return scan

@@ -172,6 +172,9 @@ _SPECS: list[OpSpec] = [
     OpSpec("while", 1, {"cond": "comp", "body": "comp"}, blas=False),
     OpSpec("conditional", None, {"branches": "comps", "by_index": "bool"}, blas=False),
     OpSpec("call", None, {"computation": "comp"}, liftable=True, pure=True, blas=False),
+    OpSpec("scan", None, {"dim": "int", "num_carries": "int", "reverse": "bool", "computation": "comp"},
+           "operands: inputs then carry inits; the computation maps (elements..., carries...) to "
+           "(outputs..., carries...); result: (outputs stacked along dim..., final carries...)", blas=False),
     OpSpec("kernel", None, {"payload": "int"}, "run kernel payload N (emulator.kernel_payload)", cost="kernel"),
     # LAPACK routines behind JAX's CPU linear algebra (lapack_*_ffi custom-calls): leading dims
     # are a batch, each op's results are those of the custom-call (emulator/ops/lapack.py)

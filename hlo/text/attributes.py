@@ -80,11 +80,15 @@ _DISTRIBUTION = {n.lower(): v for n, v in xla_data_pb2.RandomDistribution.items(
 _RNG_ALGORITHM = {n.lower(): v for n, v in xla_data_pb2.RandomAlgorithm.items()}
 _FFT = {n: v for n, v in xla_data_pb2.FftType.items()}
 _TRANSPOSE = {n: v for n, v in xla_data_pb2.TriangularSolveOptions.Transpose.items()}
+_TRI_STATE = {"true": hlo_pb2.TRI_STATE_TRUE, "false": hlo_pb2.TRI_STATE_FALSE}
 
 ATTRIBUTES: Tuple[AttrSpec, ...] = (
     # opcode-specific attributes, in XLA's printing order
     AttrSpec("index", "tuple_index", IntKind(omit=None), _ops("get-tuple-element"), required=True),
     AttrSpec("dimensions", "dimensions", IntListKind(always=True), _DIMENSION_OPS),
+    AttrSpec("num_carries", "num_carries", IntKind(), _ops("scan")),
+    AttrSpec("is_reverse", "is_reverse", BoolKind(), _ops("scan")),
+    AttrSpec("is_associative", "is_associative", EnumKind(_TRI_STATE), _ops("scan")),
     AttrSpec("iota_dimension", "dimensions", FirstOfListKind(), _ops("iota"), required=True),
     AttrSpec("slice", "slice_dimensions", InstKind(V.read_slice, V.write_slice, lambda i: True), _ops("slice"), required=True),
     AttrSpec("dynamic_slice_sizes", "dynamic_slice_sizes", IntListKind(always=True), _ops("dynamic-slice"), required=True),

@@ -1,4 +1,4 @@
-"""Control flow: while, conditional, call -> sub-program references."""
+"""Control flow: while, conditional, call, scan -> sub-program references."""
 from __future__ import annotations
 
 from typing import Any
@@ -33,6 +33,13 @@ def _call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "call", {"computation": ctx.computation(called(inst, 0, "callee"))}
 
 
+@lowers("scan")
+def _scan(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "scan", {"dim": int(inst.attributes.dimensions[0]), "num_carries": int(inst.attributes.num_carries),
+                    "reverse": bool(inst.attributes.is_reverse),
+                    "computation": ctx.computation(called(inst, 0, "scanned computation"))}
+
+
 @lowers("fusion")
 def _fusion(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     """A fusion (in HLO dumped after XLA's optimizations) computes its fused computation: a call."""
@@ -55,3 +62,34 @@ def _conditional_shapes(inst: Any) -> None:
     for b in inst.called_computations:
         if leaf_types(b.root.shape) != leaf_types(out):
             fail(inst, f"branch {b.name} returns {b.root.shape}, the conditional {out}")
+
+
+@shape_rule("scan")
+def _scan_shapes(inst: Any) -> None:
+    """XLA's: inputs share the scanned dimension's length; the computation maps (elements...,
+    carries...) to (outputs..., carries...) with the carries' types unchanged; the result is the
+    outputs stacked along the dimension, then the carries."""
+    ops, out = shapes(inst)
+    dims = list(inst.attributes.dimensions)
+    nc = int(inst.attributes.num_carries)
+    if len(dims) != 1 or not 0 <= nc <= len(ops) or not inst.called_computations:
+        fail(inst, "scan needs one dimension, num_carries <= its operand count and a computation")
+    dim, n_in = dims[0], len(ops) - nc
+    inputs, inits = ops[:n_in], ops[n_in:]
+    if any(s.is_tuple or not 0 <= dim < s.rank for s in inputs):
+        fail(inst, f"scan dimension {dim} is not a dimension of every input")
+    length = {s.dimensions[dim] for s in inputs}
+    if len(length) > 1:
+        fail(inst, f"scan inputs have different lengths {sorted(length)} along dimension {dim}")
+    root = inst.called_computations[0].root.shape
+    got = leaf_types(root) if root.is_tuple else [(root.element_type, tuple(root.dimensions))]
+    want_leaves = [(s.element_type, tuple(s.dimensions)) for s in (out.tuple_shapes if out.is_tuple else [out])]
+    carries = [(s.element_type, tuple(s.dimensions)) for s in inits]
+    if len(got) != len(want_leaves) or got[len(got) - nc:] != carries or want_leaves[len(want_leaves) - nc:] != carries:
+        fail(inst, f"scan computation returns {root}, which does not fit carries {[str(s) for s in inits]} "
+                   f"and the result {out}")
+    for (et, d), (wet, wd) in zip(got[:len(got) - nc], want_leaves[:len(want_leaves) - nc]):
+        n = next(iter(length)) if length else (wd[dim] if dim < len(wd) else -1)
+        if et != wet or wd != d[:dim] + (n,) + d[dim:]:
+            fail(inst, f"scan output {wet}{list(wd)} is not the computation's {et}{list(d)} stacked along "
+                       f"dimension {dim}")

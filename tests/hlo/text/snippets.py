@@ -474,4 +474,18 @@ ENTRY e {
   p = b(f32[2,3]) parameter(0)
   ROOT c = b(f32[2,3]) copy(p)
 }""",
+    "scan_attributes": """HloModule scans
+step {
+  x = f32[] parameter(0)
+  c = f32[] parameter(1)
+  s = f32[] add(x, c)
+  ROOT t = (f32[], f32[]) tuple(s, s)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  z = f32[] parameter(1)
+  a = (f32[4], f32[]) scan(p, z), dimensions={0}, num_carries=1, is_reverse=true, is_associative=true, to_apply=step
+  b = (f32[4], f32[]) scan(p, z), dimensions={0}, num_carries=1, is_associative=false, to_apply=step
+  ROOT r = ((f32[4], f32[]), (f32[4], f32[])) tuple(a, b)
+}""",
 }
