@@ -3,7 +3,10 @@
 Rules and their numbers come from emulator/machine.py (sources: ../shared/reference/nki-api.md):
 
 * partition dimension of an on-chip tile <= 128;
-* a PSUM tile <= 2 KiB per partition (one bank: 512 fp32);
+* a PSUM tensor <= 16 KiB per partition (8 banks of 2 KiB); what must fit one 2 KiB bank per
+  partition is each TensorE result (a matmul or transpose writes into one bank: 512 fp32), as
+  the architecture guide states: a [128, 2048] fp32 PSUM tile written 512 columns at a time, as
+  the attention tutorials do, is legal;
 * matmul: operands in SBUF, result in PSUM, stationary [K<=128, M<=128], moving [K<=128, N<=512];
 * tensor_scalar operands, activation bias and scale: scalars or [P, 1] (or [P]) tiles;
 * load moves HBM -> on-chip, store on-chip -> HBM, engines only read on-chip tiles; tensor_tensor
@@ -20,14 +23,15 @@ simulator runs them one after another and so always shows the last program's val
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 
 import numpy as np
 
 from emulator import machine
-from emulator.kernel_ir import (Access, Instruction, KernelIR, Loop, Statement, TensorDecl,
-                                dtypes as ir_dtypes)
+from emulator.kernel_ir import (Access, Affine, Instruction, KernelIR, Loop, Statement,
+                                TensorDecl, dtypes as ir_dtypes)
 from emulator.kernel_ir import divmod as dm
 
 from emulator.kernel_exec.vectorise import iteration_disjoint, shared_writes
@@ -69,14 +73,13 @@ def check_declaration(trace, decl: TensorDecl) -> None:
                     f"partition dimension {decl.shape[0]} of {decl.memory} tile {decl.name!r} "
                     f"exceeds the architecture limit of {machine.NUM_PARTITIONS}")
     if decl.memory == machine.PSUM:
-        nblocks, n = block_layout(trace, decl)
-        if n > machine.PSUM_BANK_BYTES_PER_PARTITION:
-            what = "each block of " if nblocks > 1 else ""
+        n = bytes_per_partition(decl)
+        if n > machine.PSUM_BYTES_PER_PARTITION:
             raise _fail(trace, "PSUM tile size limit",
-                        f"PSUM tile {decl.name!r} {decl.dtype}{list(decl.shape)}: {what}the "
-                        f"tile needs {n} bytes per partition; a PSUM tile is at most one "
-                        f"{machine.PSUM_BANK_BYTES_PER_PARTITION}-byte bank per partition "
-                        f"({machine.PSUM_FMAX} fp32 elements)")
+                        f"PSUM tile {decl.name!r} {decl.dtype}{list(decl.shape)} needs {n} bytes "
+                        f"per partition; a PSUM partition holds "
+                        f"{machine.PSUM_BYTES_PER_PARTITION} bytes ({machine.PSUM_NUM_BANKS} "
+                        f"banks of {machine.PSUM_BANK_BYTES_PER_PARTITION} bytes)")
 
 
 # --- instructions ----------------------------------------------------------------------------------
@@ -236,6 +239,62 @@ def _check_matmul(trace, ins: Instruction, dst_mem, src_mems) -> None:
     if tuple(ins.dst.shape) != (st.shape[1], mv.shape[1]):
         raise _fail(trace, "matmul result shape",
                     f"result tile {list(ins.dst.shape)} should be [{st.shape[1]}, {mv.shape[1]}]")
+    _check_psum_bank(trace, ins, dst_mem)
+
+
+def _check_psum_bank(trace, ins: Instruction, dst_mem) -> None:
+    """A TensorE result in PSUM lies within one 2 KiB bank of each partition, for every program
+    id and loop value (banks start at multiples of 2 KiB of the tensor's partition row; each
+    block of a block tensor starts a bank). When the offsets of the access' loop and program
+    terms are multiples of the bank there is one case to check; otherwise up to 4096
+    combinations are enumerated, and beyond that nothing is claimed."""
+    if dst_mem != machine.PSUM:
+        return
+    dst = ins.dst
+    decl = trace.tensors[dst.tensor]
+    k = getattr(trace, "blocks", {}).get(decl.name, 0)
+    isz = ir_dtypes.itemsize(decl.dtype)
+    bank = machine.PSUM_BANK_BYTES_PER_PARTITION
+    const, tile_terms, other = 0, {}, {}
+    stride = 1
+    for d in range(len(decl.shape) - 1, k, -1):
+        a = dst.index[d]
+        const += a.const * stride
+        for sym, c in a.terms:
+            into = tile_terms if dm.base_of(sym).startswith("t") else other
+            into[sym] = into.get(sym, 0) + c * stride
+        stride *= decl.shape[d]
+    tile_ext = {f"t{j}": n for j, n in enumerate(dst.shape)}
+    lo, hi = expr_range(Affine.make(0, tile_terms), tile_ext)
+    ext = dict(trace.extents)
+    if all((c * isz) % bank == 0 for c in other.values()) or not other:
+        bases = [const]
+    else:
+        syms = sorted({dm.base_of(s) for s in other})
+        if math.prod(ext.get(s, 1) for s in syms) > 4096 or any(s not in ext for s in syms):
+            return
+        other_expr = Affine.make(const, other)
+        bases = []
+        for values in itertools.product(*(range(ext[s]) for s in syms)):
+            env = dict(zip(syms, values))
+            bases.append(other_expr.const + sum(
+                c * (dm.value(dm.parse(s), env[dm.base_of(s)]) if dm.is_derived(s) else env[s])
+                for s, c in other_expr.terms))
+    for b in bases:
+        first, last = (b + lo) * isz, (b + hi) * isz + isz - 1
+        if first // bank != last // bank:
+            raise _fail(trace, "PSUM bank",
+                        f"{ins.op} writes bytes {first}.."
+                        f"{last} of each partition of PSUM tile {decl.name!r} "
+                        f"{decl.dtype}{list(decl.shape)}, across a {bank}-byte bank boundary; a "
+                        f"TensorE result must fit one PSUM bank per partition "
+                        f"({machine.PSUM_FMAX} fp32 elements, starting at a multiple of "
+                        f"{bank} bytes)")
+
+
+def _check_transpose_bank(trace, ins, dst_mem, src_mems) -> None:
+    _check_transpose(trace, ins, dst_mem, src_mems)
+    _check_psum_bank(trace, ins, dst_mem)
 
 
 def _check_tensor_tensor(trace, ins, dst_mem, src_mems) -> None:
@@ -303,7 +362,7 @@ _RULES = {
     "activation": _check_per_partition_operands,
     "tensor_tensor": _check_tensor_tensor,
     "tensor_reduce": _check_reduce,
-    "transpose": _check_transpose,
+    "transpose": _check_transpose_bank,
     "max8": _check_max8,
 }
 

@@ -13,6 +13,7 @@ from .. import dtypes as nkd
 from ..dtypes import float32
 from ..indexing import Idx, Pred
 from ..tile import Tile
+from ..views import compose
 from ..tracer import current
 from .elementwise import where
 from .operands import (alu_op_name, as_shape, buffer_name, check_fits, operand, par_dim, sbuf,
@@ -64,10 +65,17 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
     return t
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
+def full(shape, fill_value, dtype, *, buffer=None, name: str = "",
+         lazy_initialization: bool = False) -> Tile:
     """A new tensor filled with ``fill_value``: on chip one ``alloc`` with a fill, in HBM an
-    allocation and a store of the constant."""
+    allocation and a store of the constant. ``lazy_initialization`` lets the compiler fill the
+    tensor when it is first used instead of where it is allocated; every read sees the fill
+    either way (on chip the emulator fills at the allocation, and a zero fill is deferred to
+    the first use already), so it changes no value."""
     tr = current()
+    if not isinstance(lazy_initialization, (bool, np.bool_)):
+        raise tr.error("invalid argument", f"lazy_initialization must be True or False, got "
+                       f"{lazy_initialization!r}")
     memory = buffer_name(buffer)
     if memory not in machine.ON_CHIP:
         t = ndarray(shape, dtype, buffer=buffer, name=name)
@@ -78,12 +86,15 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "") -> Tile:
     return t
 
 
-def zeros(shape, dtype, *, buffer=None, name: str = "") -> Tile:
-    return full(shape, 0, dtype, buffer=buffer, name=name)
+def zeros(shape, dtype, *, buffer=None, name: str = "",
+          lazy_initialization: bool = False) -> Tile:
+    return full(shape, 0, dtype, buffer=buffer, name=name,
+                lazy_initialization=lazy_initialization)
 
 
-def ones(shape, dtype, *, buffer=None, name: str = "") -> Tile:
-    return full(shape, 1, dtype, buffer=buffer, name=name)
+def ones(shape, dtype, *, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
+    return full(shape, 1, dtype, buffer=buffer, name=name,
+                lazy_initialization=lazy_initialization)
 
 
 def zeros_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
@@ -206,7 +217,34 @@ def _view_mask(view: Tile, mask, what: str):
 
 
 def load_transpose2d(src: Tile, *, mask=None, dtype=None) -> Tile:
-    return transpose(load(src, mask=mask, dtype=dtype))
+    """HBM [K, M] -> SBUF [M, K], transposed by the DMA: one load through the transposed view,
+    so the source may be taller than 128 rows (only the result's partition dimension M is
+    limited). ``mask`` is over the source's [K, M] positions, as for ``nl.load`` of ``src``."""
+    tr = current()
+    src.indirect_use("nl.load_transpose2d")
+    if src.ndim != 2:
+        raise tr.error("transpose shape", f"load_transpose2d needs a 2-D source, got "
+                       f"{list(src.shape)}")
+    if src.cast:
+        return transpose(load(src, mask=mask, dtype=dtype))
+    view = Tile(tr, src.decl, (src.shape[1], src.shape[0]),
+                compose(src.index, [Affine(0, (("t1", 1),)), Affine(0, (("t0", 1),))]))
+    if mask is not None:
+        if not isinstance(mask, Pred):
+            raise tr.error("invalid mask", f"mask must be an affine predicate, got {mask!r}")
+        mask = tuple(_swap_tile_axes(a) for a in mask.to_affines(2))
+    return load(view, mask=mask, dtype=dtype)
+
+
+def _swap_tile_axes(a: Affine) -> Affine:
+    """``a`` with tile axes 0 and 1 exchanged (also inside ``//`` and ``%`` symbols)."""
+    swap = {"t0": "t1", "t1": "t0"}
+    terms = {}
+    for sym, c in a.terms:
+        base = dm.base_of(sym)
+        new = swap.get(sym, sym) if base == sym else dm.rebase(sym, swap.get(base, base))
+        terms[new] = terms.get(new, 0) + c
+    return Affine.make(a.const, terms)
 
 
 def copy(x, dtype=None, *, mask=None) -> Tile:

@@ -71,23 +71,32 @@ def test_psum_blocks_are_separate_banks():
     np.testing.assert_allclose(k(lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape,rule", [
-    ((2, 128, 1024), "PSUM tile size limit"),         # a block of 4 KiB per partition
-    ((9, 128, 512), "PSUM capacity"),                 # 9 banks of the 8
-])
-def test_psum_block_rules(shape, rule):
+def test_psum_blocks_larger_than_a_partition_are_refused():
+    @nki.jit
+    def k(a):
+        ps = nl.zeros((2, nl.par_dim(128), 4096), dtype=nl.float32, buffer=nl.psum)
+        return a
+
+    with pytest.raises(HardwareRuleError, match="PSUM tile size limit"):
+        k(rand(128, 4))
+
+
+def test_psum_blocks_take_whole_banks_in_the_capacity():
+    """Three blocks of 600 fp32 (2400 bytes: two banks each) and three of 512 (one each): 9
+    banks live at once, one more than PSUM has, though their bytes (11.2 KiB) would fit."""
     @nki.jit
     def k(a):
         out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-        ps = nl.zeros((shape[0], nl.par_dim(shape[1]), shape[2]), dtype=nl.float32,
-                      buffer=nl.psum)
+        big = nl.zeros((3, nl.par_dim(128), 600), dtype=nl.float32, buffer=nl.psum)
+        small = nl.zeros((3, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
         t = nl.load(a)
-        for b in nl.affine_range(shape[0]):
-            ps[b, :, 0:4] += nisa.nc_matmul(t, t[:, 0:4])
-        nl.store(out, value=nl.copy(ps[0, :, 0:4]))
+        for b in nl.affine_range(3):
+            big[b, :, 0:4] += nisa.nc_matmul(t, t[:, 0:4])
+            small[b, :, 0:4] += nisa.nc_matmul(t, t[:, 0:4])
+        nl.store(out, value=nl.add(big[2, :, 0:4], nl.copy(small[2, :, 0:4])))
         return out
 
-    with pytest.raises(HardwareRuleError, match=rule):
+    with pytest.raises(HardwareRuleError, match="PSUM capacity"):
         k(rand(128, 128))
 
 

@@ -51,14 +51,50 @@ def test_partition_dimension_limit():
               "partition dimension 256", "exceeds the architecture limit of 128")
 
 
-def test_psum_tile_at_most_one_bank():
+def test_psum_tile_at_most_one_partition_of_psum():
     @nki.jit
     def big_psum(a):
-        acc = nl.zeros((128, 1024), nl.float32, buffer=nl.psum)  # HERE
+        acc = nl.zeros((128, 4100), nl.float32, buffer=nl.psum)  # HERE
         return a
 
-    raises_at(big_psum, [x(1, 1)], "# HERE", "PSUM tile size limit", "4096 bytes per partition",
-              "2048-byte bank", "512 fp32")
+    raises_at(big_psum, [x(1, 1)], "# HERE", "PSUM tile size limit", "16400 bytes per partition",
+              "holds 16384 bytes", "8 banks of 2048 bytes")
+
+
+def test_matmul_result_must_fit_one_psum_bank():
+    """A [128, 1024] fp32 PSUM tile is legal (two banks); a matmul result straddling them is
+    not: the hardware writes a TensorE result into one bank (emitted directly, as
+    ``nisa.nc_matmul(dst=...)`` does)."""
+    from neuron_customcall.nki.tracer import current
+
+    @nki.jit
+    def straddle(a, b):
+        acc = nl.zeros((128, 1024), nl.float32, buffer=nl.psum)
+        current().emit("matmul", acc[:, 256:768], nl.load(a), nl.load(b))  # HERE
+        return a
+
+    raises_at(straddle, [x(128, 128), x(128, 512)], "# HERE", "PSUM bank", "bytes 1024..3071",
+              "2048-byte bank boundary")
+
+
+def test_attention_sized_psum_tile_written_one_bank_at_a_time():
+    """The flash-attention tutorials' [128, 2048] fp32 PSUM tile (four banks), each matmul
+    writing 512 columns: legal, and the product is right."""
+    from neuron_customcall.nki.tracer import current
+
+    @nki.jit
+    def qk(q, k):
+        out = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.shared_hbm)
+        ps = nl.zeros((128, 2048), nl.float32, buffer=nl.psum)
+        qt = nl.load(q)
+        for n in nl.affine_range(4):
+            current().emit("matmul", ps[:, n * 512:(n + 1) * 512], qt,
+                           nl.load(k[:, n * 512:(n + 1) * 512]))
+        nl.store(out, value=nl.copy(ps))
+        return out
+
+    q, k = x(64, 128), x(64, 2048)
+    np.testing.assert_allclose(qk(q, k), q.T @ k, rtol=1e-4, atol=1e-4)
 
 
 def test_matmul_operand_in_psum():
