@@ -20,6 +20,9 @@ INT = "int"
 UINT = "uint"
 FLOAT = "float"
 COMPLEX = "complex"
+#: Several narrow floats packed into one stored word (NKI's ``float8_e5m2_x4`` ...): only data
+#: movement and the MX instructions read them, never the ALUs.
+PACKED = "packed"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class DTypeRecord:
     gpsimd_code: int | None = None
     #: Significand bits including the implicit one (floats: what a value keeps of its precision).
     precision: int | None = None
+    #: Packed types: the element type's NKI name and how many elements one stored word holds.
+    packs: str | None = None
+    lanes: int = 1
 
     @property
     def itemsize(self) -> int:
@@ -75,10 +81,19 @@ RECORDS: tuple[DTypeRecord, ...] = (
     DTypeRecord(_d(np.uint32), UINT, hlo="u32", nki="uint32"),
     DTypeRecord(_d(np.uint64), UINT, hlo="u64"),
     DTypeRecord(_d(ml_dtypes.float8_e5m2), FLOAT, hlo="f8e5m2", nki="float8_e5m2", precision=3),
-    DTypeRecord(_d(ml_dtypes.float8_e4m3fn), FLOAT, hlo="f8e4m3fn", precision=4),
+    DTypeRecord(_d(ml_dtypes.float8_e4m3fn), FLOAT, hlo="f8e4m3fn", nki="float8_e4m3fn",
+                precision=4),
     # NKI's float8_e4m3 is the IEEE-like format (with infinities); the emulator's HLO side has
     # only the finite-only e4m3fn.
     DTypeRecord(_d(ml_dtypes.float8_e4m3), FLOAT, nki="float8_e4m3", precision=4),
+    # The MX scale type: an exponent only (2**(e-127)), unsigned, 0xFF is NaN.
+    DTypeRecord(_d(ml_dtypes.float8_e8m0fnu), FLOAT, nki="float8_e8m0fnu", precision=1),
+    # nc_matmul_mx's 4-packed types, as NKI's reference says: four float8 values in a 32-bit word,
+    # four float4_e2m1fn values in 16 bits; element i sits at bits [i*w, (i+1)*w) (little
+    # endian, so a uint8 [.., 4] array viewed as the packed type packs its last axis).
+    DTypeRecord(_d(np.uint32), PACKED, nki="float8_e5m2_x4", packs="float8_e5m2", lanes=4),
+    DTypeRecord(_d(np.uint32), PACKED, nki="float8_e4m3fn_x4", packs="float8_e4m3fn", lanes=4),
+    DTypeRecord(_d(np.uint16), PACKED, nki="float4_e2m1fn_x4", packs="float4_e2m1fn", lanes=4),
     DTypeRecord(_d(np.float16), FLOAT, hlo="f16", nki="float16", gpsimd_code=5, precision=11),
     DTypeRecord(_d(ml_dtypes.bfloat16), FLOAT, hlo="bf16", nki="bfloat16", gpsimd_code=15,
                 precision=8),
@@ -90,6 +105,10 @@ RECORDS: tuple[DTypeRecord, ...] = (
     DTypeRecord(_d(np.complex64), COMPLEX, hlo="c64"),
     DTypeRecord(_d(np.complex128), COMPLEX, hlo="c128"),
 )
+
+#: Element types of packed records that are not NKI dtypes of their own (float4_e2m1fn exists
+#: only inside float4_e2m1fn_x4).
+_ELEMENTS: dict[str, np.dtype] = {"float4_e2m1fn": _d(ml_dtypes.float4_e2m1fn)}
 
 BY_HLO: dict[str, DTypeRecord] = {r.hlo: r for r in RECORDS if r.hlo}
 BY_NKI: dict[str, DTypeRecord] = {r.nki: r for r in RECORDS if r.nki}
@@ -104,6 +123,8 @@ def _by_numpy(vocabulary: str) -> dict[np.dtype, DTypeRecord]:
     for r in RECORDS:
         if getattr(r, vocabulary) is None:
             continue
+        if r.kind == PACKED:
+            continue  # never what plain storage is read as
         if r.numpy not in out or (r.hlo and not out[r.numpy].hlo):
             out[r.numpy] = r
     return out
@@ -122,3 +143,34 @@ def hlo_names(pred=lambda r: True) -> frozenset[str]:
 def nki_names(pred=lambda r: True) -> frozenset[str]:
     """NKI names of the records ``pred`` accepts."""
     return frozenset(r.nki for r in RECORDS if r.nki and pred(r))
+
+
+def _element(r: DTypeRecord) -> np.dtype:
+    if r.kind != PACKED:
+        raise TypeError(f"{r.nki or r.hlo} is not a packed dtype")
+    return BY_NKI[r.packs].numpy if r.packs in BY_NKI else _ELEMENTS[r.packs]
+
+
+def unpack(words: np.ndarray, r: DTypeRecord) -> np.ndarray:
+    """The elements of packed ``words`` (stored as ``r.numpy``) as float32, with one more trailing
+    axis of ``r.lanes`` elements: element ``i`` of a word is its bits ``[i*w, (i+1)*w)``."""
+    el = _element(r)
+    width = r.bits // r.lanes
+    words = np.asarray(words, dtype=r.numpy).astype(np.uint32)
+    shifts = np.arange(r.lanes, dtype=np.uint32) * width
+    codes = ((words[..., None] >> shifts) & ((1 << width) - 1)).astype(np.uint8)
+    return codes.view(el).astype(np.float32)
+
+
+def pack(values: np.ndarray, r: DTypeRecord) -> np.ndarray:
+    """Inverse of ``unpack``: values ``[..., lanes]`` rounded to the element type, packed into
+    words of ``r.numpy``."""
+    el = _element(r)
+    values = np.asarray(values)
+    if values.shape[-1:] != (r.lanes,):
+        raise ValueError(f"packing {r.nki} needs a last axis of {r.lanes}, got {values.shape}")
+    width = r.bits // r.lanes
+    codes = values.astype(np.float32).astype(el).view(np.uint8).astype(np.uint32)
+    codes &= (1 << width) - 1
+    shifts = np.arange(r.lanes, dtype=np.uint32) * width
+    return np.bitwise_or.reduce(codes << shifts, axis=-1).astype(r.numpy)

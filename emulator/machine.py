@@ -21,6 +21,15 @@ PSUM_FMAX: int = PSUM_BANK_BYTES_PER_PARTITION // 4
 #: TensorE: stationary (weights) free size <= 128, moving free size <= 512.
 GEMM_STATIONARY_FMAX: int = 128
 GEMM_MOVING_FMAX: int = 512
+#: SBUF bytes per partition the compiler keeps for itself (NKI's sbuf.alloc reference: a tile's
+#: byte address is below 192 KiB - 16 KiB); the rest is what a kernel may use.
+SBUF_RESERVED_BYTES_PER_PARTITION: int = 16 * 1024
+SBUF_USABLE_BYTES_PER_PARTITION: int = SBUF_BYTES_PER_PARTITION - SBUF_RESERVED_BYTES_PER_PARTITION
+#: bn_stats reads at most 512 elements per partition (nki.isa.bn_stats: nl.tile_size.bn_stats_fmax).
+BN_STATS_FMAX: int = 512
+#: Byte alignment of a tile's free-dimension address in PSUM (4) and SBUF (1).
+PSUM_MIN_ALIGN: int = 4
+SBUF_MIN_ALIGN: int = 1
 #: nc_transpose limits: TensorE up to 128x128, VectorE up to 32x32.
 TENSOR_ENGINE_TRANSPOSE_MAX: int = 128
 VECTOR_ENGINE_TRANSPOSE_MAX: int = 32

@@ -78,6 +78,37 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+#: The sigmoid approximation of GELU: x * sigmoid(1.702 x) (Hendrycks & Gimpel's constant).
+_GELU_SIGMOID_K = 1.702
+
+
+def _gelu_sigmoid(x):
+    return x * _sigmoid(_GELU_SIGMOID_K * x)
+
+
+def _gelu_sigmoid_dx(x):
+    s = _sigmoid(_GELU_SIGMOID_K * x)
+    return s + _GELU_SIGMOID_K * x * s * (1.0 - s)
+
+
+def _into(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``result``, written into ``out`` when given (the ufunc ``out=`` protocol)."""
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+def _abs_max(a, b, out=None):
+    """The operand of larger magnitude, keeping its sign; ``b`` on a tie (NKI's abs_max)."""
+    return _into(np.where(np.abs(a) > np.abs(b), a, b), out)
+
+
+def _abs_min(a, b, out=None):
+    """The operand of smaller magnitude, keeping its sign; ``b`` on a tie (NKI's abs_min)."""
+    return _into(np.where(np.abs(a) < np.abs(b), a, b), out)
+
+
 def _silu_dx(x):
     s = _sigmoid(x)
     return s * (1.0 + x * (1.0 - s))
@@ -109,6 +140,8 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu": _gelu,
     "gelu_dx": _gelu_dx,
     "gelu_apprx_tanh": _gelu_tanh,
+    "gelu_apprx_sigmoid": _gelu_sigmoid,
+    "gelu_apprx_sigmoid_dx": _gelu_sigmoid_dx,
     "silu": lambda x: x * _sigmoid(x),
     "silu_dx": _silu_dx,
     "erf": _erf,
@@ -145,6 +178,8 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "bitwise_xor": np.bitwise_xor,
     "left_shift": np.left_shift,
     "right_shift": np.right_shift,
+    "abs_max": _abs_max,
+    "abs_min": _abs_min,
 }
 
 

@@ -16,6 +16,8 @@ DTYPES: dict[str, np.dtype] = {name: r.numpy for name, r in records.BY_NKI.items
 
 FLOAT_NAMES = records.nki_names(lambda r: r.kind == records.FLOAT)
 INT_NAMES = records.nki_names(lambda r: r.kind in (records.INT, records.UINT))
+#: Packed types (float8_e5m2_x4 ...): moved and bit-cast, never computed on by the ALUs.
+PACKED_NAMES = records.nki_names(lambda r: r.kind == records.PACKED)
 
 
 class UnknownDtypeError(TypeError):
@@ -47,3 +49,7 @@ def itemsize(name: str) -> int:
 
 def is_float(name: str) -> bool:
     return name in FLOAT_NAMES
+
+
+def is_packed(name: str) -> bool:
+    return name in PACKED_NAMES

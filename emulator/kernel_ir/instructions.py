@@ -65,6 +65,9 @@ def _is_affine(v: object) -> bool:
                     for t in v[1]))
 
 
+#: The longest string attribute (a device_print prefix): text read from bytes stays bounded.
+MAX_TEXT = 4096
+
 #: Attribute kind -> (test of a JSON value, what the kind is, for messages).
 ATTR_KINDS: dict[str, tuple] = {
     "alu": (lambda v: v in ops.ALU_OPS, "an ALU operator name (kernel_ir/ops.py ALU_OPS)"),
@@ -79,6 +82,8 @@ ATTR_KINDS: dict[str, tuple] = {
     "affines": (lambda v: isinstance(v, list) and all(_is_affine(a) for a in v),
                 "a list of affine expressions"),
     "engine": (lambda v: v in ENGINES, f"an engine name {list(ENGINES)}"),
+    "text": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, f"a string of at most "
+             f"{MAX_TEXT} characters"),
 }
 
 #: Kinds whose value holds affine expressions over the destination tile's axes and the symbols
@@ -191,6 +196,9 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     accumulates=True, attrs=(_INDIRECT_ATTR,),
                     doc="SBUF/PSUM (or a constant) -> HBM; with `acc`, an atomic read-modify-write;"
                         " `indirect`: an indirect (scatter) store, see below"),
+    InstructionSpec("device_print", DMA, (Source("data"),), attrs=(Attr("prefix", "text", True),),
+                    doc="write `prefix` and the tile's values (any memory) to the debug stream, "
+                        "one line per program and iteration; dst is a one-element token"),
     # --- VectorE ---
     InstructionSpec("tensor_copy", VECTOR, (Source("src", VALUE),), accumulates=True,
                     attrs=(Attr("bitcast", "bool"), _ENGINE_ATTR), alt_engines=(SCALAR, GPSIMD),
@@ -198,8 +206,11 @@ SPECS: dict[str, InstructionSpec] = _specs(
                         "the bits instead"),
     InstructionSpec("memset", VECTOR, (Source("value", CONST),), attrs=(_ENGINE_ATTR,),
                     alt_engines=(GPSIMD,), doc="fill with a constant"),
-    InstructionSpec("random", VECTOR, attrs=(Attr("seed", "int"),),
-                    doc="uniform [0, 1) values from a counter-based generator"),
+    InstructionSpec("random", VECTOR, (Source("seed"),), min_sources=0,
+                    attrs=(Attr("seed", "int"),),
+                    doc="uniform [0, 1) values from a counter-based generator; with a seed tile "
+                        "(nl.random_seed), its value and attrs['seed'] (the draw's position "
+                        "since seeding) choose the stream"),
     InstructionSpec("tensor_tensor", VECTOR, (Source("data0"), Source("data1")),
                     attrs=(Attr("op", "alu", True),), doc="op(data0, data1)"),
     InstructionSpec("tensor_scalar", VECTOR,

@@ -13,6 +13,7 @@ ALU_OPS = frozenset({
     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
     "logical_and", "logical_or", "logical_xor",
     "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift",
+    "abs_max", "abs_min",
 })
 
 #: ALU operators whose result is a boolean.
@@ -30,6 +31,6 @@ REDUCE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "logical_and", 
 ACTIVATIONS = frozenset({
     "copy", "abs", "negative", "sign", "trunc", "floor", "ceil", "exp", "log", "cos", "sin",
     "tan", "tanh", "arctan", "sqrt", "rsqrt", "sigmoid", "relu", "gelu", "gelu_dx",
-    "gelu_apprx_tanh", "silu", "silu_dx", "erf", "erf_dx", "softplus", "mish", "square",
+    "gelu_apprx_tanh", "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "silu", "silu_dx", "erf", "erf_dx", "softplus", "mish", "square",
     "reciprocal", "logical_not", "invert",
 })

@@ -21,3 +21,9 @@ class HardwareRuleError(KernelTraceError):
 class NonAffineIndexError(NKIError):
     """An index expression that is not affine in program ids, loop variables and aranges. Raised
     without kernel context by the index algebra and re-raised by the tracer with it."""
+
+
+class UnsupportedAPIError(NKIError, NotImplementedError):
+    """An API of NKI's reference that the emulator does not provide (it needs hardware, several
+    NeuronCores, or is not implemented yet). The message names the API, and the kernel and line
+    when raised while tracing; never an ``AttributeError``."""

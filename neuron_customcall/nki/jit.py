@@ -25,6 +25,7 @@ from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc, walk_instruct
 from emulator.kernel_ir.dtypes import UnknownDtypeError
 
 from . import dtypes as nkd
+from . import typing as nki_typing
 from .errors import KernelTraceError, NKIError, NonAffineIndexError
 from .loops import traceable
 from .tile import Tile
@@ -72,6 +73,7 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     name = getattr(func, "__name__", "kernel")
     source = inspect.getsourcefile(func) or ""
     trace = Builder(name, tuple(int(g) for g in grid), source)
+    trace.func = func  # kernel decorators' marks (nki.compiler.force_auto_alloc)
     try:
         bound = inspect.signature(func).bind(*args, **kwargs)
     except TypeError as e:
@@ -81,6 +83,9 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
         if _is_tensor_arg(value):
             spec = value if isinstance(value, TensorSpec) else TensorSpec.of(value)
             decl = trace.declare(spec.shape, spec.dtype, machine.HBM, name=pname, role=INPUT)
+            why = nki_typing.argument_mismatch(func, pname, decl.shape, decl.dtype)
+            if why:
+                raise KernelTraceError(name, _def_loc(func), "argument annotation", why)
             decl.loc = _def_loc(func)
             trace.inputs.append(decl.name)
             call_args[pname] = Tile(trace, decl)

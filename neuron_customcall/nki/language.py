@@ -11,24 +11,35 @@ its Tracer's, so that ``tile.py`` imports nothing above it.
 from __future__ import annotations
 
 from .tile import Tile
-from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16,
-                     int32, tfloat32, uint8, uint16, uint32)
+from .dtypes import (bfloat16, bfp16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn,
+                     float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4, float8_e8m0fnu, float16,
+                     float32, fp32, int8, int16, int32, tfloat32, uint8, uint16, uint32)
 from .indexing import arange, ds, mgrid
 from .lang.operands import (  # noqa: F401, A004
-    par_dim, tile_size, sbuf, psum, hbm, private_hbm,
+    par_dim, sbuf, psum, hbm, private_hbm,
     shared_hbm)
+from .lang.constants import (  # noqa: F401
+    tile_size, MemoryRegion, is_hbm, is_on_chip, is_psum, is_sbuf, bypass, prelu, average,
+    NKIObject, NkiTensor)
 from .lang.elementwise import (  # noqa: F401, A004
     where, add, subtract, multiply, divide, power,
     maximum, minimum, mod, fmod, equal, not_equal,
     greater, greater_equal, less, less_equal, logical_and, logical_or,
     logical_xor, bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift,
+    abs_max, abs_min, gelu_apprx_sigmoid, gelu_apprx_sigmoid_dx,
     abs, negative, sign, trunc, floor, ceil,
     exp, log, cos, sin, tan, tanh,
     arctan, sqrt, rsqrt, sigmoid, relu, gelu,
     gelu_dx, gelu_apprx_tanh, silu, silu_dx, erf, erf_dx,
     softplus, mish, square, reciprocal, logical_not, invert)
 from .lang.spmd import (  # noqa: F401, A004
-    program_id, num_programs, program_ndim, affine_range, sequential_range, static_range)
+    program_id, num_programs, program_ndim, affine_range, sequential_range, static_range,
+    nc, spmd_dim, dynamic_range, fori_loop, while_loop, no_reorder)
+from .lang.casts import static_cast, finfo  # noqa: F401
+from .lang.debug import device_print  # noqa: F401
+from .lang.rng import random_seed  # noqa: F401
+from .lang.unsupported_ops import (  # noqa: F401
+    all_reduce, gather_flattened, loop_reduce, gemm_grid, gemm_stationary_grid)
 from .lang.memory import accumulate as _accumulate, assign as _assign
 from .lang.memory import (  # noqa: F401, A004
     ndarray, full, zeros, ones, zeros_like, empty_like,
@@ -60,6 +71,12 @@ __all__ = [
     "load", "store", "load_transpose2d", "copy", "broadcast_to", "expand_dims",
     "atomic_rmw", "rand", "dropout", "sum", "max", "min", "prod", "all",
     "mean", "var", "softmax", "rms_norm", "transpose", "matmul",
+    "float8_e4m3fn", "float8_e8m0fnu", "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4",
+    "fp32", "bfp16", "MemoryRegion", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "bypass",
+    "prelu", "average", "NKIObject", "NkiTensor", "abs_max", "abs_min", "gelu_apprx_sigmoid",
+    "gelu_apprx_sigmoid_dx", "nc", "spmd_dim", "dynamic_range", "fori_loop", "while_loop",
+    "no_reorder", "static_cast", "finfo", "device_print", "random_seed", "all_reduce",
+    "gather_flattened", "loop_reduce", "gemm_grid", "gemm_stationary_grid",
 ]
 
 

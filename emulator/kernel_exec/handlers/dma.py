@@ -10,6 +10,7 @@ import numpy as np
 from emulator.kernel_ir import Access, Instruction, dtypes
 from emulator.kernel_ir.instructions import DMA
 
+from .. import device_print as printing
 from ..indirect import gather, is_indirect, scatter
 from .registry import EngineHandlers
 
@@ -42,3 +43,24 @@ def copy(r: Runner, ins: Instruction) -> None:
     else:
         value = r.read(src, ins.dst.shape, masked=True)
     r.write(ins, value, may_alias=alias)
+
+
+@HANDLERS.register("device_print")
+def device_print(r: Runner, ins: Instruction) -> None:
+    """``nl.device_print``: one line per program and iteration in the batch, naming its program
+    ids and loop variables (``p0=1 l2=3``; Python-looped ones are bound, batched ones come from
+    the batch axes), in batch order. The destination is a one-element token."""
+    ctx = r.ctx
+    src = ins.srcs[0]
+    value = r.read(src)
+    value = np.broadcast_to(value, ctx.batch_shape + value.shape[value.ndim - len(src.shape):])
+    nb = len(ctx.batch_syms)
+    bound = " ".join(f"{s}={v}" for s, v in sorted(ctx.bound.items()))
+    lines = []
+    for pos in np.ndindex(*value.shape[:nb]):
+        syms = " ".join(f"{s}={ctx.offsets.get(s, 0) + i}" for s, i in zip(ctx.batch_syms, pos))
+        where = " ".join(x for x in (bound, syms) if x)
+        lines.append(printing.format_line(ins.attrs["prefix"], f" [{where}]" if where else "",
+                                          value[pos]))
+    printing.write_lines(lines)
+    r.write(ins, np.zeros((1,) * len(ins.dst.shape), dtype=np.uint8))

@@ -53,7 +53,13 @@ def random(r: Runner, ins: Instruction) -> None:
         ident = ident + values * np.uint64(stride)
         stride *= ctx.extents[sym]
     shape = ctx.batch_shape + tile
-    r.write(ins, counter_uniform(int(ins.attrs.get("seed", 0)), np.broadcast_to(ident, shape)))
+    seed = int(ins.attrs.get("seed", 0))
+    if ins.srcs:  # nl.random_seed: the stream is a function of the seed tile's value
+        user = r.read(ins.srcs[0], (1, 1)).astype(np.int64).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            ident = ident + (user.reshape(user.shape[:nb] + (1,) * len(tile))
+                             * np.uint64(0xD1B54A32D192ED03))
+    r.write(ins, counter_uniform(seed, np.broadcast_to(ident, shape)))
 
 
 def counter_uniform(seed: int, ident: np.ndarray) -> np.ndarray:

@@ -38,14 +38,17 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
             with np.errstate(all="ignore"):
                 return alu.binary(op, np.float32(x) if isinstance(x, float) else x,
                                   np.float32(y) if isinstance(y, float) else y).item()
+    typed = x if not isinstance(x, Tile) else y  # the scalar as given (np.float16 keeps its type)
     x, y = operand(x), operand(y)
+    _refuse_packed(op, x, y)
     if op in _COMPARISONS:
         out_dtype = "bool"
     elif isinstance(x, Tile) and isinstance(y, Tile):
         out_dtype = nkd.promote(x.dtype_name, y.dtype_name)
     else:
-        t, s = (x, y) if isinstance(x, Tile) else (y, x)
-        out_dtype = nkd.promote_scalar(t.dtype_name, s)
+        t = x if isinstance(x, Tile) else y
+        out_dtype = nkd.promote_scalar(t.dtype_name, typed if isinstance(typed, np.generic)
+                                       else (y if t is x else x))
     if op == "divide" and not nkd.is_float(out_dtype):
         out_dtype = "float32"  # true division of integers
     if dtype is not None:
@@ -57,8 +60,19 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
     return tr.new("tensor_scalar", t.shape, out_dtype, t, s, mask=mask, op0=op, reverse0=rev)
 
 
+def _refuse_packed(api: str, *operands) -> None:
+    """Packed tiles (``float8_e5m2_x4`` ...) hold four elements per stored word: an ALU would
+    compute on the words, so NKI gives them only to data movement and the MX instructions."""
+    for t in operands:
+        if isinstance(t, Tile) and nkd.is_packed(t.dtype_name):
+            raise current().error(
+                "packed dtype", f"{api} on tile {t.name!r} of packed dtype {t.dtype_name}: only "
+                "loads, stores, copies and the MX matmul instructions take packed tiles")
+
+
 _FLOAT_RESULT = {"exp", "log", "cos", "sin", "tan", "tanh", "arctan", "sqrt", "rsqrt", "sigmoid",
-                 "gelu", "gelu_dx", "gelu_apprx_tanh", "silu", "silu_dx", "erf", "erf_dx",
+                 "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
+                 "gelu_apprx_sigmoid_dx", "silu", "silu_dx", "erf", "erf_dx",
                  "softplus", "mish", "reciprocal"}
 
 
@@ -70,6 +84,7 @@ def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
     if not isinstance(x, Tile):
         with np.errstate(all="ignore"):
             return alu.activation(func, np.float32(x)).item()
+    _refuse_packed(func, x)
     if dtype is not None:
         out_dtype = nkd.name_of(dtype)
     elif func == "logical_not":
@@ -129,6 +144,8 @@ bitwise_or = _binary("bitwise_or")
 bitwise_xor = _binary("bitwise_xor")
 left_shift = _binary("left_shift")
 right_shift = _binary("right_shift")
+abs_max = _binary("abs_max")
+abs_min = _binary("abs_min")
 
 abs = _unary("abs")  # noqa: A001  (NKI's name)
 negative = _unary("negative")
@@ -150,6 +167,8 @@ relu = _unary("relu")
 gelu = _unary("gelu")
 gelu_dx = _unary("gelu_dx")
 gelu_apprx_tanh = _unary("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _unary("gelu_apprx_sigmoid_dx")
 silu = _unary("silu")
 silu_dx = _unary("silu_dx")
 erf = _unary("erf")

@@ -18,6 +18,8 @@ from ..tracer import current
 from .elementwise import where
 from .operands import (alu_op_name, as_shape, buffer_name, check_fits, operand, par_dim, sbuf,
                        scalar_value)
+from ..compiler import allocation
+from . import rng
 from .tensor_ops import transpose
 
 # --- creation --------------------------------------------------------------------------------------
@@ -55,11 +57,13 @@ def like_shape(a: Tile) -> tuple:
     return a.shape
 
 
-def ndarray(shape, dtype, *, buffer=None, name: str = "") -> Tile:
-    """A new tensor; on chip (default SBUF) its contents start as NaN, as on the SDK simulator."""
+def ndarray(shape, dtype, *, buffer=None, name: str = "", address=None) -> Tile:
+    """A new tensor; on chip (default SBUF) its contents start as NaN, as on the SDK simulator.
+    ``address`` and ``nki.compiler`` allocators are checked, not modelled (compiler/allocation.py)."""
     tr = current()
     memory = buffer_name(buffer)
     t = new_tensor(shape, nkd.name_of(dtype), memory, name)
+    allocation.place(tr, shape, as_shape(shape), t.dtype_name, memory, buffer, address)
     if memory in machine.ON_CHIP:
         tr.emit("alloc", t)
     return t
@@ -82,6 +86,7 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "",
         tr.emit("store", t, scalar_value(fill_value))
         return t
     t = new_tensor(shape, nkd.name_of(dtype), memory, name)
+    allocation.place(tr, shape, as_shape(shape), t.dtype_name, memory, buffer, None)
     tr.emit("alloc", t, fill=scalar_value(fill_value))
     return t
 
@@ -111,7 +116,8 @@ def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
     """Uniform [0, 1) values (reproducible on the emulator: seeded per instruction)."""
     tr = current()
     t = new_tensor(shape, nkd.name_of(dtype), buffer_name(buffer), name, init="defined")
-    tr.emit("random", t, seed=tr.next_seed())
+    srcs, seed = rng.draw()
+    tr.emit("random", t, *srcs, seed=seed)
     return t
 
 

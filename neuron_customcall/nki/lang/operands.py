@@ -1,5 +1,5 @@
 """Turning what a kernel passes (tiles, Python scalars, index expressions, masks, op functions)
-into IR operands; buffers, ``par_dim`` and ``tile_size``."""
+into IR operands; buffers and ``par_dim`` (``tile_size`` is in ``constants.py``)."""
 
 from __future__ import annotations
 
@@ -26,17 +26,11 @@ class par_dim(int):  # noqa: N801  (NKI's name)
     """Marks the partition dimension in an allocation shape: ``(nl.par_dim(128), 512)``."""
 
 
-class tile_size:  # noqa: N801
-    pmax = machine.NUM_PARTITIONS
-    psum_fmax = machine.PSUM_FMAX
-    gemm_stationary_fmax = machine.GEMM_STATIONARY_FMAX
-    gemm_moving_fmax = machine.GEMM_MOVING_FMAX
-
-
 # --- helpers ---------------------------------------------------------------------------------------
 
 def buffer_name(buffer) -> str:
     name = getattr(buffer, "name", buffer) if buffer is not None else sbuf
+    name = getattr(buffer, "memory", name)  # nl.MemoryRegion members, nki.compiler allocators
     if name not in machine.MEMORY_SPACES:
         raise current().error("unknown buffer", f"{buffer!r} is not sbuf, psum, hbm or shared_hbm")
     return name
