@@ -234,6 +234,9 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     (Source("data0"), Source("data1"), Source("initial", VALUE)),
                     attrs=(Attr("op0", "alu", True), Attr("op1", "alu", True)),
                     doc="running op1(op0(prev, data0), data1) along the free axis"),
+    InstructionSpec("gather_flattened", GPSIMD, (Source("data"), Source("indices")),
+                    doc="out[p, j...] = data[p].flatten()[indices[p, j...]] (uint32 indices); "
+                        "an index past the partition's end reads the uninitialised value"),
     InstructionSpec("max8", VECTOR, (Source("src"),),
                     doc="the 8 largest values of each partition, descending, compared in fp32: "
                         "[P, ...] -> [P, 8]"),

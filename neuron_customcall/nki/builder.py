@@ -186,6 +186,17 @@ class Builder:
             if len(self._stack) == depth:
                 self._stack.pop()
 
+    def hoist_before_loop(self, var: str, ins: Instruction) -> None:
+        """Move ``ins`` (just emitted) out of the open loop ``var`` and every loop inside it, to
+        right before that loop (``nl.loop_reduce`` initialises its accumulator there)."""
+        self._stack[-1].remove(ins)
+        for outer, inner in zip(self._stack, self._stack[1:]):
+            node = outer[-1] if outer else None
+            if isinstance(node, Loop) and node.body is inner and node.var == var:
+                outer.insert(len(outer) - 1, ins)
+                return
+        raise self.error("loop_reduce loop", f"loop {var} is not an open loop around this call")
+
     def finish(self, outputs: list[str]) -> KernelIR:
         self.finished = True
         kernel = KernelIR(self.name, self.grid, self.tensors, tuple(self.inputs), tuple(outputs),

@@ -38,8 +38,9 @@ from .lang.spmd import (  # noqa: F401, A004
 from .lang.casts import static_cast, finfo  # noqa: F401
 from .lang.debug import device_print  # noqa: F401
 from .lang.rng import random_seed  # noqa: F401
-from .lang.unsupported_ops import (  # noqa: F401
-    all_reduce, gather_flattened, loop_reduce, gemm_grid, gemm_stationary_grid)
+from .lang.gather import gather_flattened  # noqa: F401
+from .lang.loop_reduce import loop_reduce  # noqa: F401
+from .lang.unsupported_ops import all_reduce, gemm_grid, gemm_stationary_grid  # noqa: F401
 from .lang.memory import accumulate as _accumulate, assign as _assign
 from .lang.memory import (  # noqa: F401, A004
     ndarray, full, zeros, ones, zeros_like, empty_like,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from emulator import machine
 from emulator.kernel_ir import Instruction, affine_from_json
 from emulator.kernel_ir.instructions import GPSIMD
 
@@ -44,3 +45,21 @@ def partition_reduce(r: Runner, ins: Instruction) -> None:
     x = alu.widen(r.read(ins.srcs[0]))
     nb = len(r.ctx.batch_shape)
     r.write(ins, alu.reduce(ins.attrs["op"], x, axis=nb, keepdims=True))
+
+
+@HANDLERS.register("gather_flattened")
+def gather_flattened(r: Runner, ins: Instruction) -> None:
+    """Per partition, ``np.take_along_axis`` over the flattened free dimensions; indices past
+    the end read ``machine.uninitialised_value`` (NaN for floats) instead of hardware garbage."""
+    ctx = r.ctx
+    data_src, idx_src = ins.srcs
+    data = np.broadcast_to(r.read(data_src), ctx.batch_shape + tuple(data_src.shape))
+    idx = np.broadcast_to(r.read(idx_src), ctx.batch_shape + tuple(idx_src.shape))
+    p = data_src.shape[0]
+    flat = data.reshape(ctx.batch_shape + (p, -1))
+    where = idx.reshape(ctx.batch_shape + (p, -1)).astype(np.int64)
+    inside = where < flat.shape[-1]
+    got = np.take_along_axis(flat, np.where(inside, where, 0), axis=-1)
+    if not inside.all():
+        got = np.where(inside, got, machine.uninitialised_value(flat.dtype))
+    r.write(ins, got.reshape(ctx.batch_shape + tuple(ins.dst.shape)))

@@ -12,6 +12,7 @@ import neuron_customcall.nki as ours
 from neuron_customcall.nki import language as nl
 from neuron_customcall.nki.errors import UnsupportedAPIError
 from tests.neuron_customcall.nki.nki_api_spec import EXPECTED_MISSING, MODULES, SPEC, names
+from tests.sdk.subproc import check, run_python
 
 _OURS = {"nki": "neuron_customcall.nki"}
 
@@ -57,19 +58,26 @@ def test_the_spec_lists_are_whole_generations():
     assert len(SPEC["nki.isa", "beta2"].split()) == 67
 
 
-@pytest.mark.parametrize("alias", ["nki", "neuronxcc.nki"])
-def test_sdk_import_names_reach_the_new_modules(alias):
+_ALIASES = """
+import importlib
+for alias in ("nki", "neuronxcc.nki"):
     for sub in ("language", "isa", "compiler", "compiler.sbuf", "compiler.psum", "typing"):
         assert importlib.import_module(f"{alias}.{sub}") is importlib.import_module(
-            f"neuron_customcall.nki.{sub}")
+            f"neuron_customcall.nki.{sub}"), (alias, sub)
+print("ok")
+"""
+
+
+def test_sdk_import_names_reach_the_new_modules():
+    # A fresh interpreter: in pytest's, tests/neuron_customcall/nki may be importable as `nki`.
+    assert check(run_python(["-c", _ALIASES])).strip() == "ok"
 
 
 REFUSED = sorted(n for n in dir(nl) if getattr(getattr(nl, n), "unsupported", None))
 
 
 def test_refused_names_are_few_and_known():
-    assert REFUSED == ["all_reduce", "gather_flattened", "gemm_grid", "gemm_stationary_grid",
-                       "loop_reduce"]
+    assert REFUSED == ["all_reduce", "gemm_grid", "gemm_stationary_grid"]
 
 
 @pytest.mark.parametrize("name", REFUSED)

@@ -304,3 +304,55 @@ def test_mgrid_has_partition_and_free_attributes():
 
     a = np.random.default_rng(7).random((128, 64)).astype(np.float32)
     np.testing.assert_array_equal(grid_copy(a), a)
+
+
+@nki.jit
+def gather_kernel(data, indices):
+    out = nl.ndarray(indices.shape, dtype=data.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.gather_flattened(nl.load(data), nl.load(indices)))
+    return out
+
+
+def test_gather_flattened_is_the_references_example():
+    data = np.array([[[1., 2.], [3., 4.]], [[5., 6.], [7., 8.]]], np.float32)
+    indices = np.array([[[0, 1], [1, 3]], [[3, 3], [1, 0]]], np.uint32)
+    np.testing.assert_array_equal(gather_kernel(data, indices),
+                                  [[[1., 2.], [2., 4.]], [[8., 8.], [6., 5.]]])
+
+
+def test_gather_flattened_against_numpy_and_out_of_bounds():
+    rng = np.random.default_rng(8)
+    data = rng.standard_normal((128, 4, 16)).astype(np.float32)
+    indices = rng.integers(0, 64, (128, 32), dtype=np.uint32)
+    want = np.take_along_axis(data.reshape(128, -1), indices.astype(np.int64), axis=-1)
+    np.testing.assert_array_equal(gather_kernel(data, indices), want)
+    indices[3, 5] = 64  # past the end: garbage on hardware, NaN here
+    got = gather_kernel(data, indices)
+    assert np.isnan(got[3, 5]) and np.isfinite(np.delete(got.ravel(), 3 * 32 + 5)).all()
+    with pytest.raises(KernelTraceError, match="indices must be uint32"):
+        gather_kernel(data, indices.astype(np.int32))
+
+
+@nki.jit
+def loop_reduce_kernel(a, op):
+    """Reduce [k, 128, 64] blocks over k with nl.loop_reduce inside two nested loops."""
+    out = nl.ndarray(a.shape[1:], dtype=nl.float32, buffer=nl.shared_hbm)
+    k2 = a.shape[0] // 2
+    for i in nl.affine_range(2):
+        for j in nl.affine_range(k2):
+            t = nl.load(a[i * k2 + j])
+            b = nl.loop_reduce(t, op=op, loop_indices=[i, j], dtype=nl.float32)
+    nl.store(out, b)
+    return out
+
+
+@pytest.mark.parametrize("op, ref", [(np.add, np.sum), (nl.maximum, np.max),
+                                     (np.minimum, np.min), (nl.multiply, np.prod)])
+def test_loop_reduce_over_nested_loops(op, ref):
+    a = np.random.default_rng(9).uniform(0.5, 1.5, (6, 128, 64)).astype(np.float32)
+    np.testing.assert_allclose(loop_reduce_kernel(a, op), ref(a, axis=0), rtol=1e-5)
+
+
+def test_loop_reduce_refuses_non_associative_operators():
+    with pytest.raises(KernelTraceError, match="subtract is not associative"):
+        loop_reduce_kernel(np.zeros((2, 128, 64), np.float32), nl.subtract)
