@@ -69,7 +69,7 @@ A = np.zeros((2, 2), np.float32)
 
 @pytest.mark.parametrize("buffer, shape, dtype, address, message", [
     (ncc.psum.mod_alloc(base_bank=0), (128, 1024), nl.float32, None,
-     "at most one 2048-byte bank"),
+     "spans more than one 2048-byte bank"),
     (ncc.sbuf.mod_alloc(base_addr=180000), (128, 512), nl.float32, None,
      "beyond the usable 180224 bytes"),
     (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)), (128, 512), nl.float32, None,
