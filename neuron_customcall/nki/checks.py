@@ -470,5 +470,101 @@ def warn_store_races(kernel: KernelIR) -> None:
                     list(kernel.grid), race)
 
 
+# --- outputs left unwritten ------------------------------------------------------------------------
+
+#: Most store positions (program ids x loop values x tile elements) enumerated to find the
+#: elements of an output no store reaches; beyond it the check is skipped (logged at debug).
+UNWRITTEN_CHECK_MAX_POINTS = 1 << 24
+
+
+def unwritten_outputs(kernel: KernelIR, covered: frozenset[str] | set[str] = frozenset()
+                      ) -> list[tuple[str, int, int]]:
+    """``(output, elements never written, elements)`` for each output of ``kernel`` that its
+    plain (non-accumulating) stores leave partly or wholly unwritten, over every program of the
+    grid and every loop iteration, masks included: what would come back as the uninitialised
+    fill (NaN). ``covered`` names outputs already proven fully written (the executor's
+    analysis). Outputs with an indirect store, or too many store positions to enumerate, are
+    not judged."""
+    outputs = {n for n in kernel.outputs if kernel.tensors[n].role == "output"} - set(covered)
+    if not outputs:
+        return []
+    stores: dict[str, list[tuple[Instruction, dict[str, int]]]] = {n: [] for n in outputs}
+
+    def visit(body: list[Statement], ext: dict[str, int]) -> None:
+        for st in body:
+            if isinstance(st, Loop):
+                visit(st.body, {**ext, st.var: st.extent})
+            elif st.dst is not None and st.dst.tensor in stores and st.acc is None:
+                stores[st.dst.tensor].append((st, ext))
+
+    visit(kernel.body, {f"p{i}": int(g) for i, g in enumerate(kernel.grid)})
+    found = []
+    for name in sorted(outputs):
+        shape = tuple(kernel.tensors[name].shape)
+        total = math.prod(shape)
+        if any("indirect" in ins.attrs for ins, _ in stores[name]):
+            continue
+        points = sum(math.prod(ext.values()) * math.prod(ins.dst.shape)
+                     for ins, ext in stores[name])
+        if points > UNWRITTEN_CHECK_MAX_POINTS:
+            log.debug("kernel %r: output %r not checked for unwritten elements (%d store "
+                      "positions)", kernel.name, name, points)
+            continue
+        written = np.zeros(total, dtype=bool)
+        for ins, ext in stores[name]:
+            _mark_written(written, shape, ins, ext)
+        missing = total - int(np.count_nonzero(written))
+        if missing:
+            found.append((name, missing, total))
+    return found
+
+
+def _mark_written(written: np.ndarray, shape: tuple[int, ...], ins: Instruction,
+                  ext: dict[str, int]) -> None:
+    """Set the flat positions of ``shape`` that ``ins`` (a store) writes, inside its mask."""
+    dst = ins.dst
+    syms = {**{s: n for s, n in ext.items() if n > 0},
+            **{f"t{j}": n for j, n in enumerate(dst.shape)}}
+    if any(n == 0 for n in ext.values()):
+        return  # an empty loop stores nothing
+    names = list(syms)
+    grids = np.meshgrid(*(np.arange(syms[s]) for s in names), indexing="ij", sparse=True)
+    env = dict(zip(names, grids))
+
+    def value(a: Affine):
+        v = np.asarray(a.const)
+        for sym, c in a.terms:
+            if dm.is_derived(sym):
+                v = v + c * dm.value(dm.parse(sym), env[dm.base_of(sym)])
+            else:
+                v = v + c * env.get(sym, 0)
+        return v
+
+    full = tuple(syms[s] for s in names)
+    idx = [np.broadcast_to(value(a), full) for a in dst.index]
+    keep = np.ones(full, dtype=bool)
+    for m in ins.mask:
+        keep &= np.broadcast_to(value(m) >= 0, full)
+    for ix, n in zip(idx, shape):
+        keep &= (ix >= 0) & (ix < n)
+    written[np.ravel_multi_index(tuple(ix[keep] for ix in idx), shape)] = True
+
+
+def warn_unwritten_outputs(kernel: KernelIR, covered: frozenset[str] | set[str] = frozenset()
+                           ) -> None:
+    """Log a warning for each output that ``unwritten_outputs`` finds (once per trace): an
+    output left partly unwritten comes back holding the uninitialised fill (NaN) there."""
+    for name, missing, total in unwritten_outputs(kernel, covered):
+        decl = kernel.tensors[name]
+        what = (f"is never written: all its {total} elements" if missing == total else
+                f"is only partly written: {missing} of its {total} elements "
+                f"({100.0 * missing / total:.1f}%) are never stored to and")
+        log.warning("kernel %r on grid %s: output %d (%r, %s%s) %s come back as the "
+                    "uninitialised fill (NaN). Is the grid too small, or a store missing?",
+                    kernel.name, list(kernel.grid), kernel.outputs.index(name), name,
+                    decl.dtype, list(decl.shape), what)
+
+
 __all__ = ["check_declaration", "check_instruction", "check_kernel", "check_matmul_operands",
-           "bytes_per_partition", "store_races", "warn_store_races", "KernelTraceError"]
+           "bytes_per_partition", "store_races", "warn_store_races", "unwritten_outputs",
+           "warn_unwritten_outputs", "KernelTraceError"]

@@ -24,6 +24,7 @@ from emulator.kernel_exec.program import Program, prepare
 from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc, walk_instructions
 from emulator.kernel_ir.dtypes import UnknownDtypeError
 
+from . import checks
 from . import dtypes as nkd
 from . import typing as nki_typing
 from .errors import KernelTraceError, NKIError, NonAffineIndexError
@@ -115,6 +116,7 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
         written = {i.dst.tensor for i in walk_instructions(trace.body) if i.dst is not None}
         out_names = [n for n in trace.inputs if n in written]
     ir = trace.finish(out_names)
+    checks.warn_unwritten_outputs(ir, prepare(ir).covered)
     specs = tuple(TensorSpec(ir.tensors[n].shape, ir.tensors[n].dtype) for n in out_names)
     return TracedKernel(ir, specs, returns)
 
