@@ -10,16 +10,9 @@ from neuron_customcall import nki
 from neuron_customcall.nki import language as nl
 from neuron_customcall.nki.errors import KernelTraceError
 
+from tests.neuron_customcall.nki.row_kernels import tiled_add as add_kernel
+
 rng = np.random.default_rng(6)
-
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    i = nl.program_id(0) * 128 + nl.arange(128)[:, None]
-    j = nl.arange(a.shape[1])[None, :]
-    nl.store(out[i, j], value=nl.load(a[i, j]) + nl.load(b[i, j]))
-    return out
 
 
 @nki.jit

@@ -12,16 +12,9 @@ import pytest
 from neuron_customcall import nki
 from neuron_customcall.nki import language as nl
 
+from tests.neuron_customcall.nki.row_kernels import tiled_add
+
 LOGGER = "neuron_customcall.nki.checks"
-
-
-@nki.jit
-def tiled_add(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    i = nl.program_id(0) * 128 + nl.arange(128)[:, None]
-    j = nl.arange(a.shape[1])[None, :]
-    nl.store(out[i, j], value=nl.load(a[i, j]) + nl.load(b[i, j]))
-    return out
 
 
 def _warnings(caplog):
