@@ -95,6 +95,15 @@ def operand(x):
     raise current().error("invalid operand", f"{type(x).__name__} is not a tile or a scalar")
 
 
+def as_partition_column(x):
+    """An on-chip partition-only tile ``[P]`` as the ``[P, 1]`` view NKI reads it as (for
+    operations that name free axes: reductions, transposes, matmul operands); anything else
+    unchanged."""
+    if isinstance(x, Tile) and x.ndim == 1 and x.on_chip:
+        return x.reshape((x.shape[0], 1))
+    return x
+
+
 def nki_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
     """The shape two tiles broadcast to as NKI aligns them, or None. Axis 0 is the partition
     axis of both: a tile of lower rank gets trailing (free) axes of extent 1, so a

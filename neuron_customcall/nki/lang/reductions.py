@@ -10,7 +10,7 @@ from .. import dtypes as nkd
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import binary_op, unary_op, exp, square
-from .operands import operand
+from .operands import as_partition_column, operand
 
 # --- reductions ------------------------------------------------------------------------------------
 
@@ -39,7 +39,7 @@ def _axes(axis, rank: int) -> tuple[int, ...]:
 
 def reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False) -> Tile:
     tr = current()
-    x = operand(x)
+    x = as_partition_column(operand(x))
     axes = _axes(axis, x.ndim)
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdims or i not in axes)
     out_dtype = nkd.name_of(dtype) if dtype is not None else (
@@ -69,7 +69,7 @@ def all(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A00
 
 
 def mean(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
-    x = operand(x)
+    x = as_partition_column(operand(x))
     axes = _axes(axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     fdt = dtype if dtype is not None else (x.dtype_name if nkd.is_float(x.dtype_name)
@@ -79,7 +79,7 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
 
 
 def var(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
-    x = operand(x)
+    x = as_partition_column(operand(x))
     m = mean(x, axis, dtype="float32", keepdims=True)
     d = binary_op("subtract", x, m, "float32")
     return mean(square(d), axis, dtype=dtype, mask=mask, keepdims=keepdims)

@@ -8,13 +8,14 @@ from .. import checks
 from .. import dtypes as nkd
 from ..tile import Tile
 from ..tracer import current
-from .operands import operand
+from .operands import as_partition_column, operand
 
 # --- matmul and transpose --------------------------------------------------------------------------
 
 def transpose(x, *, dtype=None, mask=None) -> Tile:
-    """Swap the partition and free axes of a 2-D tile (TensorE transpose), result in SBUF."""
-    x = operand(x)
+    """Swap the partition and free axes of a 2-D tile (TensorE transpose), result in SBUF; a
+    ``[P]`` tile is ``[P, 1]`` and becomes ``[1, P]``."""
+    x = as_partition_column(operand(x))
     if x.ndim != 2:
         raise current().error("transpose shape", f"transpose needs a 2-D tile, got {list(x.shape)}")
     return current().new("transpose", (x.shape[1], x.shape[0]),
@@ -31,7 +32,7 @@ def nc_matmul(stationary: Tile, moving: Tile, *, is_transpose: bool = False, mas
     instead of becoming fp32. The shape and dtype rules are checked while tracing, the identity
     when the kernel runs (it is data)."""
     tr = current()
-    st, mv = operand(stationary), operand(moving)
+    st, mv = as_partition_column(operand(stationary)), as_partition_column(operand(moving))
     if not isinstance(st, Tile) or not isinstance(mv, Tile):
         raise tr.error("matmul operand", "nc_matmul takes two SBUF tiles")
     checks.check_matmul_operands(tr, st.access(), mv.access(), transpose=bool(is_transpose))

@@ -199,3 +199,25 @@ def test_per_partition_operand_of_another_shape_is_refused(which):
 
     with pytest.raises(KernelTraceError, match="must be a scalar or a per-partition vector"):
         k(rand(128, 32))
+
+
+def test_partition_only_tile_in_reductions_transpose_and_matmul():
+    """Operations that name free axes read a [P] tile as [P, 1] too."""
+    @nki.jit
+    def k(a, w):
+        o1 = nl.ndarray((128,), dtype=nl.float32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray((1, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        o3 = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        m = nl.max(x, axis=1)                                   # [128]
+        nl.store(o1, value=nl.mean(m, axis=1))                  # over its one free element
+        nl.store(o2, value=nl.copy(nl.transpose(m)))            # [1, 128]
+        nl.store(o3, value=nl.copy(nisa.nc_matmul(nl.load(w), m)))   # w.T @ m: [128, 1]
+        return o1, o2, o3
+
+    a, w = rand(128, 64), rand(128, 128)
+    m = a.max(axis=1)
+    o1, o2, o3 = k(a, w)
+    np.testing.assert_array_equal(o1, m)
+    np.testing.assert_array_equal(o2, m[None, :])
+    np.testing.assert_allclose(o3, (w.T @ m)[:, None], rtol=1e-4, atol=1e-4)
