@@ -8,11 +8,13 @@ chose another), as the SDK's CPU simulator prints immediately to stdout.
 
 from __future__ import annotations
 
+from ..signatures import keyword_aliases
 from ..tile import Tile
 from ..tracer import current
 from .operands import operand
 
 
+@keyword_aliases(print_prefix="prefix", tensor="x")
 def device_print(prefix, x, *, mask=None) -> None:
     """Print ``prefix`` followed by the values of ``x`` (beta 1: ``(prefix, x)``; beta 2:
     ``(print_prefix, tensor)``)."""

@@ -102,7 +102,7 @@ def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
 
 
 def _binary(name: str):
-    def fn(x, y, *, dtype=None, mask=None):
+    def fn(x, y, dtype=None, mask=None):
         return binary_op(name, x, y, dtype, mask)
     fn.__name__ = name
     fn.__qualname__ = name
@@ -112,7 +112,7 @@ def _binary(name: str):
 
 
 def _unary(name: str):
-    def fn(x, *, dtype=None, mask=None):
+    def fn(x, dtype=None, mask=None):
         return unary_op(name, x, dtype, mask)
     fn.__name__ = name
     fn.__qualname__ = name
@@ -181,7 +181,7 @@ logical_not = _unary("logical_not")
 invert = _unary("invert")
 
 
-def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
+def where(condition, x, y, dtype=None, *, mask=None) -> Tile:
     """``x`` where ``condition`` else ``y``. An affine condition with a scalar ``y`` becomes one
     ``affine_select`` (no index tiles materialised), e.g. a causal mask."""
     tr = current()

@@ -9,11 +9,16 @@ from ..tracer import current
 from .operands import operand
 
 
-def gather_flattened(data, indices, *, mask=None, dtype=None) -> Tile:
+def gather_flattened(data, indices, axis=0, dtype=None, *, mask=None) -> Tile:
     """``out[p, j...] = data[p].flatten()[indices[p, j...]]``: the shape of ``indices``, the
     dtype of ``data`` (or ``dtype``). Indices are uint32; an index past the end of a partition
-    is "garbage" on hardware and reads the uninitialised value (NaN, 0 for integers) here."""
+    is "garbage" on hardware and reads the uninitialised value (NaN, 0 for integers) here.
+    Beta 2 adds ``axis``, which its reference does not explain: only 0 (the beta 1 behaviour)
+    is accepted."""
     tr = current()
+    if axis != 0:
+        raise tr.error("gather_flattened axis", f"axis={axis!r}: only axis=0 (each partition's "
+                       "flattened free dimensions) is defined by the reference")
     data, indices = operand(data), operand(indices)
     for what, t in (("data", data), ("indices", indices)):
         if not isinstance(t, Tile) or not t.on_chip or not 2 <= len(t.shape) <= 4:

@@ -19,6 +19,7 @@ from .elementwise import where
 from .operands import (alu_op_name, as_shape, buffer_name, check_fits, operand, par_dim, sbuf,
                        scalar_value)
 from ..compiler import allocation
+from ..signatures import keyword_aliases
 from . import rng
 from .tensor_ops import transpose
 
@@ -57,7 +58,7 @@ def like_shape(a: Tile) -> tuple:
     return a.shape
 
 
-def ndarray(shape, dtype, *, buffer=None, name: str = "", address=None) -> Tile:
+def ndarray(shape, dtype, buffer=None, name: str = "", address=None) -> Tile:
     """A new tensor; on chip (default SBUF) its contents start as NaN, as on the SDK simulator.
     ``address`` and ``nki.compiler`` allocators are checked, not modelled (compiler/allocation.py)."""
     tr = current()
@@ -69,7 +70,7 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", address=None) -> Tile:
     return t
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name: str = "",
+def full(shape, fill_value, dtype, buffer=None, name: str = "", *,
          lazy_initialization: bool = False) -> Tile:
     """A new tensor filled with ``fill_value``: on chip one ``alloc`` with a fill, in HBM an
     allocation and a store of the constant. ``lazy_initialization`` lets the compiler fill the
@@ -91,28 +92,30 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "",
     return t
 
 
-def zeros(shape, dtype, *, buffer=None, name: str = "",
+def zeros(shape, dtype, buffer=None, name: str = "", *,
           lazy_initialization: bool = False) -> Tile:
     return full(shape, 0, dtype, buffer=buffer, name=name,
                 lazy_initialization=lazy_initialization)
 
 
-def ones(shape, dtype, *, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
+def ones(shape, dtype, buffer=None, name: str = "", *, lazy_initialization: bool = False) -> Tile:
     return full(shape, 1, dtype, buffer=buffer, name=name,
                 lazy_initialization=lazy_initialization)
 
 
-def zeros_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
+@keyword_aliases(x="a")
+def zeros_like(a: Tile, dtype=None, buffer=None, name: str = "") -> Tile:
     return zeros(like_shape(a), dtype if dtype is not None else a.dtype_name,
                  buffer=buffer if buffer is not None else sbuf, name=name)
 
 
-def empty_like(a: Tile, dtype=None, *, buffer=None, name: str = "") -> Tile:
+@keyword_aliases(x="a")
+def empty_like(a: Tile, dtype=None, buffer=None, name: str = "") -> Tile:
     return ndarray(like_shape(a), dtype if dtype is not None else a.dtype_name,
                    buffer=buffer if buffer is not None else sbuf, name=name)
 
 
-def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
+def rand(shape, dtype=float32, buffer=None, name: str = "") -> Tile:
     """Uniform [0, 1) values (reproducible on the emulator: seeded per instruction)."""
     tr = current()
     t = new_tensor(shape, nkd.name_of(dtype), buffer_name(buffer), name, init="defined")
@@ -121,7 +124,7 @@ def rand(shape, dtype=float32, *, buffer=None, name: str = "") -> Tile:
     return t
 
 
-def dropout(x, rate, *, dtype=None, mask=None) -> Tile:
+def dropout(x, rate, dtype=None, *, mask=None) -> Tile:
     """Zero each element with probability ``rate`` (no rescaling, as NKI's dropout)."""
     x = operand(x)
     keep = rand(x.shape) >= float(rate)
@@ -139,14 +142,23 @@ def shared_constant(constant, dtype=None, *, name: str = "") -> Tile:
     return Tile(tr, decl)
 
 
-def shared_identity_matrix(n: int, dtype=float32) -> Tile:
-    """An n x n identity matrix in shared HBM (``nl.load`` it for a tile)."""
-    return shared_constant(np.eye(int(n)), dtype)
+def shared_identity_matrix(n: int, dtype=np.uint8, dst: Tile | None = None) -> Tile:
+    """An n x n identity matrix (uint8 unless ``dtype`` says otherwise, as both generations'
+    references default) in shared HBM: ``nl.load`` it for a tile. Beta 2's ``dst`` receives the
+    identity (loaded into an on-chip ``dst``, stored into an HBM one) and is returned."""
+    ident = shared_constant(np.eye(int(n)), dtype)
+    if dst is None:
+        return ident
+    if dst.on_chip:
+        assign(dst, load(ident, dtype=dst.dtype_name))
+    else:
+        store(dst, load(ident))
+    return dst
 
 
 # --- memory ----------------------------------------------------------------------------------------
 
-def load(src: Tile, *, mask=None, dtype=None) -> Tile:
+def load(src: Tile, dtype=None, *, mask=None) -> Tile:
     """HBM -> SBUF. Masked-out elements are neither read nor written (they stay NaN). From a
     bit-cast HBM view: the load brings the stored bits, a bit-cast copy on chip reinterprets."""
     tr = current()
@@ -222,7 +234,7 @@ def _view_mask(view: Tile, mask, what: str):
     return affs
 
 
-def load_transpose2d(src: Tile, *, mask=None, dtype=None) -> Tile:
+def load_transpose2d(src: Tile, dtype=None, *, mask=None) -> Tile:
     """HBM [K, M] -> SBUF [M, K], transposed by the DMA: one load through the transposed view,
     so the source may be taller than 128 rows (only the result's partition dimension M is
     limited). ``mask`` is over the source's [K, M] positions, as for ``nl.load`` of ``src``."""
@@ -253,6 +265,7 @@ def _swap_tile_axes(a: Affine) -> Affine:
     return Affine.make(a.const, terms)
 
 
+@keyword_aliases(src="x")
 def copy(x, dtype=None, *, mask=None) -> Tile:
     """On-chip copy, converting to ``dtype``."""
     x = operand(x)
@@ -263,14 +276,18 @@ def copy(x, dtype=None, *, mask=None) -> Tile:
 copy._nki_act = "copy"
 
 
-def broadcast_to(x, shape) -> Tile:
+@keyword_aliases(src="x")
+def broadcast_to(x, shape, dtype=None) -> Tile:
+    """``x`` broadcast to ``shape`` (NumPy rules), converted to ``dtype`` if given."""
     x = operand(x)
     shape = as_shape(shape)
     tr = current()
     check_fits(tr, x.shape, shape, "broadcast_to")
-    return tr.new("tensor_copy", shape, x.dtype_name, x)
+    return tr.new("tensor_copy", shape, nkd.name_of(dtype) if dtype is not None else x.dtype_name,
+                  x)
 
 
+@keyword_aliases(data="x")
 def expand_dims(x: Tile, axis: int) -> Tile:
     """A view with a new size-1 axis (no data movement)."""
     rank = x.ndim + 1

@@ -48,27 +48,27 @@ def reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False
                   keepdims=bool(keepdims), negate=bool(negate))
 
 
-def sum(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
+def sum(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:  # noqa: A001
     return reduce("add", x, axis, dtype, mask, keepdims)
 
 
-def max(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
+def max(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:  # noqa: A001
     return reduce("maximum", x, axis, dtype, mask, keepdims)
 
 
-def min(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
+def min(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:  # noqa: A001
     return reduce("minimum", x, axis, dtype, mask, keepdims)
 
 
-def prod(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
+def prod(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:
     return reduce("multiply", x, axis, dtype, mask, keepdims)
 
 
-def all(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:  # noqa: A001
+def all(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:  # noqa: A001
     return reduce("logical_and", x, axis, dtype, mask, keepdims)
 
 
-def mean(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
+def mean(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:
     x = as_partition_column(operand(x))
     axes = _axes(axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
@@ -78,26 +78,30 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
     return binary_op("multiply", s, 1.0 / n, fdt, mask)
 
 
-def var(x, axis, *, dtype=None, mask=None, keepdims=False) -> Tile:
+def var(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:
     x = as_partition_column(operand(x))
     m = mean(x, axis, dtype="float32", keepdims=True)
     d = binary_op("subtract", x, m, "float32")
     return mean(square(d), axis, dtype=dtype, mask=mask, keepdims=keepdims)
 
 
-def softmax(x, axis, *, dtype=None, mask=None) -> Tile:
-    """``exp(x - max) / sum(exp(x - max))`` along free ``axis``."""
+def softmax(x, axis=-1, dtype=None, *, compute_dtype=None, mask=None) -> Tile:
+    """``exp(x - max) / sum(exp(x - max))`` along free ``axis``; the intermediates in
+    ``compute_dtype`` (float32 unless given)."""
     x = operand(x)
     m = max(x, axis, keepdims=True)
-    e = exp(binary_op("subtract", x, m, "float32"))
+    e = exp(binary_op("subtract", x, m, "float32"),
+            dtype=compute_dtype if compute_dtype is not None else "float32")
     s = sum(e, axis, keepdims=True)
     return binary_op("divide", e, s, dtype if dtype is not None else x.dtype_name, mask)
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, mask=None) -> Tile:
-    """``x * rsqrt(sum(x^2, axis) / n + epsilon) * w``."""
+def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, *, mask=None) -> Tile:
+    """``x * rsqrt(sum(x^2, axis) / n + epsilon) * w``; the squares in ``compute_dtype``
+    (float32 unless given)."""
     x = operand(x)
-    ss = sum(square(x, dtype="float32"), axis, keepdims=True)
+    ss = sum(square(x, dtype=compute_dtype if compute_dtype is not None else "float32"), axis,
+             keepdims=True)
     r = unary_op("rsqrt", ss, scale=1.0 / n, bias=float(epsilon))
     y = binary_op("multiply", x, r, "float32")
     return binary_op("multiply", y, w, dtype if dtype is not None else x.dtype_name, mask)

@@ -14,7 +14,7 @@ from ..unsupported import refuse
 
 # --- SPMD ------------------------------------------------------------------------------------------
 
-def program_id(axis: int) -> Idx:
+def program_id(axis: int = 0) -> Idx:
     """This instance's index along grid ``axis`` (symbolic: the grid runs vectorised)."""
     tr = current()
     if not 0 <= int(axis) < builtins.max(1, len(tr.grid)):
@@ -52,19 +52,26 @@ class _Range:
         return tr.loop(len(r), self.kind, r.start, r.step)
 
 
-def affine_range(*args) -> _Range:
+def _range_args(start, stop, step) -> tuple:
+    """``range``'s arguments from beta 2's ``(start, stop=None, step=1)`` (also beta 1's
+    ``*args``): one argument is the stop."""
+    return (start,) if stop is None and step == 1 else (
+        (0, start, step) if stop is None else (start, stop, step))
+
+
+def affine_range(start, stop=None, step=1) -> _Range:
     """Independent iterations (accumulation with ``+=`` allowed): traced once, run vectorised."""
-    return _Range(args, "affine")
+    return _Range(_range_args(start, stop, step), "affine")
 
 
-def sequential_range(*args) -> _Range:
+def sequential_range(start, stop=None, step=1) -> _Range:
     """Iterations with loop-carried dependencies: traced once, run one after another."""
-    return _Range(args, "sequential")
+    return _Range(_range_args(start, stop, step), "sequential")
 
 
-def static_range(*args) -> range:
+def static_range(start, stop=None, step=1) -> range:
     """Fully unrolled at trace time (a plain Python ``range``)."""
-    return range(*args)
+    return range(*(int(a) for a in _range_args(start, stop, step)))
 
 
 # --- launch grids over NeuronCores (beta 1) ---------------------------------------------------------

@@ -12,7 +12,7 @@ from .operands import as_partition_column, operand
 
 # --- matmul and transpose --------------------------------------------------------------------------
 
-def transpose(x, *, dtype=None, mask=None) -> Tile:
+def transpose(x, dtype=None, *, mask=None) -> Tile:
     """Swap the partition and free axes of a 2-D tile (TensorE transpose), result in SBUF; a
     ``[P]`` tile is ``[P, 1]`` and becomes ``[1, P]``."""
     x = as_partition_column(operand(x))
@@ -42,7 +42,7 @@ def nc_matmul(stationary: Tile, moving: Tile, *, is_transpose: bool = False, mas
                   mask=mask, **attrs)
 
 
-def matmul(x, y, *, transpose_x: bool = False, mask=None) -> Tile:
+def matmul(x, y, transpose_x: bool = False, *, mask=None) -> Tile:
     """``x @ y`` (or ``x.T @ y`` with ``transpose_x``): ``nc_matmul(transpose(x), y)``, fp32 in
     PSUM. x is [M<=128, K<=128] (or [K, M] transposed), y is [K<=128, N<=512]."""
     x, y = operand(x), operand(y)

@@ -43,7 +43,7 @@ def test_load_transpose2d_identity_and_expand_dims():
     def k(x):
         out = out_like((64, 128))
         t = nl.load_transpose2d(x)
-        eye = nl.load(nl.shared_identity_matrix(64))
+        eye = nl.load(nl.shared_identity_matrix(64, dtype=nl.float32))  # the default is uint8
         via_mm = nl.matmul(eye, t)              # I @ x.T
         col = nl.expand_dims(nl.sum(t, axis=1), 1)  # [64] -> [64, 1]
         nl.store(out, value=nl.add(nl.copy(via_mm), col))

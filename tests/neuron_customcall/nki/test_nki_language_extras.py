@@ -356,3 +356,39 @@ def test_loop_reduce_over_nested_loops(op, ref):
 def test_loop_reduce_refuses_non_associative_operators():
     with pytest.raises(KernelTraceError, match="subtract is not associative"):
         loop_reduce_kernel(np.zeros((2, 128, 64), np.float32), nl.subtract)
+
+
+@nki.jit
+def identities(a):
+    """Beta 1: the default identity is uint8 in HBM; beta 2: ``dst=`` receives it."""
+    out = nl.ndarray((3, 64, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    ident = nl.shared_identity_matrix(64)
+    assert ident.dtype == np.uint8
+    nl.store(out[0], nl.load(ident, nl.float32))
+    tile = nl.ndarray((64, 64), nl.bfloat16, nl.sbuf)
+    assert nl.shared_identity_matrix(64, nl.bfloat16, dst=tile) is tile
+    nl.store(out[1], tile)
+    nl.shared_identity_matrix(n=64, dtype=nl.float32, dst=out[2])
+    return out
+
+
+def test_shared_identity_matrix_default_dtype_and_dst():
+    got = identities(np.zeros(1, np.float32))
+    np.testing.assert_array_equal(got, np.broadcast_to(np.eye(64, dtype=np.float32), (3, 64, 64)))
+
+
+@nki.jit
+def positional_beta2(a):
+    """Beta 2 passes dtype, buffer and keepdims positionally."""
+    out = nl.ndarray((128, 1), nl.float32, nl.shared_hbm)
+    t = nl.load(a, nl.float32)
+    z = nl.zeros((128, 64), nl.float32, nl.sbuf)
+    s = nl.sum(nl.add(t, z, nl.float32), 1, nl.float32, True)
+    nl.store(out, nl.exp(s, nl.float32))
+    return out
+
+
+def test_beta2_positional_arguments():
+    a = np.random.default_rng(10).random((128, 64)).astype(np.float16) / 64
+    np.testing.assert_allclose(positional_beta2(a),
+                               np.exp(a.astype(np.float32).sum(axis=1, keepdims=True)), rtol=1e-5)
