@@ -243,8 +243,17 @@ class Idx:
 
     def to_affine(self, tile_rank: int) -> Affine:
         """The IR expression, with axis ``j`` of this tile as tile axis ``t<j + offset>`` of a
-        rank-``tile_rank`` tile it is right-aligned in."""
+        rank-``tile_rank`` tile it is right-aligned in (NumPy's rule). An index of higher rank
+        than the tile fits when its extra axes have extent 1: leading ones as NumPy drops
+        them, or trailing ones as NKI reads a ``[P]`` tile as ``[P, 1]`` (an ``i_p`` of shape
+        ``[P, 1]`` masking a partition-only tile)."""
         off = tile_rank - self.ndim
+        if off < 0 and any(n != 1 for n in self.shape[:-off]):
+            if any(n != 1 for n in self.shape[tile_rank:]):
+                raise NonAffineIndexError(
+                    f"an index of shape {list(self.shape)} does not fit a tile of rank "
+                    f"{tile_rank}")
+            off = 0
         const = self.const
         terms: dict[str, int] = {}
         for s, c in self.terms.items():

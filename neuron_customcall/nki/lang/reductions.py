@@ -6,7 +6,12 @@ import math
 
 import numpy as np
 
+from emulator.kernel_ir import Affine, affine_to_json
+from emulator.kernel_ir import divmod as dm
+
 from .. import dtypes as nkd
+from ..errors import NonAffineIndexError
+from ..indexing import Pred
 from ..tile import Tile
 from ..tracer import current
 from .elementwise import binary_op, unary_op, exp, square
@@ -38,14 +43,64 @@ def _axes(axis, rank: int) -> tuple[int, ...]:
 
 
 def reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, negate=False) -> Tile:
+    """``op`` over the free ``axis`` of ``x``. A mask is over ``x``'s positions (the kernel's
+    index grid of the input): positions it leaves out along reduced axes do not contribute
+    (they read as ``op``'s identity), and destination elements whose input row it leaves out
+    entirely are not written."""
     tr = current()
     x = as_partition_column(operand(x))
     axes = _axes(axis, x.ndim)
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdims or i not in axes)
     out_dtype = nkd.name_of(dtype) if dtype is not None else (
         "bool" if op in ("logical_and", "logical_or") else x.dtype_name)
-    return tr.new("tensor_reduce", shape, out_dtype, x, mask=mask, op=op, axes=list(axes),
+    dst_mask = None
+    if mask is not None:
+        x, dst_mask = _masked_input(tr, op, x, mask, axes, keepdims)
+    return tr.new("tensor_reduce", shape, out_dtype, x, mask=dst_mask, op=op, axes=list(axes),
                   keepdims=bool(keepdims), negate=bool(negate))
+
+
+def _masked_input(tr, op: str, x: Tile, mask, axes: tuple[int, ...], keepdims: bool):
+    """(input with masked-out positions along reduced axes replaced by ``op``'s identity, the
+    mask's conditions on kept axes as a destination mask)."""
+    if not isinstance(mask, Pred):
+        raise tr.error("invalid mask", f"mask must be an affine predicate, got {mask!r}")
+    try:
+        affs = mask.to_affines(x.ndim)
+    except NonAffineIndexError as e:
+        raise tr.error("invalid mask", str(e)) from None
+    reduced = {f"t{j}" for j in axes}
+    on_reduced = [a for a in affs if any(dm.base_of(s) in reduced for s, _ in a.terms)]
+    kept = [a for a in affs if a not in on_reduced]
+    if on_reduced:
+        x = tr.new("affine_select", x.shape, x.dtype_name, x, _identity(op, x.dtype_name),
+                   pred=[affine_to_json(a) for a in on_reduced])
+    if not kept:
+        return x, None
+    if keepdims:
+        return x, tuple(kept)
+    rename = {f"t{j}": f"t{j - len([r for r in axes if r < j])}" for j in range(x.ndim)
+              if j not in axes}
+    return x, tuple(Affine.make(a.const, {
+        (rename[s] if dm.base_of(s) == s else dm.rebase(s, rename[dm.base_of(s)])): c
+        for s, c in a.terms}) for a in kept)
+
+
+def _identity(op: str, dtype: str):
+    """The value that leaves ``op``'s reduction unchanged, in ``dtype``."""
+    if op in ("add", "subtract", "logical_or", "bitwise_or", "bitwise_xor"):
+        return 0 if op != "logical_or" else False
+    if op == "multiply":
+        return 1
+    if op == "logical_and":
+        return True
+    if op == "bitwise_and":
+        return -1
+    if op in ("maximum", "minimum"):
+        big = math.inf if nkd.is_float(dtype) else int(np.iinfo(nkd.numpy_dtype(dtype)).max)
+        small = -math.inf if nkd.is_float(dtype) else int(np.iinfo(nkd.numpy_dtype(dtype)).min)
+        return small if op == "maximum" else big
+    raise current().error("masked reduction", f"no identity known for a masked {op} reduction")
 
 
 def sum(x, axis, dtype=None, keepdims=False, *, mask=None) -> Tile:  # noqa: A001

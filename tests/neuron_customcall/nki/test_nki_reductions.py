@@ -97,3 +97,48 @@ def test_bad_reduction_axes_are_trace_errors(axis, rule):
 
     with pytest.raises(KernelTraceError, match=rule):
         k(rng.standard_normal((8, 4, 5)).astype(np.float32))
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_masked_reductions_leave_out_masked_inputs_and_rows(keepdims):
+    """A mask is over the input's positions: along the reduced axis masked elements do not
+    contribute; rows it leaves out are not written (they keep the destination's value)."""
+    @nki.jit
+    def k(a):
+        shape = (128, 1) if keepdims else (128,)
+        o_sum = nl.ndarray(shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        o_max = nl.ndarray(shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(16)[None, :]
+        x = nl.load(a)
+        s = nl.full(shape, -1.0, nl.float32)
+        s[...] = nl.sum(x, axis=1, mask=(i_f < 5) & (i_p < 100), keepdims=keepdims)
+        m = nl.full(shape, -1.0, nl.float32)
+        m[...] = nl.max(x, axis=1, mask=(i_f >= 8), keepdims=keepdims)
+        nl.store(o_sum, value=s)
+        nl.store(o_max, value=m)
+        return o_sum, o_max
+
+    a = rng.standard_normal((128, 16)).astype(np.float32)
+    o_sum, o_max = k(a)
+    want_sum = a[:, :5].sum(axis=1)
+    np.testing.assert_allclose(o_sum.reshape(128)[:100], want_sum[:100], rtol=1e-5, atol=1e-5)
+    assert np.isnan(o_sum.reshape(128)[100:]).all()   # unwritten rows of the result tile
+    np.testing.assert_array_equal(o_max.reshape(128), a[:, 8:].max(axis=1))
+
+
+def test_partition_mask_on_a_partition_only_tile():
+    """An i_p of shape [P, 1] masks a [P] tile (NKI reads it as [P, 1])."""
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128,), dtype=nl.float32, buffer=nl.shared_hbm)
+        m = nl.max(nl.load(a), axis=1)
+        r = nl.full((128,), 0.0, nl.float32)
+        r[...] = nl.exp(m, mask=(nl.arange(128)[:, None] < 32))
+        nl.store(out, value=r)
+        return out
+
+    a = rng.standard_normal((128, 8)).astype(np.float32)
+    got = k(a)
+    np.testing.assert_allclose(got[:32], np.exp(a.max(axis=1))[:32], rtol=1e-6)
+    assert np.isnan(got[32:]).all()
