@@ -42,6 +42,7 @@ from .lang.gather import gather_flattened  # noqa: F401
 from .lang.loop_reduce import loop_reduce  # noqa: F401
 from .lang.unsupported_ops import all_reduce, gemm_grid, gemm_stationary_grid  # noqa: F401
 from .lang.memory import accumulate as _accumulate, assign as _assign
+from .lang.tensor_methods import METHODS as _TENSOR_METHODS
 from .lang.memory import (  # noqa: F401, A004
     ndarray, full, zeros, ones, zeros_like, empty_like,
     shared_identity_matrix, shared_constant, load, store, load_transpose2d, copy, broadcast_to,
@@ -145,6 +146,9 @@ def _install_tile_operators() -> None:
     Tile.astype = _astype
     Tile.broadcast_to = broadcast_to
     Tile.expand_dims = expand_dims
+    for name, member in _TENSOR_METHODS.items():
+        if not hasattr(Tile, name):  # a Tile's own definition (tile.py) wins
+            setattr(Tile, name, member)
 
 
 _install_tile_operators()

@@ -341,3 +341,12 @@ SIGNATURES: dict[str, str] = {
         rand(shape, dtype, buffer, name)
     """,
 }
+
+
+#: The members of the tensor classes: beta 1's ``nki.tensor``, beta 2's ``nl.NkiTensor``.
+TENSOR_MEMBERS: dict[str, str] = {
+    "beta1": "assert_shape astype broadcast_to dtype expand_dims itemsize ndim reshape shape view",
+    "beta2": """shape strides offset name dtype buffer ndim size is_contiguous get_pattern
+                is_indirect permute broadcast expand_dim squeeze_dim reshape_dim flatten_dims
+                reshape rearrange slice select vector_select ap view indirect""",
+}

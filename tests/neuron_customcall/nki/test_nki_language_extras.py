@@ -16,6 +16,7 @@ from emulator.kernel_ir import from_bytes, to_bytes
 from neuron_customcall import nki
 from neuron_customcall.nki import language as nl
 from neuron_customcall.nki.errors import KernelTraceError, UnsupportedAPIError
+from tests.neuron_customcall.nki.nki_api_spec import TENSOR_MEMBERS
 
 
 @nki.jit
@@ -392,3 +393,72 @@ def test_beta2_positional_arguments():
     a = np.random.default_rng(10).random((128, 64)).astype(np.float16) / 64
     np.testing.assert_allclose(positional_beta2(a),
                                np.exp(a.astype(np.float32).sum(axis=1, keepdims=True)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("gen", sorted(TENSOR_MEMBERS))
+def test_tensor_members_of_both_generations_exist(gen):
+    missing = [m for m in TENSOR_MEMBERS[gen].split() if m not in dir(nl.NkiTensor)]
+    assert not missing
+
+
+@nki.jit
+def views(a, how):
+    """[2, 128, 1, 8] HBM tensor through one NkiTensor view method, loaded and stored."""
+    if how == "permute":
+        src = a.permute((0, 1, 3, 2))              # [2, 128, 8, 1]
+    elif how == "squeeze":
+        src = a.squeeze_dim(2)                      # [2, 128, 8]
+    elif how == "expand":
+        src = a.squeeze_dim(2).expand_dim(2)        # back to [2, 128, 1, 8]
+    elif how == "broadcast":
+        src = a.broadcast(2, 3)                     # [2, 128, 3, 8]
+    elif how == "slice":
+        src = a.slice(3, 2, 8, 2)                   # [2, 128, 1, 3]
+    else:
+        src = a.select(0, 1).assert_shape((128, 1, 8))
+    assert src.size == int(np.prod(src.shape))
+    out = nl.ndarray(src.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    if len(src.shape) == 4:
+        for i in nl.affine_range(src.shape[0]):
+            nl.store(out[i], nl.load(src[i]))
+    else:
+        nl.store(out, nl.load(src))
+    return out
+
+
+@pytest.mark.parametrize("how, ref", [
+    ("permute", lambda a: a.transpose(0, 1, 3, 2)), ("squeeze", lambda a: a[:, :, 0]),
+    ("expand", lambda a: a), ("broadcast", lambda a: np.broadcast_to(a, (2, 128, 3, 8))),
+    ("slice", lambda a: a[..., 2:8:2]), ("select", lambda a: a[1]),
+])
+def test_nki_tensor_views_against_numpy(how, ref):
+    a = np.random.default_rng(11).random((2, 128, 1, 8)).astype(np.float32)
+    np.testing.assert_array_equal(views(a, how), ref(a))
+
+
+@nki.jit
+def uses_ap(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a.ap([[8, 128], [1, 8]], offset=0)))
+    return out
+
+
+def test_access_patterns_and_bad_views_are_refused_by_name():
+    with pytest.raises(UnsupportedAPIError, match=r"NkiTensor\.ap is not supported"):
+        uses_ap(np.zeros((128, 8), np.float32))
+
+    @nki.jit
+    def bad(a, how):
+        t = nl.load(a)
+        if how == "permute":
+            t.permute((1, 0))
+        elif how == "squeeze":
+            t.squeeze_dim(1)
+        else:
+            t.assert_shape((4, 4))
+        return a
+
+    for how, rule in (("permute", "permute of the partition dimension"),
+                      ("squeeze", "squeeze_dim"), ("assert", "assert_shape")):
+        with pytest.raises(KernelTraceError, match=rule):
+            bad(np.zeros((128, 8), np.float32), how)
