@@ -417,6 +417,8 @@ class Runner:
         plan = self._plan(st, dst)
         used = plan.used_axes()
         keep = [i for i in range(nb) if i in used]
+        if ins.mask and len(keep) < nb and not reduced:
+            value = self._mask_iterations(ins, value, full, keep, nb)
         value = self._collapse(value, keep, nb, ins.acc, reduced)
         mask = None
         if ins.mask:
@@ -592,6 +594,27 @@ class Runner:
             return alu.reduce(_ACC_REDUCE[acc], alu.widen(value), axis=drop)
         return value[tuple(-1 if i in drop else slice(None) for i in range(nb))]
 
+    def _mask_iterations(self, ins: Instruction, value: np.ndarray, full: tuple[int, ...],
+                         keep: list[int], nb: int) -> np.ndarray:
+        """A masked write collapsing batch axes its mask depends on (``acc += x`` with
+        ``mask=(k > 0)`` in a vectorised loop over ``k``): only the iterations whose mask holds
+        may contribute. Accumulations see the others as the operator's identity; plain writes
+        keep, per element, the last iteration whose mask holds (what sequential execution
+        leaves), as a value of extent 1 along the collapsed axes."""
+        mask = np.broadcast_to(eval_mask(ins.mask, self.ctx, ins.dst.shape), full)
+        drop = tuple(i for i in range(nb) if i not in keep)
+        if mask.all(axis=drop, keepdims=True).all() or not mask.any():
+            return value
+        value = np.broadcast_to(value, full)
+        if ins.acc is not None:
+            return np.where(mask, alu.widen(value), _ACC_IDENTITY[ins.acc])
+        front = [i for i in drop] + [i for i in range(len(full)) if i not in drop]
+        m = mask.transpose(front).reshape((-1,) + tuple(full[i] for i in front[len(drop):]))
+        v = value.transpose(front).reshape(m.shape)
+        last = m.shape[0] - 1 - np.argmax(m[::-1], axis=0)
+        picked = np.take_along_axis(v, last[None], axis=0)[0]
+        return np.expand_dims(picked, drop)
+
     @staticmethod
     def _collapse_mask(mask: np.ndarray, keep: list[int], nb: int) -> np.ndarray:
         drop = tuple(i for i in range(nb) if i not in keep)
@@ -604,6 +627,8 @@ class Runner:
 #: folded value with the destination: ``dst -= x`` over iterations is ``dst - sum(x)``.
 _ACC_REDUCE = {"add": "add", "subtract": "add", "multiply": "multiply", "maximum": "maximum",
                "minimum": "minimum"}
+#: What an accumulation's masked-out iterations contribute (``_mask_iterations``).
+_ACC_IDENTITY = {"add": 0, "subtract": 0, "multiply": 1, "maximum": -np.inf, "minimum": np.inf}
 _ACC_COMBINE = {"add": "add", "subtract": "subtract", "multiply": "multiply",
                 "maximum": "maximum", "minimum": "minimum"}
 # How several contributions to one element fold before meeting it: a -= x1; a -= x2 is a -= (x1 + x2).

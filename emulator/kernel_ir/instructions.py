@@ -199,6 +199,9 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("device_print", DMA, (Source("data"),), attrs=(Attr("prefix", "text", True),),
                     doc="write `prefix` and the tile's values (any memory) to the debug stream, "
                         "one line per program and iteration; dst is a one-element token"),
+    InstructionSpec("dma_copy", DMA, (Source("src"),), accumulates=True,
+                    doc="HBM/SBUF -> HBM/SBUF, converting the dtype; the element counts match and "
+                        "the elements are taken in row-major order (shapes may differ)"),
     # --- VectorE ---
     InstructionSpec("tensor_copy", VECTOR, (Source("src", VALUE),), accumulates=True,
                     attrs=(Attr("bitcast", "bool"), _ENGINE_ATTR), alt_engines=(SCALAR, GPSIMD),
@@ -207,10 +210,11 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("memset", VECTOR, (Source("value", CONST),), attrs=(_ENGINE_ATTR,),
                     alt_engines=(GPSIMD,), doc="fill with a constant"),
     InstructionSpec("random", VECTOR, (Source("seed"),), min_sources=0,
-                    attrs=(Attr("seed", "int"),),
+                    attrs=(Attr("seed", "int"), Attr("bits", "bool")),
                     doc="uniform [0, 1) values from a counter-based generator; with a seed tile "
                         "(nl.random_seed), its value and attrs['seed'] (the draw's position "
-                        "since seeding) choose the stream"),
+                        "since seeding) choose the stream; `bits`: the 32 random bits as uint32 "
+                        "instead (nki.isa.rng)"),
     InstructionSpec("tensor_tensor", VECTOR, (Source("data0"), Source("data1")),
                     attrs=(Attr("op", "alu", True),), doc="op(data0, data1)"),
     InstructionSpec("tensor_scalar", VECTOR,
@@ -232,14 +236,24 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     doc="aggregate bn_stats groups into mean and variance"),
     InstructionSpec("tensor_tensor_scan", VECTOR,
                     (Source("data0"), Source("data1"), Source("initial", VALUE)),
-                    attrs=(Attr("op0", "alu", True), Attr("op1", "alu", True)),
-                    doc="running op1(op0(prev, data0), data1) along the free axis"),
+                    attrs=(Attr("op0", "alu", True), Attr("op1", "alu", True),
+                           Attr("reverse0", "bool"), Attr("reverse1", "bool")),
+                    doc="running op1(op0(data0, prev), data1) along the free axis; reverseN "
+                        "swaps opN's operands"),
     InstructionSpec("gather_flattened", GPSIMD, (Source("data"), Source("indices")),
                     doc="out[p, j...] = data[p].flatten()[indices[p, j...]] (uint32 indices); "
                         "an index past the partition's end reads the uninitialised value"),
     InstructionSpec("max8", VECTOR, (Source("src"),),
                     doc="the 8 largest values of each partition, descending, compared in fp32: "
                         "[P, ...] -> [P, 8]"),
+    InstructionSpec("find_index8", VECTOR, (Source("data"), Source("vals")),
+                    attrs=(Attr("reverse", "bool"),),
+                    doc="per partition, the index of the first unclaimed element equal to each of "
+                        "the 8 vals (in order, or from the last with `reverse`); all ones if none"),
+    InstructionSpec("match_replace8", VECTOR, (Source("data"), Source("vals")),
+                    attrs=(Attr("imm", "number", True),),
+                    doc="data with the first unclaimed occurrence of each of the 8 vals (from the "
+                        "last) replaced by `imm`"),
     # --- ScalarE ---
     InstructionSpec("activation", SCALAR,
                     (Source("data"), Source("bias", VALUE), Source("scale")), min_sources=1,

@@ -46,6 +46,9 @@ class Builder:
         self.extents: dict[str, int] = {f"p{i}": int(g) for i, g in enumerate(grid)}
         self._counter = 0
         self.finished = False
+        #: Engine registers (key -> tensor name, fill): on-chip tensors that live for the whole
+        #: kernel, declared on first use and allocated at the kernel's start by ``finish``.
+        self._registers: dict[str, tuple[str, object]] = {}
 
     # --- errors --------------------------------------------------------------------------------
 
@@ -71,6 +74,18 @@ class Builder:
             self.blocks.pop(unique, None)
             raise
         self.tensors[unique] = decl
+        return decl
+
+    def register(self, key: str, shape: tuple[int, ...], dtype: str, fill=None) -> TensorDecl:
+        """The kernel-wide on-chip tensor ``key`` (an engine's registers, such as the reduce
+        registers that ``nki.isa`` accumulating instructions share): declared on first use (again
+        after a rollback forgot it), allocated by ``finish`` before the first statement, so that
+        its value carries across loops and instructions as the hardware state does."""
+        known = self._registers.get(key)
+        if known is not None and known[0] in self.tensors:
+            return self.tensors[known[0]]
+        decl = self.declare(shape, dtype, machine.SBUF, name=key)
+        self._registers[key] = (decl.name, fill)
         return decl
 
     def next_seed(self) -> int:
@@ -199,6 +214,11 @@ class Builder:
 
     def finish(self, outputs: list[str]) -> KernelIR:
         self.finished = True
+        self.body[:0] = [
+            Instruction("alloc", Access(name, self.tensors[name].shape,
+                                        identity_index(self.tensors[name].shape)),
+                        attrs={} if fill is None else {"fill": fill}, loc=self.tensors[name].loc)
+            for name, fill in self._registers.values() if name in self.tensors]
         kernel = KernelIR(self.name, self.grid, self.tensors, tuple(self.inputs), tuple(outputs),
                           self.body, self.source, constants=dict(self.constants))
         checks.check_kernel(self, kernel)

@@ -99,6 +99,10 @@ def check_instruction(trace, ins: Instruction) -> None:
         if src_mems[0] not in hbm or dst_mem not in machine.ON_CHIP:
             raise _fail(trace, "load location",
                         f"nl.load moves HBM to SBUF; got {src_mems[0]} -> {dst_mem}")
+    elif op == "dma_copy":
+        if machine.PSUM in (dst_mem, src_mems[0]):
+            raise _fail(trace, "dma_copy location",
+                        f"DMA moves data between HBM and SBUF; got {src_mems[0]} -> {dst_mem}")
     elif op == "store":
         if dst_mem not in hbm:
             raise _fail(trace, "store location",

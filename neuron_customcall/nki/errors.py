@@ -27,3 +27,8 @@ class UnsupportedAPIError(NKIError, NotImplementedError):
     """An API of NKI's reference that the emulator does not provide (it needs hardware, several
     NeuronCores, or is not implemented yet). The message names the API, and the kernel and line
     when raised while tracing; never an ``AttributeError``."""
+
+
+class NkiValidationError(HardwareRuleError):
+    """An ``nki.isa`` argument breaks a rule the ISA reference states for the instruction (shapes,
+    dtypes, memories, enum values): ``nki.isa.NkiValidationError``, raised while tracing."""

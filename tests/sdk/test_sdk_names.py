@@ -17,8 +17,11 @@ from torch_neuronx.xla_impl import custom_op
 from jax_neuronx import nki_call
 import neuron_customcall.nki as ours, neuron_customcall.custom_op as co, neuron_customcall.jax as nj
 import neuron_customcall.nki.lang.memory as ours_mem
-checks = [a is ours, b is ours, c is ours, nl is ours.language, nl2 is ours.language,
-          nisa is ours.isa, nisa2 is ours.isa, mem is ours_mem, custom_op.load is co.load,
+import neuron_customcall.nki.isa.beta2 as beta2
+from nki import isa as nisa3, jit
+checks = [a is ours, b is ours, c.language is ours.language, jit is ours.jit, nl is ours.language,
+          nl2 is ours.language, nisa is ours.isa, nisa2 is beta2, nisa3 is beta2, c.isa is beta2,
+          mem is ours_mem, custom_op.load is co.load,
           custom_op.load_library is co.load_library, nki_call is nj.nki_call]
 print(checks)
 assert all(checks)
@@ -69,15 +72,17 @@ def _statements(path):
 
 
 def _re_export_only(node: ast.stmt) -> bool:
-    """An import, ``__all__ = [...]``, or the one alias_package(__name__, "...") call."""
+    """An import, ``__all__ = [...]``, or the one alias_package(__name__, "..."[, {...}]) call."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return True
     if isinstance(node, ast.Assign):
         return [getattr(t, "id", None) for t in node.targets] == ["__all__"]
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
-        return (getattr(call.func, "id", None) == "alias_package" and len(call.args) == 2
-                and getattr(call.args[0], "id", None) == "__name__" and isinstance(call.args[1], ast.Constant))
+        return (getattr(call.func, "id", None) == "alias_package" and len(call.args) in (2, 3)
+                and getattr(call.args[0], "id", None) == "__name__" and isinstance(call.args[1], ast.Constant)
+                and all(isinstance(d, ast.Dict) and all(isinstance(v, ast.Constant) for v in d.keys + d.values)
+                        for d in call.args[2:]))
     return False
 
 

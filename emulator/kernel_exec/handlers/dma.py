@@ -64,3 +64,14 @@ def device_print(r: Runner, ins: Instruction) -> None:
                                           value[pos]))
     printing.write_lines(lines)
     r.write(ins, np.zeros((1,) * len(ins.dst.shape), dtype=np.uint8))
+@HANDLERS.register("dma_copy")
+def dma_copy(r: Runner, ins: Instruction) -> None:
+    """``nki.isa.dma_copy``: the source's elements in row-major order into the destination
+    (equal element counts; the shapes may differ), converted to the destination's dtype."""
+    src = ins.srcs[0]
+    value = r.read(src, src.shape)
+    lead = value.shape[:value.ndim - len(src.shape)]
+    if tuple(src.shape) != tuple(ins.dst.shape):
+        value = np.reshape(value, lead + tuple(ins.dst.shape))
+    alias = isinstance(src, Access) and not r.is_immutable(src.tensor)
+    r.write(ins, value, may_alias=alias)

@@ -59,11 +59,15 @@ def random(r: Runner, ins: Instruction) -> None:
         with np.errstate(over="ignore"):
             ident = ident + (user.reshape(user.shape[:nb] + (1,) * len(tile))
                              * np.uint64(0xD1B54A32D192ED03))
-    r.write(ins, counter_uniform(seed, np.broadcast_to(ident, shape)))
+    bits = counter_bits(seed, np.broadcast_to(ident, shape))
+    if ins.attrs.get("bits"):
+        r.write(ins, (bits >> np.uint64(32)).astype(np.uint32))
+    else:
+        r.write(ins, (bits >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24))
 
 
-def counter_uniform(seed: int, ident: np.ndarray) -> np.ndarray:
-    """Uniform [0, 1) float32 from (seed, per-element counter) with SplitMix64's finaliser (a
+def counter_bits(seed: int, ident: np.ndarray) -> np.ndarray:
+    """64 random bits (uint64) from (seed, per-element counter) with SplitMix64's finaliser (a
     counter-based generator: any element can be computed on its own, in any order)."""
     z = ident.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019)
                                             % (1 << 64))
@@ -71,7 +75,12 @@ def counter_uniform(seed: int, ident: np.ndarray) -> np.ndarray:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z ^= z >> np.uint64(31)
-    return (z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)
+    return z
+
+
+def counter_uniform(seed: int, ident: np.ndarray) -> np.ndarray:
+    """Uniform [0, 1) float32: the top 24 of ``counter_bits``."""
+    return (counter_bits(seed, ident) >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)
 
 
 
@@ -161,17 +170,20 @@ def bn_aggr(r: Runner, ins: Instruction) -> None:
 
 @HANDLERS.register("tensor_tensor_scan")
 def tensor_tensor_scan(r: Runner, ins: Instruction) -> None:
-    """``out[:, i] = op1(op0(out[:, i-1], data0[:, i]), data1[:, i])`` with ``out[:, -1] =
-    initial``: a loop along the free axis, vectorised over partitions, grid and batch."""
+    """``out[:, i] = op1(op0(data0[:, i], out[:, i-1]), data1[:, i])`` with ``out[:, -1] =
+    initial`` (AWS's ISA reference: data0 is op0's left operand, data1 op1's right one, unless
+    ``reverseN``): a loop along the free axis, vectorised over partitions, grid and batch."""
     tile = ins.dst.shape
     d0 = alu.widen(r.read(ins.srcs[0], tile))
     d1 = alu.widen(r.read(ins.srcs[1], tile))
     init = alu.widen(r.read(ins.srcs[2], tile[:-1] + (1,)))
     op0, op1 = ins.attrs["op0"], ins.attrs["op1"]
+    rev0, rev1 = bool(ins.attrs.get("reverse0")), bool(ins.attrs.get("reverse1"))
     out = np.empty(np.broadcast_shapes(d0.shape, d1.shape), dtype=alu.compute_dtype(d0, d1))
     prev = np.broadcast_to(init, out.shape[:-1] + (1,))[..., 0]
     for i in range(out.shape[-1]):
-        prev = alu.binary(op1, alu.binary(op0, prev, d0[..., i]), d1[..., i])
+        a = alu.binary(op0, prev, d0[..., i]) if rev0 else alu.binary(op0, d0[..., i], prev)
+        prev = alu.binary(op1, d1[..., i], a) if rev1 else alu.binary(op1, a, d1[..., i])
         out[..., i] = prev
     r.write(ins, out)
 
@@ -185,3 +197,52 @@ def max8(r: Runner, ins: Instruction) -> None:
     flat = x.reshape(x.shape[:lead] + (-1,))
     top = -np.partition(-flat, 7, axis=-1)[..., :8]
     r.write(ins, -np.sort(-top, axis=-1))
+
+
+def _claims(x: np.ndarray, vals: np.ndarray, order) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the 8 ``vals`` per row (taken in ``order``), the position of the first element
+    of the row equal to it that no earlier value claimed (or -1), and the claimed positions."""
+    claimed = np.zeros(x.shape, dtype=bool)
+    index = np.full(vals.shape, -1, dtype=np.int64)
+    for i in order:
+        hit = (x == vals[..., i:i + 1]) & ~claimed
+        found = hit.any(axis=-1)
+        pos = hit.argmax(axis=-1)
+        index[..., i] = np.where(found, pos, -1)
+        np.put_along_axis(claimed, pos[..., None],
+                          np.take_along_axis(claimed, pos[..., None], -1) | found[..., None], -1)
+    return index, claimed
+
+
+def _rows(r: Runner, data_op, vals_op) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """``data`` as fp32 rows (batch axes and the partition axis, then its free elements) and the
+    8 ``vals`` per row, broadcast to common batch axes; and the shape the rows came from."""
+    x = alu.widen(r.read(data_op)).astype(np.float32, copy=False)
+    v = alu.widen(r.read(vals_op)).astype(np.float32, copy=False)
+    lead_x, lead_v = x.ndim - len(data_op.shape) + 1, v.ndim - len(vals_op.shape) + 1
+    x, v = x.reshape(x.shape[:lead_x] + (-1,)), v.reshape(v.shape[:lead_v] + (-1,))
+    rows = np.broadcast_shapes(x.shape[:-1], v.shape[:-1])
+    full = rows + tuple(data_op.shape[1:])
+    return (np.broadcast_to(x, rows + x.shape[-1:]), np.broadcast_to(v, rows + (8,)), full)
+
+
+@HANDLERS.register("find_index8")
+def find_index8(r: Runner, ins: Instruction) -> None:
+    """``nc_find_index8``: the index of the first unclaimed occurrence of each of the 8 values,
+    values taken in order (or from the last with ``reverse``); all ones where there is none."""
+    x, vals, _ = _rows(r, ins.srcs[0], ins.srcs[1])
+    order = range(7, -1, -1) if ins.attrs.get("reverse") else range(8)
+    index, _ = _claims(x, vals, order)
+    np_dtype = r.setup.np_dtypes[ins.dst.tensor]
+    none = np.iinfo(np_dtype).max if np.issubdtype(np_dtype, np.unsignedinteger) else -1
+    r.write(ins, np.where(index < 0, none, index))
+
+
+@HANDLERS.register("match_replace8")
+def match_replace8(r: Runner, ins: Instruction) -> None:
+    """``nc_match_replace8``: ``data`` with the first unclaimed occurrence of each of the 8 values
+    (taken from the last) replaced by ``imm``."""
+    x, vals, full = _rows(r, ins.srcs[0], ins.srcs[1])
+    _, claimed = _claims(x, vals, range(7, -1, -1))
+    data = np.broadcast_to(alu.widen(r.read(ins.srcs[0])), full)
+    r.write(ins, np.where(claimed.reshape(full), np.float32(ins.attrs["imm"]), data))

@@ -76,6 +76,18 @@ _FLOAT_RESULT = {"exp", "log", "cos", "sin", "tan", "tanh", "arctan", "sqrt", "r
                  "softplus", "mish", "reciprocal"}
 
 
+def unary_dtype(func: str, x_dtype: str, dtype=None) -> str:
+    """The result dtype of activation ``func`` on a tile of ``x_dtype``: ``dtype`` if given,
+    bool for ``logical_not``, float32 for transcendental functions of integers, else ``x_dtype``."""
+    if dtype is not None:
+        return nkd.name_of(dtype)
+    if func == "logical_not":
+        return "bool"
+    if func in _FLOAT_RESULT and not nkd.is_float(x_dtype):
+        return "float32"
+    return x_dtype
+
+
 def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
     """``func(x * scale + bias)`` as one ScalarE ``activation``; transcendental functions of
     integer tiles give float32."""
@@ -85,14 +97,7 @@ def unary_op(func: str, x, dtype=None, mask=None, scale=1.0, bias=None) -> Tile:
         with np.errstate(all="ignore"):
             return alu.activation(func, np.float32(x)).item()
     _refuse_packed(func, x)
-    if dtype is not None:
-        out_dtype = nkd.name_of(dtype)
-    elif func == "logical_not":
-        out_dtype = "bool"
-    elif func in _FLOAT_RESULT and not nkd.is_float(x.dtype_name):
-        out_dtype = "float32"
-    else:
-        out_dtype = x.dtype_name
+    out_dtype = unary_dtype(func, x.dtype_name, dtype)
     srcs = [x, 0.0 if bias is None else operand(bias)]
     s = operand(scale)
     if isinstance(s, Tile):
