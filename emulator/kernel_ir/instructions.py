@@ -78,6 +78,7 @@ ATTR_KINDS: dict[str, tuple] = {
     "number": (_is_number, "a number"),
     "scalar": (lambda v: isinstance(v, (bool, int, float)), "a number or a boolean"),
     "axes": (lambda v: isinstance(v, list) and all(_is_int(a) for a in v), "a list of axes"),
+    "ints": (lambda v: isinstance(v, list) and all(_is_int(a) for a in v), "a list of integers"),
     "affine": (_is_affine, "an affine expression [const, [[symbol, coef], ...]]"),
     "affines": (lambda v: isinstance(v, list) and all(_is_affine(a) for a in v),
                 "a list of affine expressions"),
@@ -246,6 +247,10 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("max8", VECTOR, (Source("src"),),
                     doc="the 8 largest values of each partition, descending, compared in fp32: "
                         "[P, ...] -> [P, 8]"),
+    InstructionSpec("stream_shuffle", VECTOR, (Source("src"),),
+                    attrs=(Attr("shuffle", "ints", True),),
+                    doc="in each quadrant of 32 partitions, partition i from partition shuffle[i] "
+                        "(255: dst's partition i unchanged)"),
     InstructionSpec("find_index8", VECTOR, (Source("data"), Source("vals")),
                     attrs=(Attr("reverse", "bool"),),
                     doc="per partition, the index of the first unclaimed element equal to each of "
@@ -266,6 +271,18 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("affine_select", GPSIMD, (Source("on_true"), Source("on_false", CONST)),
                     attrs=(Attr("pred", "affines", True),),
                     doc="on_true where every affine predicate is >= 0, else the constant"),
+    InstructionSpec("local_gather", GPSIMD, (Source("src"), Source("index")),
+                    attrs=(Attr("elems", "int", True), Attr("valid", "int", True)),
+                    doc="per group of 16 partitions, the first `valid` indices of the group "
+                        "(partition-major), `elems` contiguous elements of each partition's "
+                        "flattened row from each"),
+    InstructionSpec("sequence_bounds", GPSIMD, (Source("segment_ids"),),
+                    doc="per element, the start and (exclusive) end of its run of equal segment "
+                        "ids: [P, n] -> [P, 2, n]; id 0 is padding (n, -1)"),
+    InstructionSpec("nonzero_with_count", GPSIMD, (Source("src"),),
+                    attrs=(Attr("offset", "int"), Attr("padding", "int")),
+                    doc="on partitions 0, 16, ..., 112: the positions (+offset) of the non-zero "
+                        "elements, padding, then their count; other partitions keep dst"),
     InstructionSpec("partition_reduce", GPSIMD, (Source("data"),),
                     attrs=(Attr("op", "alu", True),),
                     doc="reduce across partitions: [P, F] -> [1, F]"),

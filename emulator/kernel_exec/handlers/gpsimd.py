@@ -1,5 +1,7 @@
 """GpSimd instructions: ``iota`` (index arithmetic as values), ``affine_select`` (a predicate
-computed on the fly from the element's position) and the cross-partition reduction."""
+computed on the fly from the element's position), the cross-partition reduction, and the
+data-dependent ones: gathers within a partition (``gather_flattened``) or a group of 16
+(``local_gather``), ``sequence_bounds`` and ``nonzero_with_count``.""" 
 
 from __future__ import annotations
 
@@ -63,3 +65,78 @@ def gather_flattened(r: Runner, ins: Instruction) -> None:
     if not inside.all():
         got = np.where(inside, got, machine.uninitialised_value(flat.dtype))
     r.write(ins, got.reshape(ctx.batch_shape + tuple(ins.dst.shape)))
+
+
+def _rows(x: np.ndarray, op) -> np.ndarray:
+    """An operand's value with its free axes flattened: batch axes, partitions, elements."""
+    lead = x.ndim - len(op.shape) + 1
+    return x.reshape(x.shape[:lead] + (-1,))
+
+
+def _checked_indices(r: Runner, idx: np.ndarray, size: int, what: str) -> np.ndarray:
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise r.error("gather index out of range",
+                      f"{what} indices must lie in [0, {size}); got {idx.min()}..{idx.max()}")
+    return idx
+
+
+@HANDLERS.register("local_gather")
+def local_gather(r: Runner, ins: Instruction) -> None:
+    """``local_gather``: each group of 16 partitions reads its ``index`` slice partition-major
+    (column by column), keeps the first ``valid`` indices, and every partition of the group takes
+    ``elems`` contiguous elements of its own flattened row from each."""
+    src, index = ins.srcs
+    ne, nv = int(ins.attrs["elems"]), int(ins.attrs["valid"])
+    x = _rows(r.read(src), src)
+    idx = _rows(r.read(index), index)
+    shape = np.broadcast_shapes(x.shape[:-2], idx.shape[:-2])
+    p = x.shape[-2]
+    x = np.broadcast_to(x, shape + x.shape[-2:]).reshape(shape + (p // 16, 16, x.shape[-1]))
+    idx = np.broadcast_to(idx, shape + idx.shape[-2:]).reshape(shape + (p // 16, 16, -1))
+    flat = np.swapaxes(idx, -1, -2).reshape(shape + (p // 16, -1))[..., :nv]
+    offsets = flat[..., None].astype(np.int64) + np.arange(ne)
+    offsets = _checked_indices(r, offsets.reshape(shape + (p // 16, 1, nv * ne)), x.shape[-1],
+                               "local_gather")
+    out = np.take_along_axis(x, np.broadcast_to(offsets, shape + (p // 16, 16, nv * ne)), axis=-1)
+    r.write(ins, out.reshape(shape + tuple(ins.dst.shape)))
+
+
+@HANDLERS.register("sequence_bounds")
+def sequence_bounds(r: Runner, ins: Instruction) -> None:
+    """Per element, the start and exclusive end of its run of equal non-zero ids; padding (id 0)
+    gets (n, -1): [P, n] -> [P, 2, n]."""
+    src = ins.srcs[0]
+    ids = _rows(r.read(src), src)
+    n = ids.shape[-1]
+    pos = np.arange(n)
+    first = np.ones(ids.shape, dtype=bool)
+    first[..., 1:] = ids[..., 1:] != ids[..., :-1]
+    last = np.ones(ids.shape, dtype=bool)
+    last[..., :-1] = ids[..., :-1] != ids[..., 1:]
+    start = np.maximum.accumulate(np.where(first, pos, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, pos + 1, n), -1), axis=-1), -1)
+    pad = ids == 0
+    r.write(ins, np.stack([np.where(pad, n, start), np.where(pad, -1, end)], axis=-2))
+
+
+@HANDLERS.register("nonzero_with_count")
+def nonzero_with_count(r: Runner, ins: Instruction) -> None:
+    """On partitions 0, 16, ..., 112 of the tile (one per GpSimd core): the positions (+``offset``)
+    of the non-zero elements in order, ``padding``, then their count. The other partitions keep
+    what ``dst`` held."""
+    src = ins.srcs[0]
+    x = _rows(r.read(src), src)
+    n = x.shape[-1]
+    nz = x != 0
+    count = nz.sum(axis=-1)
+    order = np.argsort(~nz, axis=-1, kind="stable")
+    slots = np.arange(n) < count[..., None]
+    vals = np.where(slots, order + int(ins.attrs.get("offset", 0)),
+                    int(ins.attrs.get("padding", -1)))
+    new = np.concatenate([vals, count[..., None]], axis=-1)
+    old = _rows(r.read(ins.dst), ins.dst)
+    new, old = np.broadcast_arrays(new, old)
+    core = (np.arange(x.shape[-2]) % 16 == 0)[:, None]
+    out = np.where(core, new, old)
+    r.write(ins, out.reshape(out.shape[:-2] + tuple(ins.dst.shape)))

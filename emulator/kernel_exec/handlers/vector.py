@@ -246,3 +246,24 @@ def match_replace8(r: Runner, ins: Instruction) -> None:
     _, claimed = _claims(x, vals, range(7, -1, -1))
     data = np.broadcast_to(alu.widen(r.read(ins.srcs[0])), full)
     r.write(ins, np.where(claimed.reshape(full), np.float32(ins.attrs["imm"]), data))
+
+
+@HANDLERS.register("stream_shuffle")
+def stream_shuffle(r: Runner, ins: Instruction) -> None:
+    """``nc_stream_shuffle``: within each quadrant of 32 partitions, partition ``i`` of the result
+    is partition ``mask[i]`` of ``src``; ``mask[i] == 255`` leaves ``dst``'s partition ``i``."""
+    src = ins.srcs[0]
+    mask = list(ins.attrs["shuffle"])
+    x = r.read(src)
+    lead = x.ndim - len(src.shape)
+    old = r.read(ins.dst)
+    x, old = np.broadcast_arrays(x, old)
+    p = x.shape[lead]
+    sel = np.array([q * 32 + (m if m != 255 else i) for q in range((p + 31) // 32)
+                    for i, m in enumerate(mask)])[:p]
+    if (sel >= p).any():
+        raise r.error("shuffle mask", f"nc_stream_shuffle reads partition {sel.max()} of a "
+                      f"{p}-partition source")
+    keep = np.array([mask[i % 32] == 255 for i in range(p)])
+    keep = keep.reshape((1,) * lead + (p,) + (1,) * (x.ndim - lead - 1))
+    r.write(ins, np.where(keep, old, np.take(x, sel, axis=lead)))

@@ -20,6 +20,7 @@ from .. import dtypes as nkd
 from ..indexing import arange
 from ..tile import Tile
 from ..tracer import current
+from ..unsupported import refuse
 from . import enums
 from .compute import activation, reduce_free, tensor_scalar
 from .emit import alu, dtype_name, enum_name, fail, fit, free_size, result, tile, tile_or_scalar
@@ -212,4 +213,93 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 
     res, values = _fp32_then(dst, (p, free), dtype_name(dtype, t.dtype_name), api, select)
     reduce_into_registers(VECTOR_REGS, values, p, "maximum", cmd, reduce_res, api)
+    return res
+
+
+_CUMULATIVE_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=None, *,
+                             api="nki.isa.tensor_scalar_cumulative") -> Tile:
+    """Per partition, ``reg = op1(op0(src[i], imm0), reg)`` along the free elements, each step
+    written to ``dst``; ``reg`` starts at ``op1``'s identity (``reset_reduce``), ``imm1``
+    (``load_reduce``) or the VectorE registers (``reduce``), which keep the last value. A
+    ``tensor_tensor_scan`` of the ``tensor_scalar`` result."""
+    cmd = enum_name(reduce_cmd if reduce_cmd is not None else "reset_reduce", "reduce_cmd",
+                    enums.REDUCE_CMD_NAMES, api)
+    if cmd not in ("reset_reduce", "reduce", "load_reduce"):
+        raise fail("invalid reduce_cmd", f"{api}: reduce_cmd is reset_reduce, reduce or "
+                   f"load_reduce, got {cmd}")
+    red = alu(op1, api)
+    if red not in _CUMULATIVE_OPS:
+        raise fail("tensor_scalar_cumulative op1", f"{api}: op1 is add, subtract, multiply, "
+                   f"maximum or minimum, got {op1!r}")
+    x = tile(src, "src", api)
+    p, f = x.shape[0], free_size(x.shape)
+    x = fit(x, (p, f), api) if x.ndim != 2 else x
+    if dst is None or not isinstance(dst, Tile):
+        raise fail("dst", f"{api}: dst must be an on-chip tile")
+    y = tensor_scalar(None, x, op0, imm0, dtype="float32", api=api)
+    regs = _registers(VECTOR_REGS, p)
+    if cmd == "reset_reduce":
+        start = {"subtract": 0.0}.get(red, _IDENTITY.get(red, 0.0))
+    elif cmd == "reduce":
+        start = regs
+    else:
+        start = tile_or_scalar(imm1, "imm1", api)
+        if isinstance(start, Tile):
+            start = _one_per_partition(start, p, "imm1", api)
+    tr = current()
+    zeros = tr.new("memset", (p, f), "float32", 0.0)
+    scan = tr.new("tensor_tensor_scan", (p, f), "float32", y, zeros, start, op0=red, op1="add",
+                  reverse0=False, reverse1=False)
+    tr.emit("tensor_copy", regs, scan[:, f - 1:f])
+    tr.emit("tensor_copy", fit(dst, (p, f), api), scan)
+    return dst
+
+
+_BYPASS = "bypass"
+_ACTIVATE2_STAGES = {("multiply", "add"), ("multiply", "subtract"), ("multiply", _BYPASS),
+                     ("add", _BYPASS), ("subtract", _BYPASS), (_BYPASS, _BYPASS)}
+_ABS_REDUCE = {"abs_max": "maximum", "abs_min": "minimum"}
+
+
+def _op_or_bypass(op, api: str) -> str:
+    name = getattr(op, "__name__", op)
+    return _BYPASS if op is None or name == _BYPASS else alu(op, api)
+
+
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False,
+              reverse1=False, reduce_op=None, reduce_res=None, reduce_cmd=None, *,
+              api="nki.isa.activate2") -> Tile:
+    """ScalarE: ``op((data op0 imm0) op1 imm1)`` (either step may be ``bypass``; ``reverseN``
+    swaps its operands), with an optional reduction (``add``, ``maximum``, ``minimum``,
+    ``abs_max``, ``abs_min``) into the ScalarE registers and ``reduce_res``."""
+    s0, s1 = _op_or_bypass(op0, api), _op_or_bypass(op1, api)
+    if (s0, s1) not in _ACTIVATE2_STAGES:
+        raise fail("activate2 ops", f"{api}: (op0, op1) is one of (multiply, add), (multiply, "
+                   f"subtract), (multiply, bypass), (add, bypass), (subtract, bypass), (bypass, "
+                   f"bypass); got ({s0}, {s1})")
+    rp = tile_or_scalar(relu_param, "relu_param", api)
+    if isinstance(rp, Tile) or float(rp) != 0.0:
+        refuse(f"{api}(relu_param=...)", "parameterised activations are not implemented")
+    x = tile(data, "data", api)
+    y = x
+    if s0 != _BYPASS:
+        y = tensor_scalar(None, x, s0, imm0, reverse0, None if s1 == _BYPASS else s1,
+                          None if s1 == _BYPASS else imm1, reverse1, dtype="float32", api=api)
+    cmd = enum_name(reduce_cmd, "reduce_cmd", enums.REDUCE_CMD_NAMES, api)
+    cmd = "idle" if cmd == "unknown" else cmd
+    if reduce_op is None and reduce_res is None and cmd == "idle":
+        return activation(dst, op, y, dtype=x.dtype_name if dst is None else None, api=api)
+    name = getattr(reduce_op, "__name__", reduce_op)
+    red = _ABS_REDUCE.get(name, None) or alu(reduce_op if reduce_op is not None else "add", api)
+    if red not in ("add", "maximum", "minimum"):
+        raise fail("activate2 reduce_op", f"{api}: reduce_op is add, maximum, minimum, abs_max "
+                   f"or abs_min, got {reduce_op!r}")
+    res, values = _fp32_then(dst, x.shape, x.dtype_name, api,
+                             lambda d, dt: activation(d, op, y, dtype=dt, api=api))
+    if name in _ABS_REDUCE:
+        values = activation(None, "abs", values, dtype="float32", api=api)
+    reduce_into_registers(SCALAR_REGS, values, x.shape[0], red, cmd, reduce_res, api)
     return res

@@ -9,8 +9,10 @@ from ..tile import Tile
 from . import accumulate as _acc
 from . import compute as _c
 from . import enums as _enums
+from . import gather as _g
 from . import matmul as _mm
 from . import movement as _mv
+from .emit import fail
 from .enums import fp32
 from .enums import dge_mode_v1 as dge_mode
 from .enums import engine_v1 as engine
@@ -172,10 +174,22 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
                                  dtype=dtype, mask=mask)
 
 
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None,
+                 name=None) -> Tile:
+    if mask is not None:
+        raise fail("local_gather mask", "nki.isa.local_gather: mask is not supported")
+    return _g.local_gather(None, src_buffer, index, num_elem_per_idx, num_valid_indices)
+
+
+def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, name=None) -> Tile:
+    return _g.nc_stream_shuffle(dst, src, shuffle_mask)
+
+
+def sequence_bounds(*, segment_ids, dtype=None, name=None) -> Tile:
+    return _g.sequence_bounds(None, segment_ids, dtype=dtype)
+
+
 builtin_custom_op = refusal("nki.isa.builtin_custom_op", WHY["builtin_custom_op"])
-local_gather = refusal("nki.isa.local_gather", WHY["local_gather"])
-nc_stream_shuffle = refusal("nki.isa.nc_stream_shuffle", WHY["nc_stream_shuffle"])
-sequence_bounds = refusal("nki.isa.sequence_bounds", WHY["sequence_bounds"])
 tensor_copy_dynamic_src = refusal("nki.isa.tensor_copy_dynamic_src", WHY["tensor_copy_dynamic_src"])
 tensor_copy_dynamic_dst = refusal("nki.isa.tensor_copy_dynamic_dst", WHY["tensor_copy_dynamic_dst"])
 

@@ -8,10 +8,13 @@ from ..errors import NkiValidationError
 from ..lang.elementwise import equal, maximum
 from . import accumulate as _acc
 from . import compute as _c
+from . import cores as _cores
+from . import gather as _g
 from . import enums as _enums
 from . import matmul as _mm
 from . import movement as _mv
 from .emit import fail
+from .cores import VirtualRegister, register_alloc
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version,
                     oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                     vector_engine)
@@ -208,15 +211,78 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None) -> NkiInstr
     return _done("nc_match_replace8", _c.nc_match_replace8(dst, data, vals, imm))
 
 
-_REFUSED = ("local_gather", "nc_n_gather", "nc_stream_shuffle", "nonzero_with_count", "topk",
-            "sequence_bounds", "tensor_scalar_cumulative", "activate2", "dma_compute",
-            "quantize_mx", "nc_matmul_mx", "register_alloc", "register_move", "register_load",
-            "register_store", "set_rng_seed", "rand_set_state", "rand_get_state", "core_barrier",
-            "sendrecv")
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None,
+                             reduce_cmd=reduce_cmd.reset_reduce, name=None) -> NkiInstruction:
+    return _done("tensor_scalar_cumulative", _acc.tensor_scalar_cumulative(
+        dst, src, op0, op1, imm0, imm1, reduce_cmd))
+
+
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False,
+              reverse1=False, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+              name=None) -> NkiInstruction:
+    return _done("activate2", _acc.activate2(dst, op, data, imm0, imm1, op0, op1, relu_param,
+                                             reverse0, reverse1, reduce_op, reduce_res,
+                                             reduce_cmd))
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None,
+                 name=None) -> NkiInstruction:
+    return _done("local_gather", _g.local_gather(dst, src_buffer, index, num_elem_per_idx,
+                                                 num_valid_indices))
+
+
+def nc_n_gather(dst, data, indices, name=None) -> NkiInstruction:
+    return _done("nc_n_gather", _g.nc_n_gather(dst, data, indices))
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None) -> NkiInstruction:
+    return _done("nc_stream_shuffle", _g.nc_stream_shuffle(dst, src, shuffle_mask))
+
+
+def sequence_bounds(dst, segment_ids, name=None) -> NkiInstruction:
+    return _done("sequence_bounds", _g.sequence_bounds(dst, segment_ids))
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None) -> NkiInstruction:
+    return _done("nonzero_with_count", _g.nonzero_with_count(dst, src, index_offset,
+                                                             padding_val))
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None) -> NkiInstruction:
+    _cores.core_barrier(data, cores, engine)
+    return _done("core_barrier", data)
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma,
+             name=None) -> NkiInstruction:
+    return _done("sendrecv", _cores.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id,
+                                             dma_engine))
+
+
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error,
+                name=None) -> NkiInstruction:
+    return _done("dma_compute", _cores.dma_compute(dst, srcs, reduce_op, scales, unique_indices,
+                                                   oob_mode))
+
+
+def register_move(dst, src) -> None:
+    _cores.register_move(dst, src)
+
+
+def register_load(dst, src) -> None:
+    _cores.register_load(dst, src)
+
+
+def register_store(dst, src) -> None:
+    _cores.register_store(dst, src)
+
+
+_REFUSED = ("topk", "quantize_mx", "nc_matmul_mx", "set_rng_seed", "rand_set_state",
+            "rand_get_state")
 globals().update({n: refusal(f"nki.isa.{n}", WHY[n]) for n in _REFUSED})
 
 __all__ = [
-    "NkiInstruction", "NkiValidationError", "activation", "activation_reduce", "affine_select",
+    "NkiInstruction", "NkiValidationError", "VirtualRegister", "activate2", "activation", "activation_reduce", "affine_select",
     "bn_aggr", "bn_stats", "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout",
     "engine", "exponential", "get_nc_sub_version", "get_nc_version", "gpsimd_engine", "iota",
     "matmul_perf_mode", "max8", "memset", "nc_find_index8", "nc_match_replace8", "nc_matmul",
@@ -224,5 +290,8 @@ __all__ = [
     "reduce_cmd", "rng", "scalar_engine", "scalar_tensor_tensor", "select_reduce", "tensor_copy",
     "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce", "tensor_reduce",
     "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan",
-    "unknown_engine", "vector_engine", *_REFUSED,
+    "unknown_engine", "vector_engine", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
+    "nc_stream_shuffle", "sequence_bounds", "nonzero_with_count", "core_barrier", "sendrecv",
+    "dma_compute", "register_alloc", "register_move", "register_load", "register_store",
+    *_REFUSED,
 ]

@@ -200,3 +200,69 @@ def test_range_select_masks_by_free_index_and_reduces_max():
     want = np.where(keep, x, np.finfo(np.float32).min)
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(red[:, 0], want.max(1))
+
+
+@pytest.mark.parametrize("op1, cmd", [(nl.add, "reset_reduce"), (nl.subtract, "reset_reduce"),
+                                      (nl.maximum, "load_reduce"), (nl.multiply, "reduce")])
+def test_tensor_scalar_cumulative(op1, cmd):
+    x = RNG.uniform(0.5, 1.5, (16, 24)).astype(np.float32)
+    fns = {nl.add: np.add, nl.subtract: np.subtract, nl.maximum: np.maximum,
+           nl.multiply: np.multiply}
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((16, 24), nl.float32, buffer=nl.shared_hbm)
+        t, d = nl.load(x), _sb((16, 24))
+        if cmd == "reduce":  # an earlier instruction leaves 1 * 2.0 in the registers
+            seed, first = _sb((16, 1)), _sb((16, 1))
+            nisa.memset(seed, 1.0)
+            nisa.tensor_scalar_cumulative(first, seed, nl.multiply, nl.multiply, 2.0,
+                                          reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.tensor_scalar_cumulative(d, t, nl.add, op1, 0.25, imm1=3.0,
+                                      reduce_cmd=getattr(nisa.reduce_cmd, cmd))
+        nisa.dma_copy(out, d)
+        return out
+
+    y = x + np.float32(0.25)
+    reg = {"reset_reduce": {nl.add: 0.0, nl.subtract: 0.0}.get(op1), "load_reduce": 3.0,
+           "reduce": 2.0}[cmd]
+    reg = np.full(16, reg, np.float32)
+    want = np.empty_like(x)
+    for i in range(24):
+        reg = fns[op1](y[:, i], reg)   # op1(op0(src[i], imm0), reg)
+        want[:, i] = reg
+    np.testing.assert_allclose(k(x), want, rtol=1e-5)
+
+
+def test_activate2_stages_and_abs_max_reduction():
+    x = RNG.standard_normal((32, 20)).astype(np.float32)
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((2, 32, 20), nl.float32, buffer=nl.shared_hbm)
+        red = nl.ndarray((32, 1), nl.float32, buffer=nl.shared_hbm)
+        t, d, e, r = nl.load(x), _sb((32, 20)), _sb((32, 20)), _sb((32, 1))
+        nisa.activate2(d, nl.tanh, t, 2.0, 0.5, nl.multiply, nl.subtract, reverse1=True)
+        nisa.activate2(e, nl.exp, t, 1.5, 0.0, nl.subtract, "bypass", reduce_op="abs_max",
+                       reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.dma_copy(out[0], d)
+        nisa.dma_copy(out[1], e)
+        nisa.dma_copy(red, r)
+        return out, red
+
+    out, red = k(x)
+    np.testing.assert_allclose(out[0], np.tanh(0.5 - x * 2.0), rtol=1e-5, atol=1e-6)
+    e = np.exp(x - 1.5)
+    np.testing.assert_allclose(out[1], e, rtol=1e-6)
+    np.testing.assert_allclose(red[:, 0], np.abs(e).max(1), rtol=1e-6)
+
+
+def test_activate2_refuses_other_stage_pairs():
+    @nki.jit
+    def k(x):
+        d = _sb((4, 4))
+        nisa.activate2(d, nl.exp, nl.load(x), 1.0, 1.0, nl.add, nl.multiply)
+        return x
+
+    with pytest.raises(NkiValidationError, match=r"\(op0, op1\) is one of"):
+        k(np.zeros((4, 4), np.float32))
