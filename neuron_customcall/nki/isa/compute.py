@@ -12,6 +12,7 @@ from .. import dtypes as nkd
 from ..lang.elementwise import unary_dtype
 from ..lang.memory import expand_dims
 from ..lang.operands import activation_name, operand
+from ..lang.reductions import _axes as reduction_axes
 from ..tile import Tile
 from .emit import alu, dtype_name, fail, free_size, result, tile, tile_or_scalar
 
@@ -36,8 +37,8 @@ def _per_partition(v, x: Tile, what: str, api: str):
     v = tile_or_scalar(v, what, api)
     if isinstance(v, Tile):
         if v.shape[0] != x.shape[0] or free_size(v.shape) != 1:
-            raise fail(f"{what} shape", f"{api}: {what} must be a scalar or a [{x.shape[0]}, 1] "
-                       f"tile (one value per partition), got {list(v.shape)}")
+            raise fail(f"{what} shape", f"{api}: {what} must be a scalar or a per-partition "
+                       f"vector [{x.shape[0]}, 1] (one value per partition), got {list(v.shape)}")
         if v.ndim == 1:
             v = _column(v)
     return v
@@ -108,10 +109,7 @@ def tensor_reduce(dst, op, data, axis, *, negate=False, keepdims=False, dtype=No
     """Reduce the trailing free axes ``axis`` of ``data`` with ``op`` (negated on request)."""
     x = tile(data, "data", api)
     name = alu(op, api)
-    if axis is None:
-        raise fail("reduction axes", f"{api}: axis is required (free axes only)")
-    axes = tuple(sorted(int(a) % x.ndim for a in (axis if isinstance(axis, (list, tuple))
-                                                 else (axis,))))
+    axes = reduction_axes(axis, x.ndim)
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)
                   if keepdims or i not in axes)
     default = "bool" if name in ("logical_and", "logical_or") else x.dtype_name
