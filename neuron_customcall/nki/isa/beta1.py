@@ -15,6 +15,7 @@ from . import movement as _mv
 from .emit import fail
 from .enums import fp32
 from .enums import dge_mode_v1 as dge_mode
+from .enums import dma_engine
 from .enums import engine_v1 as engine
 from .enums import nc_version_v1 as nc_version
 from .enums import oob_mode_v1 as oob_mode
@@ -195,7 +196,7 @@ tensor_copy_dynamic_dst = refusal("nki.isa.tensor_copy_dynamic_dst", WHY["tensor
 
 __all__ = [
     "activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats",
-    "builtin_custom_op", "dge_mode", "dma_copy", "dma_transpose", "dropout", "engine", "fp32",
+    "builtin_custom_op", "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "dropout", "engine", "fp32",
     "get_nc_version", "gpsimd_engine", "iota", "local_gather", "max8", "memset", "nc_find_index8",
     "nc_match_replace8", "nc_matmul", "nc_stream_shuffle", "nc_transpose", "nc_version",
     "oob_mode", "range_select", "reciprocal", "reduce_cmd", "scalar_engine",

@@ -277,8 +277,12 @@ def register_store(dst, src) -> None:
     _cores.register_store(dst, src)
 
 
-_REFUSED = ("topk", "quantize_mx", "nc_matmul_mx", "set_rng_seed", "rand_set_state",
-            "rand_get_state")
+def set_rng_seed(src_seeds, name=None) -> NkiInstruction:
+    _mv.set_rng_seed(src_seeds)
+    return _done("set_rng_seed")
+
+
+_REFUSED = ("topk", "quantize_mx", "nc_matmul_mx", "rand_set_state", "rand_get_state")
 globals().update({n: refusal(f"nki.isa.{n}", WHY[n]) for n in _REFUSED})
 
 __all__ = [
@@ -293,5 +297,5 @@ __all__ = [
     "unknown_engine", "vector_engine", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
     "nc_stream_shuffle", "sequence_bounds", "nonzero_with_count", "core_barrier", "sendrecv",
     "dma_compute", "register_alloc", "register_move", "register_load", "register_store",
-    *_REFUSED,
+    "set_rng_seed", *_REFUSED,
 ]

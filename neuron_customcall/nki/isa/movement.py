@@ -13,6 +13,7 @@ from emulator.kernel_ir import divmod as dm
 
 from .. import dtypes as nkd
 from ..indexing import Idx, Pred
+from ..lang import rng as rng_state
 from ..lang.operands import as_shape, operand, scalar_value
 from ..tile import Tile
 from ..tracer import current
@@ -286,14 +287,27 @@ def rng(dst, *, engine=None, api="nki.isa.rng") -> Tile:
     if not isinstance(dst, Tile) or nkd.is_float(dst.dtype_name) or dst.dtype_name == "bool":
         raise fail("rng dtype", f"{api}: dst must be an int8/16/32 or uint8/16/32 tile")
     on_chip(dst, "dst", api)
-    tr = current()
-    tr.emit("random", dst, seed=tr.next_seed(), bits=True)
+    srcs, seed = rng_state.draw()
+    current().emit("random", dst, *srcs, seed=seed, bits=True)
     return dst
 
 
 def uniform(shape) -> Tile:
-    tr = current()
-    return tr.new("random", tuple(shape), "float32", seed=tr.next_seed())
+    """Uniform [0, 1) fp32 values from the kernel's stream (``nl.random_seed`` /
+    ``nisa.set_rng_seed`` seed it)."""
+    srcs, seed = rng_state.draw()
+    return current().new("random", tuple(shape), "float32", *srcs, seed=seed)
+
+
+def set_rng_seed(src_seeds, *, api="nki.isa.set_rng_seed") -> None:
+    """Seed the generator with the 32-bit value of a [1, 1] SBUF/PSUM tile: later ``rng``,
+    ``rand2``, ``dropout`` (and ``nl.rand``) draws are functions of it and of their order."""
+    t = tile(src_seeds, "src_seeds", api)
+    on_chip(t, "src_seeds", api)
+    if tuple(t.shape) != (1, 1) or nkd.is_float(t.dtype_name) or t.itemsize != 4:
+        raise fail("set_rng_seed operand", f"{api}: src_seeds is a [1, 1] tile of a 32-bit integer "
+                   f"type, got {t.dtype_name}{list(t.shape)}")
+    rng_state.random_seed(t)
 
 
 def rand2(dst, low, high, *, api="nki.isa.rand2") -> Tile:

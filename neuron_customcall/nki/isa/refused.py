@@ -9,8 +9,8 @@ from ..unsupported import unsupported as refusal
 
 _DATA_DEPENDENT = ("it needs register-based (dynamic) addressing, which the kernel IR does not "
                    "have yet")
-_SEEDED = ("the emulator's generator is counter-based, seeded per instruction, without an "
-           "engine state to set or read")
+_SEEDED = ("the emulator's generator is counter-based (nisa.set_rng_seed and nl.random_seed "
+           "seed it with one value), without per-lane XORWOW states to set or read")
 
 #: (generation prefix, name) -> why; beta1.py and beta2.py create the functions.
 WHY: dict[str, str] = {
@@ -19,7 +19,6 @@ WHY: dict[str, str] = {
     "tensor_copy_dynamic_dst": _DATA_DEPENDENT,
     "quantize_mx": "MX (microscaling) types are not emulated yet",
     "nc_matmul_mx": "MX (microscaling) types are not emulated yet",
-    "set_rng_seed": _SEEDED,
     "rand_set_state": _SEEDED,
     "rand_get_state": _SEEDED,
     "builtin_custom_op": "built-in custom ops are compiled libraries of the Neuron compiler",

@@ -96,23 +96,10 @@ SPEC: dict[tuple[str, str], str] = {
     """,
 }
 
-_ISA = "issue 13: nki.isa instructions and enums (helper nkiisa)"
 _COLLECTIVES = "issue 13: nki.collectives, single-core replica groups (unassigned; multi-core is issue 18)"
 
 #: (module, name) -> why it is missing and who adds it.
 EXPECTED_MISSING: dict[tuple[str, str], str] = {
-    **{("nki.isa", n): _ISA for n in """
-        NkiInstruction NkiValidationError VirtualRegister activate2 activation_reduce
-        builtin_custom_op core_barrier dge_mode dma_compute dma_copy dma_engine dma_transpose
-        engine exponential fp32 get_nc_sub_version get_nc_version gpsimd_engine local_gather
-        matmul_perf_mode nc_find_index8 nc_match_replace8 nc_matmul_mx nc_n_gather
-        nc_stream_shuffle nc_version nonzero_with_count oob_mode quantize_mx rand2
-        rand_get_state rand_set_state range_select reduce_cmd register_alloc register_load
-        register_move register_store rng scalar_engine select_reduce sendrecv sequence_bounds
-        set_rng_seed tensor_copy_dynamic_dst tensor_copy_dynamic_src tensor_copy_predicated
-        tensor_engine tensor_scalar_cumulative tensor_scalar_reduce topk unknown_engine
-        vector_engine
-    """.split()},
     **{("nki.collectives", n): _COLLECTIVES for n in """
         ReplicaGroup all_gather all_gather_v all_reduce all_to_all all_to_all_v
         collective_permute collective_permute_implicit

@@ -17,10 +17,17 @@ from tests.sdk.subproc import check, run_python
 _OURS = {"nki": "neuron_customcall.nki"}
 
 
-def _module(spec_name: str):
+#: Spec modules whose generations are separate namespaces (nki.isa: beta 1 returns tiles, beta 2
+#: writes into dst): (module, generation) -> our module.
+_BY_GENERATION = {("nki.isa", "beta1"): "neuron_customcall.nki.isa",
+                  ("nki.isa", "beta2"): "neuron_customcall.nki.isa.beta2"}
+
+
+def _module(spec_name: str, generation: str | None = None):
     """Our module for a spec module name (``nki.compiler.sbuf`` -> neuron_customcall.nki.compiler
     .sbuf), or None when we have no such module."""
-    target = _OURS.get(spec_name, "neuron_customcall." + spec_name)
+    target = _BY_GENERATION.get((spec_name, generation)) or _OURS.get(
+        spec_name, "neuron_customcall." + spec_name)
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError:
@@ -29,15 +36,21 @@ def _module(spec_name: str):
 
 def _cases():
     for module in MODULES:
-        for name in names(module):
-            why = EXPECTED_MISSING.get((module, name))
-            marks = [pytest.mark.xfail(strict=True, reason=f"expected missing: {why}")] if why else []
-            yield pytest.param(module, name, marks=marks, id=f"{module}.{name}")
+        gens = sorted({g for m, g in SPEC if m == module}) if module in {
+            m for m, _ in _BY_GENERATION} else [None]
+        for gen in gens:
+            listed = SPEC[module, gen].split() if gen else names(module)
+            for name in sorted(listed):
+                why = EXPECTED_MISSING.get((module, name))
+                marks = [pytest.mark.xfail(strict=True, reason=f"expected missing: {why}")] \
+                    if why else []
+                ident = f"{module}.{name}" + (f"[{gen}]" if gen else "")
+                yield pytest.param(module, gen, name, marks=marks, id=ident)
 
 
-@pytest.mark.parametrize("module,name", list(_cases()))
-def test_spec_name_exists(module, name):
-    mod = _module(module)
+@pytest.mark.parametrize("module,generation,name", list(_cases()))
+def test_spec_name_exists(module, generation, name):
+    mod = _module(module, generation)
     assert mod is not None, f"no module {module}"
     assert hasattr(mod, name), f"{module}.{name} is missing (if another change owns it, list it " \
                                "in tests/neuron_customcall/nki/nki_api_spec.py EXPECTED_MISSING)"
@@ -62,8 +75,9 @@ _ALIASES = """
 import importlib
 for alias in ("nki", "neuronxcc.nki"):
     for sub in ("language", "isa", "compiler", "compiler.sbuf", "compiler.psum", "typing"):
+        ours = "isa.beta2" if (alias, sub) == ("nki", "isa") else sub  # beta 2's own ISA
         assert importlib.import_module(f"{alias}.{sub}") is importlib.import_module(
-            f"neuron_customcall.nki.{sub}"), (alias, sub)
+            f"neuron_customcall.nki.{ours}"), (alias, sub)
 print("ok")
 """
 

@@ -18,7 +18,7 @@ from tests.sdk.subproc import check, run_python
 
 #: neuronxcc.nki.isa (beta 1): functions, enums and constants of its API reference.
 BETA1 = """activation activation_reduce affine_select bn_aggr bn_stats builtin_custom_op dge_mode
-dma_copy dma_transpose dropout engine fp32 get_nc_version gpsimd_engine iota local_gather max8
+dma_engine dma_copy dma_transpose dropout engine fp32 get_nc_version gpsimd_engine iota local_gather max8
 memset nc_find_index8 nc_match_replace8 nc_matmul nc_stream_shuffle nc_transpose nc_version
 oob_mode range_select reciprocal reduce_cmd scalar_engine scalar_tensor_tensor select_reduce
 sequence_bounds tensor_copy tensor_copy_dynamic_dst tensor_copy_dynamic_src tensor_copy_predicated
@@ -91,8 +91,7 @@ def test_either_generations_enum_members_are_accepted():
         bad(x)
 
 
-REFUSED_BETA2 = ["topk", "quantize_mx", "nc_matmul_mx", "set_rng_seed", "rand_set_state",
-                 "rand_get_state"]
+REFUSED_BETA2 = ["topk", "quantize_mx", "nc_matmul_mx", "rand_set_state", "rand_get_state"]
 
 
 @pytest.mark.parametrize("name", REFUSED_BETA2)

@@ -202,3 +202,21 @@ def test_new_instructions_survive_serialisation():
     assert "dma_copy" in {s.op for s in ir.body}
     out, out2 = run_kernel(ir, [x])
     np.testing.assert_array_equal(out2, x)
+
+
+def test_set_rng_seed_makes_draws_functions_of_the_seed_value():
+    @nki.jit
+    def k(seeds):
+        out = nl.ndarray((3, 16, 32), nl.uint32, buffer=nl.shared_hbm)
+        for j in nl.static_range(3):
+            s = _sb((1, 1), nl.int32)
+            nisa.dma_copy(s, seeds[j:j + 1, :])
+            nisa.set_rng_seed(s)
+            b = _sb((16, 32), nl.uint32)
+            nisa.rng(b)
+            nisa.dma_copy(out[j], b)
+        return out
+
+    got = k(np.array([[7], [7], [8]], np.int32))
+    np.testing.assert_array_equal(got[0], got[1])
+    assert (got[0] != got[2]).mean() > 0.99
