@@ -16,7 +16,7 @@ from emulator.kernel_ir import divmod as dm
 
 from .. import dtypes as nkd
 from ..errors import NkiValidationError
-from ..lang.operands import alu_op_name, operand
+from ..lang.operands import alu_op_name, as_partition_column, operand
 from ..tile import Tile
 from ..tracer import current
 from . import enums
@@ -42,11 +42,12 @@ def alu(op, api: str) -> str:
 
 
 def tile(x, what: str, api: str) -> Tile:
-    """An operand that must be a tile (index expressions and masks are materialised)."""
+    """An operand that must be a tile (index expressions and masks are materialised); a
+    partition-only ``[P]`` tile is its ``[P, 1]`` view, as NKI reads it."""
     t = operand(x)
     if not isinstance(t, Tile):
         raise fail("tile operand", f"{api}: {what} must be a tile, got {type(x).__name__}")
-    return t
+    return as_partition_column(t)
 
 
 def tile_or_scalar(x, what: str, api: str):
