@@ -150,7 +150,7 @@ def measure(rounds: int, steps: int) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 5 steps instead of 10 of 20")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 5 steps instead of 10 of 50")
     parser.add_argument("--rounds", type=int, help="alternating rounds (overrides --quick)")
     parser.add_argument("--steps", type=int, help="steps per round (overrides --quick)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args.worker)
         return 0
-    rounds, steps = (3, 5) if args.quick else (10, 20)
+    rounds, steps = (3, 5) if args.quick else (10, 50)
     rounds, steps = args.rounds or rounds, args.steps or steps
     m = measure(rounds, steps)
     ours, peer = m["NEURON"], m["CPU"]
