@@ -54,8 +54,26 @@ def value_bytes(t: list) -> int:
     return math.prod(t[1]) * DTYPES[t[0]].itemsize
 
 
-def computation_peak(comp: Computation) -> tuple[int, Any]:
-    """(estimated peak live bytes, the instruction at which it is reached or None)."""
+def _broadcast_outputs(comp: Computation) -> list[Any]:
+    """Broadcasts whose value is a leaf of the computation's result. A broadcast is a view of a
+    smaller array inside the program, but a program output is handed to the caller as an array of
+    its own, so it is allocated in full when the program returns (f32[] -> f32[1e5,1e5,100])."""
+    producer = {i.out: i for i in comp.instructions}
+    found, todo = [], [comp.result]
+    while todo:
+        inst = producer.get(todo.pop())
+        if inst is None:
+            continue
+        if inst.op == "tuple":
+            todo.extend(inst.ins)
+        elif inst.op == "broadcast":
+            found.append(inst)
+    return found
+
+
+def computation_peak(comp: Computation, returns: bool = False) -> tuple[int, Any]:
+    """(estimated peak live bytes, the instruction at which it is reached or None). `returns`: the
+    entry computation, whose broadcast outputs are materialised when it returns."""
     live = {slot: value_bytes(t) for slot, t in zip(comp.params, comp.param_types)}
     total = sum(live.values())
     peak, where = total, None
@@ -67,6 +85,11 @@ def computation_peak(comp: Computation) -> tuple[int, Any]:
             peak, where = total, inst
         for slot in inst.free:
             total -= live.pop(slot, 0)
+    if returns:
+        for inst in _broadcast_outputs(comp):
+            total += value_bytes(inst.type)
+            if total > peak:
+                peak, where = total, inst
     return peak, where
 
 
@@ -75,7 +98,7 @@ def check_budget(program: Program, constants_bytes: int) -> None:
     limit = memory_limit()
     if not limit:
         return
-    peaks = [(computation_peak(c), c) for c in program.computations]
+    peaks = [(computation_peak(c, returns=k == program.entry), c) for k, c in enumerate(program.computations)]
     (peak, inst), comp = max(peaks, key=lambda p: p[0][0])
     need = peak + constants_bytes
     if need > limit:

@@ -145,6 +145,19 @@ def test_a_module_larger_than_memory_is_refused_at_compile_time() -> None:
         compile_module(hlo.load(IOTA))  # today: compiles, then a raw MemoryError at run
 
 
+def test_a_broadcast_output_is_counted_in_full() -> None:
+    """Regression: a broadcast is a view inside the program, so f32[] -> f32[1e5,1e5,100] as the
+    result compiled and failed with a raw MemoryError when the output was materialised."""
+    text = ("HloModule m\nENTRY e {\n  s = f32[] parameter(0)\n  b = f32[100000,100000,100] broadcast(s), "
+            "dimensions={}\n  ROOT t = (f32[], f32[100000,100000,100]) tuple(s, b)\n}\n")
+    with pytest.raises(CompileError, match=r"needs at least 3725\.3 GiB of memory at once \(at b in e"):
+        compile_module(hlo.load(text))
+    inner = ("HloModule m\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT z = f32[] add(x, y)\n}\n"
+             "ENTRY e {\n  s = f32[] parameter(0)\n  b = f32[100000,100000] broadcast(s), "
+             "dimensions={}\n  ROOT r = f32[] reduce(b, s), dimensions={0,1}, to_apply=add\n}\n")
+    compile_module(hlo.load(inner))  # a broadcast used inside the program stays a view
+
+
 @pytest.mark.parametrize("limit, ok", [("4K", False), ("8K", True), ("0", True)])
 def test_the_memory_limit_is_configurable(limit: str, ok: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(MEMORY_LIMIT_ENV, limit)  # parameter 4 KiB + result 4 KiB

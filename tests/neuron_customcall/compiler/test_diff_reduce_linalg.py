@@ -142,3 +142,22 @@ ENTRY e {{
     ours = compile_proto(hlo.load(text).to_bytes()).run([x])[0]
     exact = x.astype(np.float64).sum()
     assert ours == np.float32(exact).astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("body, args", [
+    ("p = c64[3,0] parameter(0)\n  ROOT r = c64[3,0] fft(p), fft_type=FFT, fft_length={0}", [(3, 0), np.complex64]),
+    ("p = c64[0,4] parameter(0)\n  ROOT r = c64[0,4] fft(p), fft_type=IFFT, fft_length={4}", [(0, 4), np.complex64]),
+    ("p = f32[0,8] parameter(0)\n  ROOT r = c64[0,5] fft(p), fft_type=RFFT, fft_length={8}", [(0, 8), np.float32]),
+    ("p = c64[2,0] parameter(0)\n  ROOT r = f32[2,0] fft(p), fft_type=IRFFT, fft_length={0}", [(2, 0), np.complex64]),
+])
+def test_zero_size_fft_matches_xla_cpu(body: str, args: list) -> None:
+    """Regression: fft_length={0} raised NumPy's 'Invalid number of FFT data points' from inside
+    the handler; XLA returns the empty result."""
+    import hlo
+    from neuron_customcall.jax.xla_cpu import XlaCpuExecutable
+    from tests.neuron_customcall.compiler.ours import compile_proto
+
+    proto = hlo.load(f"HloModule m\nENTRY e {{\n  {body}\n}}").to_bytes()
+    x = [np.zeros(*args)]
+    ours, ref = compile_proto(proto).run(x), XlaCpuExecutable(proto).run(x)
+    assert [(a.shape, a.dtype) for a in ours] == [(a.shape, a.dtype) for a in ref]
