@@ -10,6 +10,7 @@ from emulator.program.ops import OPS, check_attr
 from neuron_customcall import __version__
 from neuron_customcall.compiler import buffers, emit, fusion, memory, verify
 from neuron_customcall.compiler.errors import CompileError
+from neuron_customcall.compiler.custom_op_rules import check_custom_op_limits
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule
@@ -208,6 +209,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
                     inst.reuse = -1
     program = Program(computations=comps, entry=0)
     _check_lifted(program, ctx.lifted, ctx)
+    check_custom_op_limits(ctx)
     memory.check_budget(program, sum(c.nbytes for c in ctx.constants))
     inputs, outputs = emit.io_entries(module.entry)
     manifest = {
