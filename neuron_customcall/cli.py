@@ -33,20 +33,39 @@ def command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentPars
     return register
 
 
+def _verbosity(default: object) -> argparse.ArgumentParser:
+    """-v/-q, accepted before and after the subcommand (`neuron-customcall compile -v x.hlo`): a
+    parent parser of the top parser (default 0) and of every subcommand's (default SUPPRESS, so
+    that a subcommand which does not repeat them keeps what was given before it). Two parents,
+    because argparse shares a parent's action objects, defaults included, with its children."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=default,
+                        help="more messages: -v progress and steps (INFO), -vv debug")
+    common.add_argument("-q", "--quiet", action="count", default=default,
+                        help="fewer messages: -q errors only, -qq nothing but the result")
+    return common
+
+
+def log_level(verbose: int, quiet: int) -> int:
+    """Warnings and errors by default (quiet, as compilers are); each -v one level more, each -q
+    one less."""
+    return max(logging.DEBUG, min(logging.CRITICAL, logging.WARNING - 10 * verbose + 10 * quiet))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from neuron_customcall import __version__
     from neuron_customcall import commands  # noqa: F401  (registers the subcommands)
 
     parser = argparse.ArgumentParser(
-        prog="neuron-customcall",
+        prog="neuron-customcall", parents=[_verbosity(0)],
         description="Compile HLO graphs holding Neuron custom operators (C++ GpSimd or NKI kernels) "
         "into a NEFF-like artifact and run them on an emulated NeuronCore.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub_common = _verbosity(argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, cmd in sorted(COMMANDS.items()):
-        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help, parents=[sub_common])
         cmd.add_arguments(p)
         p.set_defaults(_run=cmd.run)
     return parser
@@ -55,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=min(level, logging.INFO), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=log_level(args.verbose, args.quiet), format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 0

@@ -21,7 +21,8 @@ log = logging.getLogger("neuron_customcall.commands")
 def step(what: str, stream: TextIO | None = None) -> Iterator[None]:
     """Shows `what` while the block runs and how long it took afterwards."""
     out = sys.stderr if stream is None else stream
-    tty = out.isatty()
+    # -q (errors only) silences the display too
+    tty = out.isatty() and logging.getLogger("neuron_customcall").isEnabledFor(logging.WARNING)
     if tty:
         out.write(f"{what} ...")
         out.flush()
