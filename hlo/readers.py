@@ -61,9 +61,24 @@ def read_proto(data: bytes, filename: str = "<bytes>") -> hlo_pb2.HloModuleProto
     try:
         p.ParseFromString(bytes(data))
     except (pb_message.DecodeError, RuntimeError, ValueError) as e:
-        raise HloParseError(f"not a binary HloModuleProto ({e})", filename=filename,
+        raise HloParseError(_not_a_module(bytes(data), e), filename=filename,
                             expected="a serialized HloModuleProto, protobuf text or HLO text") from None
     return p
+
+
+def _not_a_module(data: bytes, error: Exception) -> str:
+    """Why bytes that are none of the three forms were refused. Text that is neither HLO text nor
+    protobuf text was tried as binary only because nothing else fits: say what text must start
+    with, and show its start, rather than a protobuf decoding error about a binary nobody wrote."""
+    try:
+        text = data[:200].decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and text.strip() and all(c.isprintable() or c in "\t\r\n" for c in text):
+        head = text[_LEADING.match(text).end():].splitlines()[0][:60] if text.strip() else ""
+        return (f"not an HLO module: HLO text starts with 'HloModule', protobuf text with a field "
+                f"('name: ...'), and this text starts with {head!r}")
+    return f"not a binary HloModuleProto ({error})"
 
 
 def read_pbtxt(text: str, filename: str = "<pbtxt>") -> hlo_pb2.HloModuleProto:

@@ -42,6 +42,11 @@ def match_inputs(manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) 
         keys = names
     elif all(f"arr_{k}" in arrays for k in range(len(specs))):
         keys = [f"arr_{k}" for k in range(len(specs))]
+    elif not arrays:
+        wanted = ", ".join(f"{s['name']}: {s['dtype']}{list(s['shape'])}" for s in specs)
+        raise InputError(f"the artifact takes {len(specs)} input{'s' if len(specs) != 1 else ''} ({wanted}) and "
+                         f"none were given: pass --inputs FILE.npz with arrays named {names} or arr_0.. in order "
+                         "(np.savez(FILE, *arrays))")
     else:
         raise InputError(f"the artifact takes {len(specs)} inputs named {names} (or arr_0..arr_{len(specs) - 1}); "
                          f"the file has {sorted(arrays)}")

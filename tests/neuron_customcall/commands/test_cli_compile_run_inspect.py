@@ -109,6 +109,13 @@ def test_errors_are_reported_not_raised(graph: dict, tmp_path: Path, caplog: pyt
     assert main(["run", str(corrupt)]) == 1
     (tmp_path / "bad.txt").write_text("HloModule broken\n\nENTRY main {\n  ROOT x = f32[] nonsense(\n}\n")
     assert main(["compile", str(tmp_path / "bad.txt")]) == 1
+    caplog.clear()
+    assert main(["run", str(neff)]) == 1  # no --inputs: said so, with what the artifact takes
+    assert "takes 4 inputs" in caplog.text and "none were given: pass --inputs FILE.npz" in caplog.text
+    assert "the file has" not in caplog.text
+    (tmp_path / "garbage.hlo.txt").write_text("this is not hlo at all\n")
+    assert main(["compile", str(tmp_path / "garbage.hlo.txt")]) == 1  # was: "not a binary HloModuleProto"
+    assert "HLO text starts with 'HloModule'" in caplog.text and "'this is not hlo at all'" in caplog.text
 
 
 def test_float64_inputs_are_converted_with_a_warning(graph: dict, tmp_path: Path,
