@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -54,6 +55,15 @@ def native_summary(kernels: list) -> str:
             f"C++ with your rights; refuse it with --no-native-code or {NO_NATIVE_ENV}=1 unless you trust its author")
 
 
+def _native_json(kernels: list) -> list[dict]:
+    """The native payloads for `--json` readers (a script deciding whether to run an artifact reads
+    standard output, not the warning on standard error): empty when there are none."""
+    from emulator.native_policy import native_kernels
+
+    return [{"name": k.name, "kind": k.kind, "bytes": len(k.data),
+             "sha256": hashlib.sha256(k.data).hexdigest()} for k in native_kernels(kernels)]
+
+
 def describe(data: bytes, top_ops: int = 12) -> str:
     """The human-readable report for artifact bytes (raises ArtifactError on a bad artifact)."""
     from emulator.artifact import read_artifact
@@ -92,7 +102,8 @@ def describe(data: bytes, top_ops: int = 12) -> str:
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("artifact", type=Path, help="a .neff written by `neuron-customcall compile`")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON and nothing else")
+    p.add_argument("--json", action="store_true",
+                   help="print the manifest as JSON, with a 'native_code' key listing the native payloads")
 
 
 @command("inspect", "print an artifact's manifest, sections and program summary", _args)
@@ -103,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         data = read_bytes(args.artifact)
         if args.json:
             art = read_artifact(data)
-            print(json.dumps(art.manifest, indent=2, sort_keys=True))
+            print(json.dumps({**art.manifest, "native_code": _native_json(art.kernels)}, indent=2, sort_keys=True))
             if "YES" in (summary := native_summary(art.kernels)):
                 log.warning("%s: %s", args.artifact, summary)
         else:

@@ -4,6 +4,8 @@ a traceback, a hang or a file named `..npz`); an npz header is checked before an
 allocated; `cache --stats` and `--clear` of leftover temporaries."""
 from __future__ import annotations
 
+import json
+
 import logging
 import os
 import struct
@@ -53,6 +55,11 @@ def test_inspect_says_first_whether_native_code_is_carried(files: dict, capsys: 
     assert "native code: none" in capsys.readouterr().out.splitlines()[0]
     assert main(["inspect", "--json", str(files["native"])]) == 0
     assert "NATIVE CODE: YES" in caplog.text
+    native = json.loads(capsys.readouterr().out)["native_code"]  # on standard output too, for scripts
+    assert [(k["name"], k["kind"], k["bytes"]) for k in native] == [("custom-call.1", "gpsimd-library", 20)]
+    assert len(native[0]["sha256"]) == 64
+    assert main(["inspect", "--json", str(files["neff"])]) == 0
+    assert json.loads(capsys.readouterr().out)["native_code"] == []
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
