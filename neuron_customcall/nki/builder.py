@@ -127,8 +127,34 @@ class Builder:
                     decl.name, decl.shape, identity_index(decl.shape)), loc=user_location()))
         ins = Instruction(op, dst_access, operands, attrs, affs, acc, user_location())
         checks.check_instruction(self, ins)
-        self._stack[-1].append(ins)
+        slot = self._fresh_slot(ins)
+        if slot is None:
+            self._stack[-1].append(ins)
+        else:
+            self._stack[-1][slot] = ins
+            self.tensors[ins.dst.tensor].init = DEFINED
         return ins
+
+    def _fresh_slot(self, ins: Instruction) -> int | None:
+        """Where ``ins`` can stand in for the allocation of the tensor it writes: the statement
+        just before it allocates that on-chip tensor (``nl.ndarray``) and ``ins`` writes all of
+        it (unmasked, not accumulating, not reading it), so the NaN fill would be overwritten at
+        once. ``ins`` then takes the allocation's place and the tensor becomes a result tile the
+        executor binds without filling or copying (beta 2's ``t = nl.ndarray(...);
+        nisa.activation(dst=t, ...)`` costs what ``t = nisa.activation(...)`` does). Only the
+        adjacent statement: live ranges (the capacity check) and statement counts (checkpoints)
+        stay as they were."""
+        dst, body = ins.dst, self._stack[-1]
+        last = body[-1] if body else None
+        if (dst is None or ins.mask or ins.acc is not None or not isinstance(last, Instruction)
+                or last.op != "alloc" or last.attrs or last.dst.tensor != dst.tensor):
+            return None
+        decl = self.tensors[dst.tensor]
+        if (decl.memory not in machine.ON_CHIP or tuple(dst.shape) != tuple(decl.shape)
+                or dst.index != identity_index(decl.shape)
+                or any(isinstance(x, Access) and x.tensor == dst.tensor for x in ins.srcs)):
+            return None
+        return len(body) - 1
 
     def new(self, op: str, shape: tuple[int, ...], dtype: str, /, *srcs,
             memory: str = machine.SBUF, mask: Pred | None = None, **attrs) -> Tile:

@@ -13,6 +13,7 @@ from emulator.kernel_ir import divmod as dm
 
 from .. import dtypes as nkd
 from ..indexing import Idx, Pred
+from ..lang import memory as lang_memory
 from ..lang import rng as rng_state
 from ..lang.operands import as_shape, operand, scalar_value
 from ..tile import Tile
@@ -70,10 +71,27 @@ def dma_copy(dst, src, *, dst_rmw_op=None, oob_mode=None, dge_mode=None, engine=
     acc = alu(dst_rmw_op, api) if dst_rmw_op is not None else None
     tr = current()
     same = [n for n in dst.shape if n != 1] == [n for n in x.shape if n != 1]
+    special = (x.indirect is not None or x.cast, dst.indirect is not None or dst.cast)
     if same and x.buffer in _HBM and dst.buffer in machine.ON_CHIP and acc is None:
-        tr.emit("load", fit(dst, x.shape, api), x, mask=mask)
+        if x.indirect is not None:  # a gather: the indirect DMA of nl.load(a[idx_tile, ...])
+            dim, offsets = x.indirect
+            tr.emit("load", fit(dst, x.shape, api), x.base_access(), offsets, mask=mask,
+                    indirect=dim)
+        elif x.cast:  # a bit-cast HBM view: nl.load reinterprets the bits on chip
+            tr.emit("tensor_copy", fit(dst, x.shape, api), lang_memory.load(x, mask=mask))
+        else:
+            tr.emit("load", fit(dst, x.shape, api), x, mask=mask)
     elif same and x.buffer in machine.ON_CHIP and dst.buffer in _HBM:
-        tr.emit("store", fit(dst, x.shape, api), x, mask=mask, acc=acc)
+        view = fit(dst, x.shape, api) if not special[1] else dst
+        if acc is not None:
+            lang_memory.atomic_rmw(view, x, acc, mask=mask)
+        elif special[1]:  # a scatter or a bit-cast view: as nl.store does it
+            lang_memory.store(view, x, mask=mask)
+        else:
+            tr.emit("store", view, x, mask=mask)
+    elif any(special):
+        raise fail("dma_copy view", f"{api}: an indirect or bit-cast view is copied between HBM "
+                   "and an on-chip tile of its own shape")
     else:
         tr.emit("dma_copy", dst, x, mask=mask, acc=acc)
 

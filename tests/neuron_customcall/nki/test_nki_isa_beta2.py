@@ -306,12 +306,14 @@ def test_dst_shape_must_match_the_result():
 
 
 def test_writing_into_dst_adds_no_copy():
-    """The instruction targets the view itself: one activation writing the tile, nothing else."""
+    """The instruction targets the view itself: one activation writing the tile, nothing else;
+    a tile allocated just before its first whole write is that write's result (no NaN fill)."""
     @nki.jit
     def k(x):
         out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
-        t, d = _sb((128, 8)), _sb((128, 8))
+        t = _sb((128, 8))
         nisa.dma_copy(t, x)
+        d = _sb((128, 8))
         nisa.activation(d, nl.tanh, t)
         nisa.dma_copy(out, d)
         return out
@@ -320,4 +322,4 @@ def test_writing_into_dst_adds_no_copy():
     np.testing.assert_allclose(k(x), np.tanh(x), rtol=1e-6)
     ir = nki.trace_kernel(k.func, [nki.TensorSpec((128, 8), "float32")]).ir
     ops = [s.op for s in ir.body]
-    assert ops == ["alloc", "alloc", "load", "activation", "store"], format_kernel(ir)
+    assert ops == ["load", "activation", "store"], format_kernel(ir)  # allocs became results

@@ -220,3 +220,37 @@ def test_set_rng_seed_makes_draws_functions_of_the_seed_value():
     got = k(np.array([[7], [7], [8]], np.int32))
     np.testing.assert_array_equal(got[0], got[1])
     assert (got[0] != got[2]).mean() > 0.99
+
+
+def test_dma_copy_through_indirect_and_bit_cast_views():
+    """dma_copy of a tile-indexed HBM view gathers (or scatters, with beta 1's dst_rmw_op
+    accumulating) as nl.load / nl.store / nl.atomic_rmw do; a bit-cast view is reinterpreted."""
+    data = RNG.standard_normal((64, 16)).astype(np.float32)
+    idx = RNG.permutation(64)[:32].astype(np.int32)
+
+    @nki.jit
+    def k(data, idx):
+        gathered = nl.ndarray((32, 16), nl.float32, buffer=nl.shared_hbm)
+        scattered = nl.ndarray((64, 16), nl.float32, buffer=nl.shared_hbm)
+        bits = nl.ndarray((64, 16), nl.int32, buffer=nl.shared_hbm)
+        ix = _sb((32, 1), nl.int32)
+        nisa.dma_copy(ix, idx.reshape((32, 1)))
+        t = _sb((32, 16))
+        nisa.dma_copy(t, data[ix[:, 0], :])
+        nisa.dma_copy(gathered, t)
+        zero = _sb((64, 16))
+        nisa.memset(zero, 0.0)
+        nisa.dma_copy(scattered, zero)
+        nisa.dma_copy(scattered[ix[:, 0], :], t)
+        nisa1.dma_copy(dst=scattered[ix[:, 0], :], src=t, dst_rmw_op=nl.add)
+        b = _sb((64, 16), nl.int32)
+        nisa.dma_copy(b, data.view(nl.int32))
+        nisa.dma_copy(bits, b)
+        return gathered, scattered, bits
+
+    gathered, scattered, bits = k(data, idx)
+    np.testing.assert_array_equal(gathered, data[idx])
+    want = np.zeros_like(data)
+    want[idx] = 2 * data[idx]
+    np.testing.assert_array_equal(scattered, want)
+    np.testing.assert_array_equal(bits, data.view(np.int32))
