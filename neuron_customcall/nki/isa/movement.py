@@ -113,6 +113,9 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, *, mask=None
     pred = fit(pred, dst.shape, api)
     s = tile_or_scalar(src, "src", api)
     if isinstance(s, Tile):
+        if s.dtype_name != dst.dtype_name:
+            raise fail("tensor_copy_predicated dtype", f"{api}: src and dst share one dtype, got "
+                       f"{s.dtype_name} and {dst.dtype_name}")
         s = fit(s, dst.shape, api)
     yes, no = (dst, s) if reverse_pred else (s, dst)
     current().emit("select", dst, pred, yes, no, mask=mask)
@@ -258,6 +261,9 @@ def nc_transpose(dst, data, *, engine=None, dtype=None, mask=None, api="nki.isa.
     if vector and max(x.shape) > machine.VECTOR_ENGINE_TRANSPOSE_MAX:
         raise fail("transpose size", f"{api}: VectorE transpose of {list(x.shape)} exceeds 32x32")
     memory = machine.SBUF if vector else machine.PSUM
+    if dst is not None and dst.dtype_name != x.dtype_name:
+        raise fail("transpose dtype", f"{api}: dst has data's dtype ({x.dtype_name}), got "
+                   f"{dst.dtype_name}")
     if not vector and dst is not None and (dst.buffer != machine.PSUM
                                            or x.buffer != machine.SBUF):
         raise fail("transpose location", f"{api}: TensorE transposes an SBUF tile into PSUM; got "

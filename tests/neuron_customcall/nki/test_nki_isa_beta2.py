@@ -323,3 +323,22 @@ def test_writing_into_dst_adds_no_copy():
     ir = nki.trace_kernel(k.func, [nki.TensorSpec((128, 8), "float32")]).ir
     ops = [s.op for s in ir.body]
     assert ops == ["load", "activation", "store"], format_kernel(ir)  # allocs became results
+
+
+@pytest.mark.parametrize("which, rule", [("transpose", "dst has data's dtype"),
+                                         ("predicated", "src and dst share one dtype")])
+def test_dtype_rules_of_the_reference(which, rule):
+    @nki.jit
+    def k(x):
+        t = nl.load(x)
+        if which == "transpose":
+            d = _sb((16, 16), nl.bfloat16)
+            nisa.nc_transpose(d, t)
+        else:
+            d, p = _sb((16, 16), nl.bfloat16), _sb((16, 16), nl.uint8)
+            nisa.memset(p, 1)
+            nisa.tensor_copy_predicated(d, t, p)
+        return x
+
+    with pytest.raises(NkiValidationError, match=rule):
+        k(np.zeros((16, 16), np.float32))
