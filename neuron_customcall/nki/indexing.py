@@ -305,7 +305,9 @@ class Pred:
         if all(not e.terms for e in self.exprs):
             return all(e.const >= 0 for e in self.exprs)
         raise NonAffineIndexError(
-            "Python control flow on a comparison of index expressions (use mask= or nl.where)")
+            "Python control flow on a comparison of index expressions (use mask= or nl.where); "
+            "to combine masks use & and |, not Python's 'and'/'or' (which would keep only one "
+            "of them)")
 
     def to_affines(self, tile_rank: int) -> tuple[Affine, ...]:
         return tuple(e.to_affine(tile_rank) for e in self.exprs)
