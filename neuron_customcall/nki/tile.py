@@ -333,10 +333,10 @@ def _indirect_dim(t: Tile, pos: int, idx: Tile) -> tuple[int, Tile]:
 
 def _check_indirect_partition(view: Tile) -> None:
     """The index values vary along the tile's partition axis; they must address the dimension
-    that axis walks (partition or block dimension), not a free one."""
+    that axis walks or a block dimension before it, not a free one after it."""
     dim, idx = view.indirect
     if any(a.coef("t0") or any(dm.base_of(s) == "t0" for s, _ in a.terms)
-           for d, a in enumerate(view.index) if d != dim):
+           for d, a in enumerate(view.index) if d < dim):
         raise view.trace.error(
             "indirect index on a free dimension",
             f"{view.decl.name}[...] indexed by tile {idx.decl.name!r}: the tile's partitions "

@@ -171,3 +171,18 @@ def test_indirect_kernel_ir_survives_serialisation_and_runs_from_bytes():
     ir = from_bytes(to_bytes(traced.ir))
     data, idx = rand(6, 8), np.array([5, 0, 3, 3], np.int32)
     np.testing.assert_array_equal(run_kernel(ir, [data, idx])[0], data[idx])
+
+
+def test_indirect_index_on_a_block_dimension():
+    """``a[idx_tile, i_p, i_f]``: partition p reads block idx[p] (a block dimension before the
+    one the partitions walk)."""
+    @nki.jit
+    def k(data, idx):
+        out = nl.ndarray((16, 8), dtype=data.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(16)[:, None], nl.arange(8)[None, :]
+        nl.store(out, value=nl.load(data[nl.load(idx[i_p]), i_p, i_f]))
+        return out
+
+    data = rand(5, 16, 8)
+    idx = rng.integers(0, 5, size=16).astype(np.int32)
+    np.testing.assert_array_equal(k(data, idx), data[idx, np.arange(16)])
