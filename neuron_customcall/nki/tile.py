@@ -183,7 +183,7 @@ class Tile:
                 "free dimensions are merged or split")
         try:
             exprs = reshape_exprs(self.shape, new)
-            index = compose(self.index, exprs)
+            index = compose(self.index, exprs, {f"t{m}": n for m, n in enumerate(new)})
         except (NonAffineIndexError, ValueError) as e:
             raise self.trace.error("invalid reshape",
                                    f"{list(self.shape)} -> {list(new)}: {e}") from None

@@ -116,10 +116,12 @@ def _int_entry(e, n: int) -> Affine:
     return Affine(i % n, ())
 
 
-def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...]:
+def compose(index: tuple[Affine, ...], exprs: list[Affine],
+            extents: dict[str, int] | None = None) -> tuple[Affine, ...]:
     """Substitute view axis ``t<j>`` by ``exprs[j]`` in each tensor-dimension expression. A
-    derived symbol (``//``, ``%``) of a view axis takes the axis' new expression as its base,
-    which must then be a single symbol (or a constant)."""
+    derived symbol (``//``, ``%``) of a view axis takes the axis' new expression as its base;
+    an expression of several symbols is divided term by term (``_divmod_of_sum``), which needs
+    the new axes' ``extents`` when the remainder part has more than one symbol."""
     out = []
     for a in index:
         const = a.const
@@ -128,19 +130,10 @@ def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...
             d = dm.parse(s)
             if d is not None and d.base.startswith("t"):
                 e = exprs[int(d.base[1:])]
-                if len(e.terms) > 1:
-                    raise NonAffineIndexError(
-                        f"indexing a view whose index uses '{d.op}' with {e}: the view's axis "
-                        "must map to one index axis, loop variable or program id")
                 if not e.terms:
                     const += c * int(dm.value(d, e.const))
                     continue
-                (s2, c2), = e.terms
-                if dm.is_derived(s2):
-                    raise NonAffineIndexError(
-                        f"'{d.op}' of a view axis that is itself '//' or '%' of {dm.base_of(s2)}"
-                        " (nested divisions are not affine enough to run as views)")
-                k0, t0 = dm.divmod_terms(d.op, d.coef * c2, s2, d.coef * e.const + d.offset, d.k)
+                k0, t0 = _divmod_of_sum(d, e, extents or {})
                 const += c * k0
                 for s3, c3 in t0.items():
                     terms[s3] = terms.get(s3, 0) + c * c3
@@ -153,6 +146,45 @@ def compose(index: tuple[Affine, ...], exprs: list[Affine]) -> tuple[Affine, ...
                 terms[s] = terms.get(s, 0) + c
         out.append(Affine.make(const, terms))
     return tuple(out)
+
+
+def _divmod_of_sum(d, e: Affine, extents: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """``(d.coef * e + d.offset) op d.k`` as ``const + terms``. Terms of ``e`` whose coefficient
+    is a multiple of ``k`` divide exactly (they vanish under ``%``); what remains is one plain
+    symbol (a new derived symbol of it), or stays within one multiple of ``k`` over the
+    symbols' extents (then the result is affine): ``(6 u + v) // 6`` with ``v < 6`` is ``u``,
+    which is how a merged view reshaped back to its axes stays a view."""
+    k = d.k
+    coefs = {s: d.coef * c for s, c in e.terms}
+    offset = d.coef * e.const + d.offset
+    exact = {s: c // k for s, c in coefs.items() if c % k == 0}
+    rest = {s: c for s, c in coefs.items() if c % k}
+    if not rest:
+        q, r = divmod(offset, k)
+        return (q, exact) if d.op == dm.FLOORDIV else (r, {})
+    lo = hi = offset
+    known = all(s in extents for s in rest)
+    for s, c in rest.items():
+        if not known:
+            break
+        smin, smax = dm.term_range(s, extents)
+        lo, hi = lo + min(c * smin, c * smax), hi + max(c * smin, c * smax)
+    if known and lo // k == hi // k:
+        m = lo // k
+        if d.op == dm.FLOORDIV:
+            return m, exact
+        return offset - m * k, dict(rest)
+    if len(rest) == 1:
+        (sym, c), = rest.items()
+        if not dm.is_derived(sym):
+            c0, t0 = dm.divmod_terms(d.op, c, sym, offset, k)
+            if d.op == dm.FLOORDIV:
+                for s, v in exact.items():
+                    t0[s] = t0.get(s, 0) + v
+            return c0, t0
+    raise NonAffineIndexError(
+        f"indexing a view whose index uses '{d.op}' with {e}: the view's axis must map to one "
+        "index axis, loop variable or program id")
 
 
 def reshape_exprs(old: tuple[int, ...], new: tuple[int, ...]) -> list[Affine]:

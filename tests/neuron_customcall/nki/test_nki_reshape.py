@@ -74,6 +74,24 @@ def test_reshape_of_a_sliced_tile_and_reshape_dim_flatten_dims():
     np.testing.assert_array_equal(o3, a.reshape(128, 4, 2, 3, 8))
 
 
+def test_merged_view_reshaped_back_and_split_differently():
+    """A merged view reshaped again stays a view: back to its axes, or split another way."""
+    @nki.jit
+    def k(a):
+        o1 = nl.ndarray((128, 4, 6), dtype=a.dtype, buffer=nl.shared_hbm)
+        o2 = nl.ndarray((128, 2, 12), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)                                    # [128, 4, 6]
+        flat = t.reshape((128, 24))
+        nl.store(o1, value=nl.copy(flat.reshape((128, 4, 6))))
+        nl.store(o2, value=nl.copy(flat.reshape((128, 2, 12))))
+        return o1, o2
+
+    a = rand(128, 4, 6)
+    o1, o2 = k(a)
+    np.testing.assert_array_equal(o1, a)
+    np.testing.assert_array_equal(o2, a.reshape(128, 2, 12))
+
+
 def test_hbm_tensor_reshape_merges_leading_dims():
     """HBM tensors regroup any dimensions: a [4, 32, 64] input read as [128, 64] rows."""
     @nki.jit
