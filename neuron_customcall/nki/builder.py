@@ -119,8 +119,10 @@ class Builder:
                 raise self.error("invalid mask", f"mask must be an affine predicate, got {mask!r}")
             if isinstance(mask, Pred):
                 affs = mask.to_affines(len(dst_access.shape))
+            # Conditions that hold everywhere (i * 128 + ix < n on full tiles) cost nothing.
+            affs = checks.drop_always_true(self, tuple(affs), dst_access.shape)
             decl = self.tensors[dst_access.tensor]
-            if decl.init == DEFINED:
+            if affs and decl.init == DEFINED:
                 # A masked result is not written everywhere: the rest stays uninitialised (NaN).
                 decl.init = UNINIT
                 self._stack[-1].append(Instruction("alloc", Access(

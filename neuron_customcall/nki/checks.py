@@ -123,6 +123,23 @@ def check_instruction(trace, ins: Instruction) -> None:
                 _check_static_bounds(trace, ins, a)
 
 
+def drop_always_true(trace, affs: tuple[Affine, ...], tile: tuple[int, ...]
+                     ) -> tuple[Affine, ...]:
+    """The mask conditions (``expr >= 0``) of an instruction with destination tile ``tile``
+    that may fail for some program id, loop value or tile position; those that hold for all
+    of them are dropped, so that a mask that is always true (``i * 128 + ix < n`` when the grid
+    covers ``n`` exactly) costs nothing when the kernel runs. Symbols of unknown extent keep
+    their condition."""
+    ext = dict(trace.extents)
+    ext.update({f"t{j}": n for j, n in enumerate(tile)})
+    kept = []
+    for a in affs:
+        if all(dm.base_of(s) in ext for s, _ in a.terms) and expr_range(a, ext)[0] >= 0:
+            continue
+        kept.append(a)
+    return tuple(kept)
+
+
 #: Largest extent of a symbol whose terms are evaluated exactly (below) rather than bounded.
 _EXACT_RANGE_MAX = 1 << 16
 

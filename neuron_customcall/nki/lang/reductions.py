@@ -9,6 +9,7 @@ import numpy as np
 from emulator.kernel_ir import Affine, affine_to_json
 from emulator.kernel_ir import divmod as dm
 
+from .. import checks
 from .. import dtypes as nkd
 from ..errors import NonAffineIndexError
 from ..indexing import Pred
@@ -66,7 +67,7 @@ def _masked_input(tr, op: str, x: Tile, mask, axes: tuple[int, ...], keepdims: b
     if not isinstance(mask, Pred):
         raise tr.error("invalid mask", f"mask must be an affine predicate, got {mask!r}")
     try:
-        affs = mask.to_affines(x.ndim)
+        affs = checks.drop_always_true(tr, mask.to_affines(x.ndim), x.shape)
     except NonAffineIndexError as e:
         raise tr.error("invalid mask", str(e)) from None
     reduced = {f"t{j}" for j in axes}

@@ -392,3 +392,31 @@ def test_overlapping_windows_are_warned_about_and_disjoint_tiles_are_not(caplog)
     assert _race_warnings(caplog, own_tiles, (2, 2), x(256, 64)) == []
     # atomic_rmw is the sanctioned way to combine programs; only its zero-fill store is a race
     assert len(_race_warnings(caplog, accumulate, (2,), x(256, 64))) == 1
+
+
+def test_masks_that_always_hold_are_dropped_and_others_kept():
+    """``i * 128 + ix < n`` on a grid that covers n exactly holds everywhere: the IR carries no
+    mask for it (it would cost a masked path at run time); a mask that can fail stays."""
+    from emulator.kernel_ir import walk_instructions
+
+    def softmax_rows(x):
+        n, m = x.shape
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        ix, iy = nl.arange(128)[:, None], nl.arange(m)[None, :]
+        full = (i * 128 + ix < n)
+        t = nl.load(x[i * 128 + ix, iy], mask=full)
+        s = nl.sum(t, axis=1, keepdims=True, mask=full)
+        part = nl.multiply(t, s, mask=(iy < 100))
+        nl.store(out[i * 128 + ix, iy], value=part, mask=full)
+        return out
+
+    traced = nki.trace_kernel(softmax_rows, [nki.TensorSpec((512, 128), "float32")], {}, (4,))
+    masks = {i.op: i.mask for i in walk_instructions(traced.ir.body) if i.op != "alloc"}
+    assert masks["load"] == () and masks["tensor_reduce"] == () and masks["store"] == ()
+    assert len(masks["tensor_tensor"]) == 1
+    x = np.random.default_rng(0).standard_normal((512, 128)).astype(np.float32)
+    got = nki.jit(softmax_rows)[4](x)
+    want = x * x.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got[:, :100], want[:, :100], rtol=1e-5, atol=1e-4)
+    assert np.isnan(got[:, 100:]).all()
