@@ -6,7 +6,8 @@ The instruction's HBM access gives the affine part of every index; its dimension
 (read like any operand, so a ``[P, 1]`` or ``[P]`` tile of row numbers applies to a whole
 partition). The addresses are data, so these are gathers and scatters with index arrays, never
 strided views; an index outside the tensor (inside the mask) is an ``OutOfBoundsAccessError``
-naming the offending value, as the hardware's DMA refuses it.
+naming the offending value, as the hardware's DMA refuses it, unless ``attrs["oob_skip"]``
+(``oob_mode.skip``): then those positions are neither read nor written.
 """
 
 from __future__ import annotations
@@ -54,8 +55,12 @@ def _indices(r: Runner, ins: Instruction, hbm: Access) -> tuple[list[np.ndarray]
     else:
         mask = np.ones(plan.out_shape, dtype=bool)
     shape = st.array.shape
+    skip = bool(ins.attrs.get("oob_skip"))
     for a, (ix, n) in enumerate(zip(idx, shape)):
         bad = mask & ((ix < 0) | (ix >= n))
+        if skip:
+            mask = mask & ~bad
+            continue
         if bad.any():
             decl = r.kernel.tensors[hbm.tensor]
             vals = np.unique(ix[bad])
@@ -73,7 +78,14 @@ def gather(r: Runner, ins: Instruction) -> None:
     src = ins.srcs[0]
     idx, mask, shape = _indices(r, ins, src)
     clipped = tuple(np.clip(ix, 0, n - 1) for ix, n in zip(idx, shape))
-    r.write(ins, r._storage(src.tensor).array[clipped])
+    value = r._storage(src.tensor).array[clipped]
+    if ins.attrs.get("oob_skip") and not mask.all():
+        # Skipped positions are not read: the destination keeps what it held (NaN if nothing).
+        dst = ins.dst
+        before = (r.read(dst, tuple(dst.shape)) if dst.tensor in r.storage
+                  else np.full(mask.shape, np.nan))
+        value = np.where(mask, value, before)
+    r.write(ins, value)
 
 
 #: ``dst = acc(dst, value)`` applied one contribution at a time (``ufunc.at`` folds repeated

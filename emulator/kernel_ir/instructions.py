@@ -183,6 +183,9 @@ _ENGINE_ATTR = Attr("engine", "engine")
 #: dimension ``indirect`` adds, at each tile position, the value of the integer ``offsets`` tile
 #: there (one index per partition, broadcast along the free axes) to its affine index.
 _INDIRECT_ATTR = Attr("indirect", "int")
+#: With ``indirect``: positions whose index falls outside the tensor are skipped (not read, the
+#: destination keeps its value; not written) instead of being an error (``oob_mode.skip``).
+_OOB_SKIP_ATTR = Attr("oob_skip", "bool")
 
 #: Every kernel-IR instruction, by name.
 SPECS: dict[str, InstructionSpec] = _specs(
@@ -191,10 +194,10 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     doc="start a tensor's lifetime: NaN on chip, or the constant `fill`"),
     # --- DMA ---
     InstructionSpec("load", DMA, (Source("src"), Source("offsets")), min_sources=1,
-                    attrs=(_INDIRECT_ATTR,),
+                    attrs=(_INDIRECT_ATTR, _OOB_SKIP_ATTR),
                     doc="HBM -> SBUF; `indirect`: an indirect (gather) load, see below"),
     InstructionSpec("store", DMA, (Source("value", VALUE), Source("offsets")), min_sources=1,
-                    accumulates=True, attrs=(_INDIRECT_ATTR,),
+                    accumulates=True, attrs=(_INDIRECT_ATTR, _OOB_SKIP_ATTR),
                     doc="SBUF/PSUM (or a constant) -> HBM; with `acc`, an atomic read-modify-write;"
                         " `indirect`: an indirect (scatter) store, see below"),
     InstructionSpec("device_print", DMA, (Source("data"),), attrs=(Attr("prefix", "text", True),),

@@ -55,7 +55,7 @@ def dma_copy(dst, src, *, dst_rmw_op=None, oob_mode=None, dge_mode=None, engine=
     """DMA ``dst = src`` between HBM and SBUF (any pair): equal element counts, row-major, the
     dtype converted. HBM -> SBUF and SBUF -> HBM of one shape are ``load``/``store``; other
     pairs (and shapes) the ``dma_copy`` instruction. ``dst_rmw_op`` (beta 1) accumulates."""
-    enum_name(oob_mode, "oob_mode", enums.OOB_MODE_NAMES, api)
+    oob = enum_name(oob_mode, "oob_mode", enums.OOB_MODE_NAMES, api)
     enum_name(dge_mode, "dge_mode", enums.DGE_MODE_NAMES, api)
     enum_name(engine, "engine", enums.ENGINE_NAMES, api)
     if not isinstance(dst, Tile):
@@ -71,13 +71,12 @@ def dma_copy(dst, src, *, dst_rmw_op=None, oob_mode=None, dge_mode=None, engine=
     acc = alu(dst_rmw_op, api) if dst_rmw_op is not None else None
     tr = current()
     same = [n for n in dst.shape if n != 1] == [n for n in x.shape if n != 1]
-    special = (x.indirect is not None or x.cast, dst.indirect is not None or dst.cast)
+    if x.indirect is not None or dst.indirect is not None:
+        _indirect_dma_copy(dst, x, acc, oob == "skip", same, mask, api)
+        return
+    special = (bool(x.cast), bool(dst.cast))
     if same and x.buffer in _HBM and dst.buffer in machine.ON_CHIP and acc is None:
-        if x.indirect is not None:  # a gather: the indirect DMA of nl.load(a[idx_tile, ...])
-            dim, offsets = x.indirect
-            tr.emit("load", fit(dst, x.shape, api), x.base_access(), offsets, mask=mask,
-                    indirect=dim)
-        elif x.cast:  # a bit-cast HBM view: nl.load reinterprets the bits on chip
+        if x.cast:  # a bit-cast HBM view: nl.load reinterprets the bits on chip
             tr.emit("tensor_copy", fit(dst, x.shape, api), lang_memory.load(x, mask=mask))
         else:
             tr.emit("load", fit(dst, x.shape, api), x, mask=mask)
@@ -85,15 +84,38 @@ def dma_copy(dst, src, *, dst_rmw_op=None, oob_mode=None, dge_mode=None, engine=
         view = fit(dst, x.shape, api) if not special[1] else dst
         if acc is not None:
             lang_memory.atomic_rmw(view, x, acc, mask=mask)
-        elif special[1]:  # a scatter or a bit-cast view: as nl.store does it
+        elif special[1]:  # a bit-cast view: as nl.store does it
             lang_memory.store(view, x, mask=mask)
         else:
             tr.emit("store", view, x, mask=mask)
     elif any(special):
-        raise fail("dma_copy view", f"{api}: an indirect or bit-cast view is copied between HBM "
-                   "and an on-chip tile of its own shape")
+        raise fail("dma_copy view", f"{api}: a bit-cast view is copied between HBM and an "
+                   "on-chip tile of its own shape")
     else:
         tr.emit("dma_copy", dst, x, mask=mask, acc=acc)
+
+
+def _indirect_dma_copy(dst: Tile, x: Tile, acc, skip: bool, same: bool, mask, api: str) -> None:
+    """``dma_copy`` with an index tile in the HBM side's subscript (indirect DMA): a gather
+    ``load`` or a scatter ``store`` (``dst_rmw_op`` accumulates); ``oob_mode.skip`` skips
+    out-of-bounds rows instead of failing."""
+    tr = current()
+    extra = {"oob_skip": True} if skip else {}
+    if not same:
+        raise fail("dma_copy shape", f"{api}: an indirect dma_copy keeps the shape: src "
+                   f"{list(x.shape)}, dst {list(dst.shape)}")
+    if x.indirect is not None and dst.indirect is None and dst.buffer in machine.ON_CHIP \
+            and acc is None:
+        dim, offsets = x.indirect
+        tr.emit("load", fit(dst, x.shape, api), x.base_access(), offsets, mask=mask,
+                indirect=dim, **extra)
+    elif dst.indirect is not None and x.indirect is None and x.buffer in machine.ON_CHIP:
+        dim, offsets = dst.indirect
+        tr.emit("store", dst.base_access(), x, offsets, mask=mask, acc=acc, indirect=dim, **extra)
+    else:
+        raise fail("indirect dma_copy", f"{api}: indirect DMA copies HBM rows named by an index "
+                   "tile into SBUF (src indexed) or SBUF into HBM rows (dst indexed); "
+                   "dst_rmw_op only on the store")
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, *, mask=None,

@@ -186,3 +186,35 @@ def test_indirect_index_on_a_block_dimension():
     data = rand(5, 16, 8)
     idx = rng.integers(0, 5, size=16).astype(np.int32)
     np.testing.assert_array_equal(k(data, idx), data[idx, np.arange(16)])
+
+
+@pytest.mark.parametrize("oob", ["error", "skip"])
+def test_isa_dma_copy_indirect_gather_scatter_and_oob_skip(oob):
+    """nisa.dma_copy with an index tile on the HBM side: a gather into SBUF, a scatter (and an
+    accumulating scatter) into HBM; oob_mode.skip leaves rows whose index is outside alone."""
+    step = 2 if oob == "error" else 3
+
+    @nki.jit
+    def k(a):
+        g = nl.ndarray((64, 32), dtype=a.dtype, buffer=nl.shared_hbm)
+        s = nl.ndarray((128, 32), dtype=a.dtype, buffer=nl.shared_hbm)
+        ix, iy = nl.mgrid[0:64, 0:32]
+        idx = nisa.iota(step * nl.arange(64)[:, None], dtype=nl.int32)
+        mode = getattr(nisa.oob_mode, oob)
+        got = nisa.memset(shape=(64, 32), value=-1.0, dtype=nl.float32)
+        nisa.dma_copy(src=a[idx, iy], dst=got[ix, iy], oob_mode=mode)
+        nl.store(g, value=got)
+        nl.store(s, value=nl.full((128, 32), 1.0, nl.float32))
+        nisa.dma_copy(dst=s[idx, iy], src=nl.load(a[0:64, :]), oob_mode=mode, dst_rmw_op=nl.add)
+        return g, s
+
+    a = rand(128, 32)
+    rows = step * np.arange(64)
+    inside = rows < 128
+    want_g = np.full((64, 32), -1.0, np.float32)
+    want_g[inside] = a[rows[inside]]
+    want_s = np.ones((128, 32), np.float32)
+    want_s[rows[inside]] += a[0:64][inside]
+    g, s = k(a)
+    np.testing.assert_array_equal(g, want_g)
+    np.testing.assert_allclose(s, want_s, rtol=1e-6)
