@@ -88,7 +88,7 @@ def _analyse(kernel: KernelIR) -> Program:
             if isinstance(s, Access):
                 uses[s.tensor] = uses.get(s.tensor, 0) + 1
     _forwarding(kernel, kernel.body, uses, prog)
-    prog.covered = frozenset(_covered_outputs(kernel))
+    prog.covered = frozenset(covered_outputs(kernel))
     writers: dict[str, list[Instruction]] = {}
     for ins in instrs:
         if ins.dst is not None:
@@ -173,7 +173,7 @@ def _forwarding(kernel: KernelIR, body: list[Statement], uses: dict[str, int],
         prog.forward[id(prod)] = cons
 
 
-def _covered_outputs(kernel: KernelIR) -> set[str]:
+def covered_outputs(kernel: KernelIR) -> set[str]:
     """Outputs written by an unmasked, non-accumulating store whose affine index map covers every
     element: each dimension is a mixed-radix combination of its own symbols."""
     extents = {f"p{i}": g for i, g in enumerate(kernel.grid)}

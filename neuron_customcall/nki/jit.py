@@ -20,7 +20,7 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_exec import Runner, run_kernel
-from emulator.kernel_exec.program import Program, prepare
+from emulator.kernel_exec.program import Program, covered_outputs, prepare
 from emulator.kernel_ir import INPUT, OUTPUT, KernelIR, SourceLoc, walk_instructions
 from emulator.kernel_ir.dtypes import UnknownDtypeError
 
@@ -31,7 +31,7 @@ from .errors import KernelTraceError, NKIError, NonAffineIndexError
 from .loops import traceable
 from .tile import Tile
 from .builder import Builder
-from .tracer import activate, current_or_none, deactivate, in_front_end
+from .tracer import activate, any_active, current_or_none, deactivate, in_front_end
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
         written = {i.dst.tensor for i in walk_instructions(trace.body) if i.dst is not None}
         out_names = [n for n in trace.inputs if n in written]
     ir = trace.finish(out_names)
-    checks.warn_unwritten_outputs(ir, prepare(ir).covered)
+    checks.warn_unwritten_outputs(ir, covered_outputs(ir))
     specs = tuple(TensorSpec(ir.tensors[n].shape, ir.tensors[n].dtype) for n in out_names)
     return TracedKernel(ir, specs, returns)
 
@@ -308,9 +308,10 @@ class Launch:
         return traceable(self.kernel.func)(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
-        caller = current_or_none()
-        if caller is not None and not caller.finished:
-            return self._inline(caller, args, kwargs)
+        if any_active():
+            caller = current_or_none()
+            if caller is not None and not caller.finished:
+                return self._inline(caller, args, kwargs)
         if not kwargs:
             # NumPy arguments first: a plan only exists for calls whose tensors are all NumPy
             # arrays, so no framework's tensors can match one.

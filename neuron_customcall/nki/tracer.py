@@ -48,13 +48,27 @@ def current_or_none() -> Builder | None:
     return _current.get()
 
 
+#: How many traces are active in any thread: a plain int that kernel launches read first (it
+#: is cheap, and graph tracers such as torch dynamo can read a module global but not a
+#: ContextVar), asking ``current_or_none`` only while some trace runs.
+_ACTIVE = 0
+
+
+def any_active() -> bool:
+    return _ACTIVE > 0
+
+
 def activate(trace: Builder):
+    global _ACTIVE
+    _ACTIVE += 1
     return _current.set(trace)
 
 
 def deactivate(token) -> None:
+    global _ACTIVE
+    _ACTIVE -= 1
     _current.reset(token)
 
 
-__all__ = ["current", "current_or_none", "activate", "deactivate", "user_location",
+__all__ = ["current", "current_or_none", "any_active", "activate", "deactivate", "user_location",
            "in_front_end"]
