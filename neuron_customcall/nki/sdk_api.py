@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .jit import Kernel, Launch, simulate_kernel
+from .jit import Kernel, Launch
 from .tile import Tile
 from .unsupported import refuse
 
@@ -14,14 +14,13 @@ tensor = Tile
 
 
 def simulate(kernel: Any) -> Callable[..., Any]:
-    """``nki.simulate(kernel)(*arrays)``: run the kernel (an ``nki.jit`` kernel, a ``kernel[grid]``
-    launch, or a plain function, wrapped) on the emulator with NumPy arrays."""
-    if not isinstance(kernel, (Kernel, Launch)):
-        kernel = Kernel(kernel)
-
-    def run(*args, **kwargs):
-        return simulate_kernel(kernel, *args, **kwargs)
-    return run
+    """``nki.simulate(kernel)(*arrays)``: the kernel (an ``nki.jit`` kernel, a ``kernel[grid]``
+    launch, or a plain function, wrapped) as a callable that runs it on the emulator and
+    returns results as it was given them: NumPy arrays for NumPy arrays, torch tensors for
+    torch CPU tensors (the launch's framework dispatch)."""
+    if isinstance(kernel, Launch):
+        return kernel
+    return (kernel if isinstance(kernel, Kernel) else Kernel(kernel))[1]
 
 
 def trace(func: Callable | None = None, **_options):

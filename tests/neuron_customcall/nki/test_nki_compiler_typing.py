@@ -184,3 +184,17 @@ def test_simulate_runs_a_kernel_a_launch_or_a_plain_function():
     a = np.arange(8, dtype=np.float32).reshape(2, 4)
     for k in (double, nki.jit(double), nki.jit(double)[1]):
         np.testing.assert_array_equal(nki.simulate(k)(a), a * 2)
+
+
+def test_simulate_returns_torch_tensors_for_torch_tensors():
+    torch = pytest.importorskip("torch")
+
+    @nki.jit
+    def double(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a) * 2)
+        return out
+
+    got = nki.simulate(double)(torch.arange(8, dtype=torch.bfloat16).reshape(2, 4))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+    assert torch.equal(got, torch.arange(8, dtype=torch.bfloat16).reshape(2, 4) * 2)
