@@ -5,7 +5,7 @@ kernel executor (emulator/kernel_exec). ``language`` (nl) and ``isa`` (nisa) are
 ``trace_kernel`` and ``register_framework`` are the hooks framework adapters use.
 """
 
-from . import compiler, isa, language, typing
+from . import collectives, compiler, isa, language, typing
 from .errors import (HardwareRuleError, KernelTraceError, NKIError, NonAffineIndexError,
                      UnsupportedAPIError)
 from .jit import (Kernel, Launch, TensorSpec, TracedKernel, baremetal, benchmark, jit, profile,
@@ -17,5 +17,5 @@ __all__ = [
     "isa", "language", "tile_size", "jit", "simulate_kernel", "trace_kernel", "register_framework",
     "Kernel", "Launch", "TensorSpec", "TracedKernel", "benchmark", "baremetal", "profile",
     "NKIError", "KernelTraceError", "HardwareRuleError", "NonAffineIndexError",
-    "UnsupportedAPIError", "compiler", "typing", "simulate", "trace", "tensor", "FrameworkKernel",
+    "UnsupportedAPIError", "collectives", "compiler", "typing", "simulate", "trace", "tensor", "FrameworkKernel",
 ]

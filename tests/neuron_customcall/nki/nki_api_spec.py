@@ -96,17 +96,8 @@ SPEC: dict[tuple[str, str], str] = {
     """,
 }
 
-_COLLECTIVES = "issue 13: nki.collectives, single-core replica groups (unassigned; multi-core is issue 18)"
-
-#: (module, name) -> why it is missing and who adds it.
-EXPECTED_MISSING: dict[tuple[str, str], str] = {
-    **{("nki.collectives", n): _COLLECTIVES for n in """
-        ReplicaGroup all_gather all_gather_v all_reduce all_to_all all_to_all_v
-        collective_permute collective_permute_implicit
-        collective_permute_implicit_current_processing_rank_id
-        collective_permute_implicit_reduce rank_id reduce_scatter
-    """.split()},
-}
+#: (module, name) -> why it is missing and who adds it (empty: every name exists).
+EXPECTED_MISSING: dict[tuple[str, str], str] = {}
 
 
 def names(module: str) -> list[str]:
