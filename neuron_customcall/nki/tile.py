@@ -246,6 +246,12 @@ class Tile:
                 f"viewed as {self.cast}) can only be read with nl.load or written with nl.store")
 
     def __bool__(self) -> bool:
+        """An HBM tensor is a handle (a kernel argument or an allocation), true like any Python
+        object, so that ``t = nl.load(x) if x else None`` tests whether an optional tensor
+        argument was given (AWS's examples do). The values of an on-chip tile are only known when
+        the kernel runs: branching on them is refused."""
+        if self.buffer in (machine.HBM, machine.SHARED_HBM):
+            return True
         raise self.trace.error("data-dependent control flow",
                                "a tile's values are only known when the kernel runs")
 

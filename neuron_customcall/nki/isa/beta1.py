@@ -67,8 +67,9 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error,
                  mask=mask)
 
 
-def dma_transpose(src, *, axes=None, mask=None, dtype=None, name=None) -> Tile:
-    return _mv.dma_transpose(None, src, axes, dtype=dtype, mask=mask)
+def dma_transpose(src, *, axes=None, dge_mode=dge_mode.unknown, mask=None, dtype=None,
+                  name=None) -> Tile:
+    return _mv.dma_transpose(None, src, axes, dge_mode=dge_mode, dtype=dtype, mask=mask)
 
 
 def dropout(data, prob, *, mask=None, dtype=None, name=None) -> Tile:
@@ -169,6 +170,13 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
     return _c.tensor_tensor(None, data1, data2, op, dtype=dtype, mask=mask)
 
 
+def tensor_scalar_cumulative(*, dst, src, op0, op1, imm0, imm1=None,
+                             reduce_cmd=reduce_cmd.reset_reduce, name=None) -> Tile:
+    """Beta 1 writes this instruction's running values into ``dst`` (given by keyword, as in
+    AWS's examples) and returns it."""
+    return _acc.tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1, reduce_cmd)
+
+
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *,
                        dtype=None, mask=None, name=None) -> Tile:
     return _c.tensor_tensor_scan(None, data0, data1, initial, op0, op1, reverse0, reverse1,
@@ -203,6 +211,6 @@ __all__ = [
     "scalar_tensor_tensor", "select_reduce", "sequence_bounds", "tensor_copy",
     "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src", "tensor_copy_predicated",
     "tensor_engine", "tensor_partition_reduce", "tensor_reduce", "tensor_scalar",
-    "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan", "unknown_engine",
+    "tensor_scalar_cumulative", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan", "unknown_engine",
     "vector_engine",
 ]

@@ -86,7 +86,7 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None) -> NkiInstruction:
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
                   oob_mode=oob_mode.error, name=None) -> NkiInstruction:
-    return _done("dma_transpose", _mv.dma_transpose(dst, src, axes))
+    return _done("dma_transpose", _mv.dma_transpose(dst, src, axes, dge_mode=dge_mode))
 
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None) -> NkiInstruction:

@@ -52,7 +52,8 @@ unknown_engine = engine.unknown
 # The beta-1 reference's values (IntEnums; dge_mode numbers its members differently).
 engine_v1 = IntEnum("engine", {"unknown": 0, "tensor": 1, "scalar": 2, "gpsimd": 3, "vector": 5,
                                "sync": 6})
-reduce_cmd_v1 = IntEnum("reduce_cmd", {"idle": 0, "reset": 1, "reduce": 2, "reset_reduce": 3})
+reduce_cmd_v1 = IntEnum("reduce_cmd", {"idle": 0, "reset": 1, "reduce": 2, "reset_reduce": 3,
+                                       "load_reduce": 4})
 dge_mode_v1 = IntEnum("dge_mode", {"none": 0, "swdge": 1, "hwdge": 2, "unknown": 3})
 oob_mode_v1 = IntEnum("oob_mode", {"error": 0, "skip": 1})
 nc_version_v1 = IntEnum("nc_version", {"gen2": 2, "gen3": 3})

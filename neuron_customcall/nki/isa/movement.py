@@ -306,10 +306,12 @@ def permuted_view(t: Tile, axes: tuple[int, ...]) -> Tile:
     return Tile(t.trace, t.decl, tuple(t.shape[a] for a in axes), index, t.cast, t.vshape)
 
 
-def dma_transpose(dst, src, axes=None, *, dtype=None, mask=None, api="nki.isa.dma_transpose"
-                  ) -> Tile:
+def dma_transpose(dst, src, axes=None, *, dge_mode=None, dtype=None, mask=None,
+                  api="nki.isa.dma_transpose") -> Tile:
     """DMA transpose: ``src`` with its axes permuted (reversed by default) into ``dst``, as one
-    DMA reading ``src`` through the permuted view."""
+    DMA reading ``src`` through the permuted view. ``dge_mode`` (how descriptors are generated)
+    is checked but changes no value."""
+    enum_name(dge_mode, "dge_mode", enums.DGE_MODE_NAMES, api)
     x = tile(src, "src", api)
     perm = tuple(reversed(range(x.ndim))) if axes is None else tuple(int(a) for a in axes)
     if sorted(perm) != list(range(x.ndim)) or x.ndim not in (2, 3, 4):
