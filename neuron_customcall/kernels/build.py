@@ -20,6 +20,7 @@ from neuron_customcall.kernels import dtypes
 from neuron_customcall.kernels.batching import batch_ir
 from neuron_customcall.kernels.descriptor import (GPSIMD, NKI, Argument, KernelDescriptor,
                                                   TensorSig, encode)
+from neuron_customcall.nki.errors import NKIError
 from neuron_customcall.nki.jit import Kernel, TensorSpec, TracedKernel
 
 
@@ -46,6 +47,13 @@ def nki_call(kernel: Kernel, grid: tuple[int, ...], args: Sequence[Any],
              kwargs: dict[str, Any] | None = None) -> NkiCall:
     """Trace ``kernel`` (cached by the kernel) for args whose tensors are ``TensorSpec``s."""
     traced = kernel.trace(args, kwargs or {}, tuple(grid))
+    if traced.chip_results:
+        raise NKIError(
+            f"kernel {traced.ir.name!r} returns on-chip tiles (now {list(traced.chip_results)}): "
+            "in a framework graph a kernel's outputs must be HBM tensors (NKI memory hierarchy: "
+            "'input and output parameters to NKI kernels must be HBM tensor references'); "
+            "nl.store the tile into an nl.ndarray(..., buffer=nl.shared_hbm) and return that. "
+            "Only the NumPy simulator reads an on-chip result back")
     hit = _NKI_MEMO.get(id(traced))
     if hit is not None and hit[0] is traced:
         return hit[1]

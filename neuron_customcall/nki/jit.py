@@ -54,6 +54,8 @@ class TracedKernel:
     ir: KernelIR
     outputs: tuple[TensorSpec, ...]
     returns: str
+    #: outputs that hold returned SBUF/PSUM tiles (the simulator reads them back)
+    chip_results: tuple[str, ...] = ()
 
     @property
     def program(self) -> Program:
@@ -95,11 +97,12 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     token = activate(trace)
     try:
         result = traceable(func)(**call_args)
+        returns, tiles = _results(trace, result)
+        tiles, chip_results = _read_back_on_chip_results(trace, func, tiles)
     except NonAffineIndexError as e:
         raise KernelTraceError(name, _tb_loc(e), "non-affine index", str(e)) from None
     finally:
         deactivate(token)
-    returns, tiles = _results(trace, result)
     for t in tiles:
         if t.cast:
             raise KernelTraceError(name, _def_loc(func), "bit-cast view of an HBM tensor",
@@ -118,7 +121,36 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     ir = trace.finish(out_names)
     checks.warn_unwritten_outputs(ir, covered_outputs(ir))
     specs = tuple(TensorSpec(ir.tensors[n].shape, ir.tensors[n].dtype) for n in out_names)
-    return TracedKernel(ir, specs, returns)
+    return TracedKernel(ir, specs, returns, chip_results)
+
+
+def _read_back_on_chip_results(trace: Builder, func: Callable, tiles: list[Tile]
+                               ) -> tuple[list[Tile], tuple[str, ...]]:
+    """Returned SBUF/PSUM tiles become HBM outputs holding their values at the return, stored
+    by the kernel's last instructions: the NKI simulator's rule ("on return, NkiTensor results
+    are converted back to NumPy arrays"). Only a single program has one such value; a framework
+    graph refuses them (``TracedKernel.chip_results``: its outputs must be HBM tensors)."""
+    out: list[Tile] = []
+    names: list[str] = []
+    for t in tiles:
+        if not t.on_chip:
+            out.append(t)
+            continue
+        programs = int(np.prod(trace.grid))
+        if programs > 1:
+            raise KernelTraceError(
+                trace.name, _def_loc(func), "invalid kernel result",
+                f"kernel returns on-chip tile {t.decl.name!r} ({t.buffer}) from a grid of "
+                f"{programs} programs, each with its own; return an HBM tensor the programs "
+                "store into")
+        decl = trace.declare(t.shape, t.dtype_name, machine.HBM, name=f"{t.decl.name}_result")
+        hbm = Tile(trace, decl)
+        if t.buffer == machine.PSUM:  # PSUM does not reach HBM directly: through SBUF
+            t = trace.new("tensor_copy", t.shape, t.dtype_name, t)
+        trace.emit("store", hbm, t)
+        out.append(hbm)
+        names.append(decl.name)
+    return out, tuple(names)
 
 
 def _results(trace: Builder, result: Any) -> tuple[str, list[Tile]]:
