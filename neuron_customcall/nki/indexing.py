@@ -356,15 +356,26 @@ def arange(*args: int) -> Idx:
 
 class IndexGrid(tuple):
     """What ``mgrid`` returns: one index tile per dimension; unpacks, indexes, and offers ``.p``
-    (partition) and ``.x`` (first free) for the 2-D case."""
+    (partition), ``.x`` (first free) and ``.y`` (second free: AWS's examples index a
+    [P, 2, F] tile with ``g.p, g.x, g.y``)."""
+
+    def _axis(self, position: int, name: str) -> Idx:
+        if position >= len(self):
+            raise IndexError(f"mgrid: .{name} is axis {position} of the grid, which has "
+                             f"{len(self)} axes")
+        return self[position]
 
     @property
     def p(self) -> Idx:
-        return self[0]
+        return self._axis(0, "p")
 
     @property
     def x(self) -> Idx:
-        return self[1]
+        return self._axis(1, "x")
+
+    @property
+    def y(self) -> Idx:
+        return self._axis(2, "y")
 
 
 class _MGrid:

@@ -98,10 +98,19 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, n
     return _c.nc_match_replace8(None, data, vals, imm, dtype=dtype, mask=mask)
 
 
+#: neuronxcc's perf_mode strings: "double_row_gen3" is the FP8 double-row mode of NeuronCore-v3
+#: (beta 2's matmul_perf_mode.double_row).
+_PERF_MODES_V1 = {"double_row_gen3": "double_row"}
+
+
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, tile_position=(), tile_size=(), mask=None, name=None) -> Tile:
+              is_transpose=False, tile_position=(), tile_size=(), perf_mode=None, mask=None,
+              name=None) -> Tile:
+    if isinstance(perf_mode, str):
+        perf_mode = _PERF_MODES_V1.get(perf_mode, perf_mode)
     return _mm.nc_matmul(None, stationary, moving, is_transpose=is_transpose,
-                         tile_position=tile_position, tile_size=tile_size, mask=mask)
+                         tile_position=tile_position, tile_size=tile_size, perf_mode=perf_mode,
+                         mask=mask)
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, name=None) -> Tile:

@@ -121,3 +121,38 @@ def test_branching_on_an_on_chip_tile_is_still_refused():
 
     with pytest.raises(KernelTraceError, match="data-dependent control flow"):
         k(np.ones((4, 4), np.float32))
+
+
+def test_mgrid_y_is_the_second_free_axis():
+    x = RNG.standard_normal((16, 3, 5)).astype(np.float32)
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((16, 5, 3), dtype=x.dtype, buffer=nl.shared_hbm)
+        g = nl.mgrid[0:16, 0:3, 0:5]
+        t = nl.load(x[g.p, g.x, g.y])
+        nl.store(out[g.p, g.y, g.x], value=t)
+        return out
+
+    np.testing.assert_array_equal(k(x), x.transpose(0, 2, 1))
+    with pytest.raises(IndexError, match=r"\.y is axis 2 of the grid, which has 2 axes"):
+        nl.mgrid[0:4, 0:4].y
+
+
+def test_beta1_nc_matmul_double_row_gen3():
+    """[K=128, 2, M] x [128, 2, N]: the contraction runs over both the partitions and the pair
+    axis (ISA reference, double_row)."""
+    import ml_dtypes
+    f8 = ml_dtypes.float8_e5m2
+    a = RNG.integers(-3, 4, (128, 2, 4)).astype(f8)
+    b = RNG.integers(-3, 4, (128, 2, 32)).astype(f8)
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((4, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        c = nisa.nc_matmul(nl.load(a), nl.load(b), perf_mode="double_row_gen3")
+        nl.store(out, value=c)
+        return out
+
+    want = np.einsum("kli,klj->ij", a.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_array_equal(k(a, b), want)
