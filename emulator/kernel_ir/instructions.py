@@ -114,6 +114,9 @@ class InstructionSpec:
     #: Other engines the instruction may run on, chosen by ``attrs["engine"]`` (NKI's
     #: ``engine=`` argument); the handler is the default engine's, the cost the chosen one's.
     alt_engines: tuple[str, ...] = ()
+    #: The result keeps part of ``dst`` (the handler reads it): even a whole, unmasked write
+    #: needs ``dst``'s earlier value, so it never stands in for the allocation.
+    reads_dst: bool = False
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -251,7 +254,7 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     doc="the 8 largest values of each partition, descending, compared in fp32: "
                         "[P, ...] -> [P, 8]"),
     InstructionSpec("stream_shuffle", VECTOR, (Source("src"),),
-                    attrs=(Attr("shuffle", "ints", True),),
+                    attrs=(Attr("shuffle", "ints", True),), reads_dst=True,
                     doc="in each quadrant of 32 partitions, partition i from partition shuffle[i] "
                         "(255: dst's partition i unchanged)"),
     InstructionSpec("find_index8", VECTOR, (Source("data"), Source("vals")),
@@ -283,7 +286,7 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     doc="per element, the start and (exclusive) end of its run of equal segment "
                         "ids: [P, n] -> [P, 2, n]; id 0 is padding (n, -1)"),
     InstructionSpec("nonzero_with_count", GPSIMD, (Source("src"),),
-                    attrs=(Attr("offset", "int"), Attr("padding", "int")),
+                    attrs=(Attr("offset", "int"), Attr("padding", "int")), reads_dst=True,
                     doc="on partitions 0, 16, ..., 112: the positions (+offset) of the non-zero "
                         "elements, padding, then their count; other partitions keep dst"),
     InstructionSpec("partition_reduce", GPSIMD, (Source("data"),),

@@ -140,7 +140,8 @@ class Builder:
     def _fresh_slot(self, ins: Instruction) -> int | None:
         """Where ``ins`` can stand in for the allocation of the tensor it writes: the statement
         just before it allocates that on-chip tensor (``nl.ndarray``) and ``ins`` writes all of
-        it (unmasked, not accumulating, not reading it), so the NaN fill would be overwritten at
+        it (unmasked, not accumulating, not reading it as a source or, like ``stream_shuffle``,
+        keeping part of it: ``reads_dst``), so the NaN fill would be overwritten at
         once. ``ins`` then takes the allocation's place and the tensor becomes a result tile the
         executor binds without filling or copying (beta 2's ``t = nl.ndarray(...);
         nisa.activation(dst=t, ...)`` costs what ``t = nisa.activation(...)`` does). Only the
@@ -148,7 +149,8 @@ class Builder:
         stay as they were."""
         dst, body = ins.dst, self._stack[-1]
         last = body[-1] if body else None
-        if (dst is None or ins.mask or ins.acc is not None or not isinstance(last, Instruction)
+        if (dst is None or ins.mask or ins.acc is not None or spec(ins.op).reads_dst
+                or not isinstance(last, Instruction)
                 or last.op != "alloc" or last.attrs or last.dst.tensor != dst.tensor):
             return None
         decl = self.tensors[dst.tensor]

@@ -255,15 +255,14 @@ def stream_shuffle(r: Runner, ins: Instruction) -> None:
     src = ins.srcs[0]
     mask = list(ins.attrs["shuffle"])
     x = r.read(src)
-    lead = x.ndim - len(src.shape)
     old = r.read(ins.dst)
-    x, old = np.broadcast_arrays(x, old)
-    p = x.shape[lead]
-    sel = np.array([q * 32 + (m if m != 255 else i) for q in range((p + 31) // 32)
-                    for i, m in enumerate(mask)])[:p]
-    if (sel >= p).any():
-        raise r.error("shuffle mask", f"nc_stream_shuffle reads partition {sel.max()} of a "
-                      f"{p}-partition source")
+    src_parts, p = src.shape[0], ins.dst.shape[0]  # src may cover other partitions than dst
     keep = np.array([mask[i % 32] == 255 for i in range(p)])
-    keep = keep.reshape((1,) * lead + (p,) + (1,) * (x.ndim - lead - 1))
-    r.write(ins, np.where(keep, old, np.take(x, sel, axis=lead)))
+    sel = np.array([0 if keep[i] else (i // 32) * 32 + mask[i % 32] for i in range(p)])
+    if (sel >= src_parts).any():
+        raise r.error("shuffle mask", f"nc_stream_shuffle reads partition {sel.max()} of a "
+                      f"{src_parts}-partition source")
+    got, old = np.broadcast_arrays(np.take(x, sel, axis=x.ndim - len(src.shape)), old)
+    lead = got.ndim - len(ins.dst.shape)
+    keep = keep.reshape((1,) * lead + (p,) + (1,) * (got.ndim - lead - 1))
+    r.write(ins, np.where(keep, old, got))

@@ -122,8 +122,20 @@ def nc_stream_shuffle(dst, src, shuffle_mask, *, api="nki.isa.nc_stream_shuffle"
                                   for m in mask):
         raise fail("shuffle_mask", f"{api}: shuffle_mask is 32 partition numbers 0..31 (255: "
                    f"unchanged), got {shuffle_mask!r}")
-    if dst.shape[0] != x.shape[0]:
-        raise fail("nc_stream_shuffle operands", f"{api}: src and dst cover the same partitions")
-    current().emit("stream_shuffle", dst, fit(x, dst.shape, api), shuffle=mask)
+    _shuffle_reads_src(mask, x.shape[0], dst.shape[0], api)
+    current().emit("stream_shuffle", dst, fit(x, (x.shape[0], *dst.shape[1:]), api),
+                   shuffle=mask)
     return dst
+
+
+def _shuffle_reads_src(mask: list[int], src_parts: int, dst_parts: int, api: str) -> None:
+    """``src`` and ``dst`` may cover different partitions (the reference's example broadcasts one
+    partition to 32), but every ``dst`` partition the mask fills must read one ``src`` covers:
+    quadrant ``q``'s partition ``i`` reads ``src`` partition ``q * 32 + mask[i]``."""
+    for d in range(dst_parts):
+        m = mask[d % 32]
+        if m != 255 and (d // 32) * 32 + m >= src_parts:
+            raise fail("shuffle_mask", f"{api}: dst partition {d} reads src partition "
+                       f"{(d // 32) * 32 + m} (shuffle_mask[{d % 32}] = {m}), but src covers "
+                       f"{src_parts} partitions")
 

@@ -202,3 +202,58 @@ def test_nc_stream_shuffle_mask_rule():
 
     with pytest.raises(NkiValidationError, match="shuffle_mask is 32"):
         k(np.zeros((32, 2), np.float32))
+
+
+def test_nc_stream_shuffle_broadcasts_one_partition_to_a_quadrant():
+    """src covering fewer partitions than dst: with shuffle_mask all 0, partition 0 of src
+    reaches the 32 partitions of dst (the reference's broadcast example)."""
+    x = RNG.standard_normal((1, 16)).astype(np.float32)
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((32, 16), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        d = _sb((32, 16))
+        nisa1.nc_stream_shuffle(src=t, dst=d, shuffle_mask=[0] * 32)
+        nl.store(out, d)
+        return out
+
+    np.testing.assert_array_equal(k(x), np.repeat(x, 32, axis=0))
+
+
+def test_nc_stream_shuffle_into_a_fresh_tile_keeps_its_255_partitions():
+    """dst allocated just before a shuffle that keeps some of its partitions (255): the
+    instruction reads dst, so it does not take the allocation's place (was 'read before
+    allocation'). A tile nothing wrote holds the uninitialised fill, NaN."""
+    x = RNG.standard_normal((64, 8)).astype(np.float32)
+    mask = [(i - 1) % 32 for i in range(32)]
+    mask[7] = 255
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((64, 8), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        d = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa1.nc_stream_shuffle(src=t, dst=d, shuffle_mask=mask)
+        nl.store(out, d)
+        return out
+
+    got = k(x)
+    for p in range(64):
+        if mask[p % 32] == 255:
+            assert np.isnan(got[p]).all()
+        else:
+            np.testing.assert_array_equal(got[p], x[(p // 32) * 32 + mask[p % 32]])
+
+
+def test_nc_stream_shuffle_refuses_a_partition_src_does_not_cover():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((32, 4), nl.float32, buffer=nl.shared_hbm)
+        d = _sb((32, 4))
+        nisa1.nc_stream_shuffle(src=nl.load(x), dst=d, shuffle_mask=[1] * 32)
+        nl.store(out, d)
+        return out
+
+    with pytest.raises(NkiValidationError, match="reads src partition 1.*src covers 1 partitions"):
+        k(np.zeros((1, 4), np.float32))
