@@ -1,7 +1,8 @@
 """Methods of beta 2's ``NkiTensor`` and beta 1's ``nki.tensor`` that a tile lacked: views that
 rename, drop or broadcast axes (``permute``, ``squeeze_dim``, ``expand_dim``, ``broadcast``),
-``slice``/``select`` (subscripts by axis), ``size``, ``assert_shape``, ``is_indirect``; and, refused by
-name, the access-pattern API (``ap``, ``vector_select``, ``rearrange``, ``strides``,
+``slice``/``select`` (subscripts by axis), ``size``, ``assert_shape``, ``is_indirect``, ``ap``
+(``access_pattern.py``: raw patterns that map to per-dimension affine indices); and, refused by
+name, the rest of the access-pattern API (``vector_select``, ``rearrange``, ``strides``,
 ``offset``, ``get_pattern``, ``is_contiguous``), which addresses storage by raw strides the
 emulator's per-dimension affine accesses do not model. ``language.py`` installs them on Tile.
 """
@@ -16,6 +17,7 @@ from emulator.kernel_ir import divmod as dm
 
 from ..tile import Tile
 from ..unsupported import refuse
+from .access_pattern import ap
 from .memory import expand_dims
 
 
@@ -131,7 +133,8 @@ METHODS: dict[str, object] = {
     "permute": permute, "squeeze_dim": squeeze_dim, "expand_dim": expand_dim,
     "broadcast": broadcast, "slice": slice_, "select": select, "assert_shape": assert_shape,
     "size": property(size), "is_indirect": is_indirect,
-    **{n: _refused(n) for n in ("ap", "vector_select", "rearrange", "get_pattern",
+    "ap": ap,
+    **{n: _refused(n) for n in ("vector_select", "rearrange", "get_pattern",
                                 "is_contiguous")},
     **{n: property(_refused(n)) for n in ("strides", "offset")},
 }

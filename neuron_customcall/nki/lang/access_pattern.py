@@ -1,0 +1,88 @@
+"""``NkiTensor.ap(pattern, offset)``: a view given as raw ``[[step, num], ...]`` over the tensor's
+storage flattened row-major (NKI's access-pattern deep dive: element ``[i0, i1, ...]`` of the view
+is ``storage.flatten()[offset + i0 * step0 + i1 * step1 + ...]``).
+
+The emulator's accesses are per-dimension affine indices, so a pattern becomes one when each
+step splits into whole steps of the tensor's dimensions and no dimension overflows into the next
+over the pattern's counts (the pooling windows of AWS's average-pool example, slices, strided
+rows, repeats). A pattern that wraps across a row, a dtype reinterpretation, dynamic offsets and
+patterns on tensors with block dimensions are refused by name.
+"""
+
+from __future__ import annotations
+
+import math
+
+from emulator import machine
+from emulator.kernel_ir import Affine
+
+from ..errors import HardwareRuleError
+from ..tile import Tile
+from ..unsupported import refuse
+
+
+def _row_major_steps(shape: tuple[int, ...]) -> list[int]:
+    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
+
+
+def _split(value: int, steps: list[int]) -> list[int]:
+    """``value`` as whole steps of each dimension, outermost first (greedy)."""
+    out = []
+    for s in steps:
+        out.append(value // s)
+        value %= s
+    return out
+
+
+def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vector_offset=None,
+       indirect_dim: int = 0, dtype=None) -> Tile:
+    """The view ``pattern`` describes over ``self``'s storage (see the module docstring)."""
+    api = "NkiTensor.ap"
+    for given, what in ((scalar_offset, "scalar_offset"), (vector_offset, "vector_offset")):
+        if given is not None:
+            refuse(f"{api}({what}=...)", "dynamic offsets of an access pattern are not emulated "
+                   "(index an HBM tensor by a tile for indirect DMA)")
+    if dtype is not None and dtype != self.dtype and str(dtype) != self.decl.dtype:
+        refuse(f"{api}(dtype=...)", "reinterpreting storage through an access pattern is not "
+               "emulated (use .view(dtype))")
+    self.indirect_use(api)
+    self.bitcast_use(api)
+    decl = self.decl
+    if decl.name in self.trace.blocks:
+        refuse(api, f"{decl.name!r} has block dimensions (nl.par_dim); its storage order is not "
+               "the order of its shape")
+    try:
+        pairs = [(int(step), int(num)) for step, num in pattern]
+    except (TypeError, ValueError):
+        raise self.trace.error("invalid access pattern", f"{api}: pattern is a list of "
+                               f"[step, num] pairs, got {pattern!r}") from None
+    if not pairs or any(num < 1 or step < 0 for step, num in pairs):
+        raise self.trace.error("invalid access pattern", f"{api}: each [step, num] has num >= 1 "
+                               f"and step >= 0, got {pattern!r}")
+    shape = tuple(decl.shape)
+    steps = _row_major_steps(shape)
+    base = sum(a.const * s for a, s in zip(self.index, steps))  # the view's storage offset
+    if offset is not None and base:
+        refuse(f"{api}(offset=...)", f"an explicit offset on a view that starts at element {base} "
+               "(the references differ on whether it adds to the view's offset); call .ap on "
+               "the tensor itself")
+    start = base if offset is None else int(offset)
+    on_chip = decl.memory in machine.ON_CHIP
+    if on_chip and pairs[0][0] != steps[0]:
+        raise self.trace.error(
+            "access pattern partition step",
+            f"{api}: the first [step, num] of an {decl.memory} tensor walks its partitions, so "
+            f"its step must be the tensor's elements per partition ({steps[0]}), got "
+            f"{pairs[0][0]}", cls=HardwareRuleError)
+    coeffs = [_split(step, steps) for step, _ in pairs]
+    origin = _split(start, steps)
+    index = []
+    for k, extent in enumerate(shape):
+        top = origin[k] + sum(c[k] * (num - 1) for c, (_, num) in zip(coeffs, pairs))
+        if top >= extent:
+            refuse(api, f"pattern {pattern!r} (offset {start}) runs past dimension {k} of "
+                   f"{decl.name!r} {list(shape)} (to {top}): patterns that wrap across a "
+                   "dimension are not emulated")
+        index.append(Affine.make(origin[k], {f"t{d}": c[k] for d, c in enumerate(coeffs)
+                                             if c[k]}))
+    return Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index))
