@@ -83,11 +83,18 @@ RECORDS: tuple[DTypeRecord, ...] = (
     DTypeRecord(_d(ml_dtypes.float8_e5m2), FLOAT, hlo="f8e5m2", nki="float8_e5m2", precision=3),
     DTypeRecord(_d(ml_dtypes.float8_e4m3fn), FLOAT, hlo="f8e4m3fn", nki="float8_e4m3fn",
                 precision=4),
-    # NKI's float8_e4m3 is the IEEE-like format (with infinities); the emulator's HLO side has
-    # only the finite-only e4m3fn.
-    DTypeRecord(_d(ml_dtypes.float8_e4m3), FLOAT, nki="float8_e4m3", precision=4),
+    # NKI's float8_e4m3 is the IEEE-like format (with infinities), XLA's F8E4M3.
+    DTypeRecord(_d(ml_dtypes.float8_e4m3), FLOAT, hlo="f8e4m3", nki="float8_e4m3", precision=4),
     # The MX scale type: an exponent only (2**(e-127)), unsigned, 0xFF is NaN.
-    DTypeRecord(_d(ml_dtypes.float8_e8m0fnu), FLOAT, nki="float8_e8m0fnu", precision=1),
+    DTypeRecord(_d(ml_dtypes.float8_e8m0fnu), FLOAT, hlo="f8e8m0fnu", nki="float8_e8m0fnu", precision=1),
+    # The rest of XLA's narrow floats (PrimitiveType) that ml_dtypes stores: HLO only, no NKI name.
+    # fnuz: finite, no negative zero, one NaN; b11: exponent bias 11. Not f6e2m3fn/f6e3m2fn:
+    # jaxlib 0.10.2's XLA:CPU compiles no program with them, so there is no semantics to match.
+    DTypeRecord(_d(ml_dtypes.float8_e4m3fnuz), FLOAT, hlo="f8e4m3fnuz", precision=4),
+    DTypeRecord(_d(ml_dtypes.float8_e5m2fnuz), FLOAT, hlo="f8e5m2fnuz", precision=3),
+    DTypeRecord(_d(ml_dtypes.float8_e4m3b11fnuz), FLOAT, hlo="f8e4m3b11fnuz", precision=4),
+    DTypeRecord(_d(ml_dtypes.float8_e3m4), FLOAT, hlo="f8e3m4", precision=5),
+    DTypeRecord(_d(ml_dtypes.float4_e2m1fn), FLOAT, hlo="f4e2m1fn", precision=2),
     # nc_matmul_mx's 4-packed types, as NKI's reference says: four float8 values in a 32-bit word,
     # four float4_e2m1fn values in 16 bits; element i sits at bits [i*w, (i+1)*w) (little
     # endian, so a uint8 [.., 4] array viewed as the packed type packs its last axis).
