@@ -17,11 +17,12 @@ def test_conversions_are_the_records():
     assert dtypes.hlo_to_gpsimd("f16") == "float16"
     assert dtypes.hlo_name_of(np.float32) == "f32"
     assert dtypes.hlo_name_of(ml_dtypes.float8_e4m3fn) == "f8e4m3fn"
+    assert dtypes.nki_to_hlo("float8_e4m3") == "f8e4m3"  # IEEE-like e4m3 is XLA's F8E4M3
 
 
 @pytest.mark.parametrize("call, arg", [
     (dtypes.nki_to_hlo, "tfloat32"),          # stored as f32, not a framework type
-    (dtypes.nki_to_hlo, "float8_e4m3"),       # IEEE-like e4m3: no HLO twin here
+    (dtypes.nki_to_hlo, "float4_e2m1fn_x4"),  # a packed NKI type: no HLO twin
     (dtypes.hlo_to_gpsimd, "u16"),
     (dtypes.hlo_name_of, ml_dtypes.int4),
 ])
