@@ -591,9 +591,43 @@ class _ModuleReader:
                                     f"where its body has {print_shape(actual, False)}", comp.token)
 
     # -- whole module ------------------------------------------------------------------------------
+    def _uniquify_names(self) -> None:
+        """Instruction names made unique across the module as XLA's module does when the parser
+        adds the computations (NameUniquer): in definition order, a name whose root (the part
+        before a numeric `.N` suffix) already holds that number takes the next free one
+        (`add.1` twice: `add.1`, `add.0`; `a` twice: `a`, `a.1`). Names are unique within a
+        computation already; XLA's proto and printer need them unique in the module."""
+        used: Dict[str, Set[int]] = {}
+        counters: Dict[str, int] = {}
+        for comp in self.computations:
+            renamed = False
+            for inst in comp.proto.instructions:  # (async shorthands' computations are named unique already)
+                root, dot, suffix = inst.name.rpartition(".")
+                has_suffix = bool(dot) and suffix.isdigit()
+                if not has_suffix:
+                    root, number = inst.name, 0
+                else:
+                    number = int(suffix)
+                taken = used.setdefault(root, set())
+                while number in taken:
+                    number = counters.get(root, 0)
+                    counters[root] = number + 1
+                taken.add(number)
+                new = f"{root}.{number}" if number or has_suffix else root
+                if new != inst.name:
+                    inst.name = new
+                    renamed = True
+            if renamed:
+                ps = comp.proto.program_shape
+                params = sorted((i for i in comp.proto.instructions if i.opcode == "parameter"),
+                                key=lambda i: i.parameter_number)
+                del ps.parameter_names[:]
+                ps.parameter_names.extend(i.name for i in params)
+
     def _finish(self) -> None:
         cur = self.cur
         m = self.module
+        self._uniquify_names()
         for comp in self.computations:
             for p in comp.pending:
                 for names, slot, tok in p.ctx.computation_refs:

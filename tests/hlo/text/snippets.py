@@ -488,4 +488,23 @@ ENTRY e {
   b = (f32[4], f32[]) scan(p, z), dimensions={0}, num_carries=1, is_associative=false, to_apply=step
   ROOT r = ((f32[4], f32[]), (f32[4], f32[])) tuple(a, b)
 }""",
+    # names repeated across computations: XLA's module makes them unique (add.1 twice -> add.0)
+    "names_made_unique_across_computations": """HloModule dupnames
+f {
+  add.1 = f32[] parameter(0)
+  a = f32[] parameter(1)
+  ROOT x.5 = f32[] add(add.1, a)
+}
+g {
+  add.1 = f32[] parameter(0)
+  a = f32[] parameter(1)
+  a.1 = f32[] negate(a)
+  ROOT x.5 = f32[] add(add.1, a.1)
+}
+ENTRY e {
+  a = f32[] parameter(0)
+  add = f32[] add(a, a)
+  c = f32[] call(a, add), to_apply=f
+  ROOT d = f32[] call(c, a), to_apply=g
+}""",
 }
