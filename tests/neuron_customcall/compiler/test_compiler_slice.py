@@ -134,9 +134,8 @@ ENTRY e {
 
 @pytest.mark.parametrize("text,message", [
     (_PAD, "pad of f32"),
-    (_PAD.replace("f32[3] parameter(0)", "f8e4m3b11fnuz[3] parameter(0)").replace("f32[] constant(0)",
-                                                                                 "f8e4m3b11fnuz[] constant(0)")
-     .replace("f32[9]", "f8e4m3b11fnuz[7]"), "element type F8E4M3B11FNUZ is not supported"),
+    (_PAD.replace("f32[3] parameter(0)", "s4[3] parameter(0)").replace("f32[] constant(0)", "s4[] constant(0)")
+     .replace("f32[9]", "s4[7]"), "element type S4 is not supported"),
     ("""
 HloModule m
 ENTRY e {
