@@ -14,6 +14,7 @@ machine's physical memory.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import os
 from typing import Any
@@ -58,14 +59,23 @@ def _broadcast_outputs(comp: Computation) -> list[Any]:
     """Broadcasts whose value is a leaf of the computation's result. A broadcast is a view of a
     smaller array inside the program, but a program output is handed to the caller as an array of
     its own, so it is allocated in full when the program returns (f32[] -> f32[1e5,1e5,100])."""
-    producer = {i.out: i for i in comp.instructions}
-    found, todo = [], [comp.result]
+    # slots are reused once free, so a value is the last write to its slot before its reader:
+    # walk back from the end, each tuple's operands resolved among the instructions before it
+    writes: dict[int, list[int]] = {}
+    for k, inst in enumerate(comp.instructions):
+        writes.setdefault(inst.out, []).append(k)
+    found: list[Any] = []
+    todo = [(len(comp.instructions), comp.result)]
     while todo:
-        inst = producer.get(todo.pop())
-        if inst is None:
+        before, slot = todo.pop()
+        positions = writes.get(slot, [])
+        i = bisect.bisect_left(positions, before)
+        if i == 0:
             continue
+        k = positions[i - 1]
+        inst = comp.instructions[k]
         if inst.op == "tuple":
-            todo.extend(inst.ins)
+            todo.extend((k, s) for s in inst.ins)
         elif inst.op == "broadcast":
             found.append(inst)
     return found
