@@ -103,7 +103,7 @@ def scatter(r: Runner, ins: Instruction) -> None:
     value_op = ins.srcs[0]
     idx, mask, shape = _indices(r, ins, dst)
     st = r._storage(dst.tensor)
-    if not st.owned:
+    if not r.exclusive(st):
         st.array = np.array(st.array)
         st.owned = True
     arr = st.array

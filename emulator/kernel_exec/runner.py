@@ -77,6 +77,9 @@ class Runner:
         self.forward: Instruction | None = None
         self._out: np.ndarray | None = None
         self._skip: set[int] = set()
+        #: id() of arrays some tile's storage is a view of (bound without a copy): the tile that
+        #: owns such an array must not be changed in place while the view may still be read.
+        self._lent: set[int] = set()
         #: The recycled array ``fresh`` handed out for the current instruction's result.
         self._fresh: np.ndarray | None = None
         #: Set when another range of the grid failed (a worker's, see parallel.py).
@@ -383,6 +386,8 @@ class Runner:
             if value.dtype != np_dtype or may_alias:
                 value = value.astype(np_dtype)
             owned = (value.flags.owndata or value is self._fresh) and value.flags.writeable
+            if not owned:
+                self._lend(value)
             syms = ctx.batch_syms
             self.storage[dst.tensor] = Storage(value, syms, owned,
                                                ctx.base_of(syms) if ctx.offsets else ())
@@ -410,6 +415,8 @@ class Runner:
             # Views (zero-copy loads, broadcasts) are bound as they are; a later partial write
             # copies them first (Storage.owned).
             owned = (value.flags.owndata or value is self._fresh) and value.flags.writeable
+            if not owned:
+                self._lend(value)
             syms = tuple(ctx.batch_syms[i] for i in keep)
             self.storage[dst.tensor] = Storage(value, syms, owned, ctx.base_of(syms))
             return
@@ -431,7 +438,7 @@ class Runner:
             if self._first_sum(ins, st, plan, value, mask):
                 return
             self._fill_zeros(st)
-        if not st.owned:
+        if not self.exclusive(st):
             st.array = np.array(st.array)
             st.owned = True
         arr = st.array
@@ -486,6 +493,17 @@ class Runner:
         st.zero = False
         return True
 
+    def _lend(self, view: np.ndarray) -> None:
+        """``view`` becomes a tile's storage without a copy: remember the array it views."""
+        while isinstance(view.base, np.ndarray):
+            view = view.base
+        self._lent.add(id(view))
+
+    def exclusive(self, st: Storage) -> bool:
+        """Whether ``st``'s array may be changed in place: it owns it, and no other tile's
+        storage was bound as a view of it (a ``tensor_copy`` of a slice, a zero-copy load)."""
+        return st.owned and id(st.array) not in self._lent
+
     def out_view(self, dtype) -> np.ndarray | None:
         """A writable view a handler may compute into (``out=``): the destination of the consumer
         the current instruction forwards to, when that is a plain in-bounds write of ``dtype``
@@ -494,7 +512,7 @@ class Runner:
         if cons is None or cons.acc is not None or cons.mask:
             return None
         st = self.storage.get(cons.dst.tensor)
-        if st is None or not st.owned:
+        if st is None or not self.exclusive(st):
             return None
         flat = self._flat
         if flat is not None:
@@ -534,7 +552,7 @@ class Runner:
             return None
         st = self.storage.get(op.tensor)
         decl = self.kernel.tensors[op.tensor]
-        if st is None or not st.owned or tuple(op.shape) != tuple(tile) \
+        if st is None or not self.exclusive(st) or tuple(op.shape) != tuple(tile) \
                 or not self._whole(op, decl) or st.batch != self.ctx.batch_syms:
             return None
         arr = st.array
