@@ -1,5 +1,8 @@
 """Plain Python ``range`` loops in a kernel: traced once as ``sequential_range`` where that gives
-the same kernel as unrolling, unrolled otherwise.
+the same kernel as unrolling, unrolled otherwise. ``nl.affine_range``/``nl.sequential_range``
+loops are rewritten too, keeping their kind and their traced-once meaning for names: they unroll
+only for Python effects in the body or a ``NonAffineIndexError`` (a body that needs concrete ints,
+such as ``tiles[k]``), since beta 2's reference defines them as ``range``, unrolled.
 
 The NKI reference says a plain ``range`` means ``sequential_range``. Unrolling it at trace time is
 always correct but makes an N-copy IR and an N-times slower trace, so before a kernel is traced
@@ -43,7 +46,9 @@ from typing import Any, Callable
 
 from emulator.kernel_ir import divmod as dm
 
+from .errors import NonAffineIndexError
 from .indexing import Idx, Pred
+from .lang.spmd import affine_range, sequential_range
 from .tile import Tile
 from .tracer import current_or_none, user_location
 
@@ -160,8 +165,10 @@ def _read_before_write(body: list[ast.stmt], defined: set[str]) -> tuple[set[str
     return early, defined
 
 
-def _refusal(loop: ast.For, line_offset: int) -> str | None:
-    """Why the loop must unroll whatever the values (Python effects per iteration), or None."""
+def _refusal(loop: ast.For, line_offset: int, local_names: set[str]) -> str | None:
+    """Why the loop must unroll whatever the values (Python effects per iteration), or None.
+    A mutator method counts when called on a name of the kernel function (``parts.append``), not
+    on a module it imports (``nl.add`` is an instruction, not ``set.add``)."""
     if loop.orelse:
         return "it has an else clause"
     stack: list[tuple[ast.AST, bool]] = [(s, True) for s in loop.body]
@@ -178,7 +185,7 @@ def _refusal(loop: ast.For, line_offset: int) -> str | None:
                    for t in targets for m in ast.walk(t)):
                 return f"its body assigns an attribute (line {n.lineno + line_offset})"
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr in _MUTATORS:
+                and n.func.attr in _MUTATORS and _receiver(n.func) in local_names:
             return (f"its body calls .{n.func.attr}() (line {n.lineno + line_offset}): "
                     "a Python side effect")
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -188,18 +195,49 @@ def _refusal(loop: ast.For, line_offset: int) -> str | None:
     return None
 
 
+#: Loop functions whose ``for`` statements are rewritten: ``range`` and, by name (checked again at
+#: run time: ``PlainRange`` unrolls any other callable), ``affine_range`` / ``sequential_range``,
+#: which beta 2's reference defines as aliases of ``range``, fully unrolled.
+_LOOP_NAMES = frozenset({"range", "affine_range", "sequential_range"})
+
+
+def _loop_function(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in _LOOP_NAMES
+    return isinstance(func, ast.Attribute) and func.attr in _LOOP_NAMES - {"range"}
+
+
+def _receiver(func: ast.Attribute) -> str | None:
+    """The name a method call starts from (``a`` of ``a.b[0].append``), or None."""
+    node: ast.expr = func.value
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _local_names(fdef: ast.FunctionDef) -> set[str]:
+    """Names the kernel function binds: its parameters and every name it assigns."""
+    a = fdef.args
+    params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    return params | {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Store)}
+
+
 class _Rewriter(ast.NodeTransformer):
-    """Rewrites ``for <name> in range(...)`` statements (innermost first)."""
+    """Rewrites ``for <name> in range(...)`` statements, and ``nl.affine_range`` /
+    ``nl.sequential_range`` ones (innermost first)."""
 
     def __init__(self, fdef: ast.FunctionDef, line_offset: int):
         self.fdef = fdef
         self.line_offset = line_offset
         self.count = 0
+        self.local_names = _local_names(fdef)
 
     def visit_For(self, node: ast.For) -> Any:
         it = node.iter
         if not (isinstance(node.target, ast.Name) and isinstance(it, ast.Call)
-                and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords
+                and _loop_function(it.func) and not it.keywords
                 and 1 <= len(it.args) <= 3
                 and not any(isinstance(a, ast.Starred) for a in it.args)):
             self.generic_visit(node)
@@ -213,7 +251,11 @@ class _Rewriter(ast.NodeTransformer):
         outside = {n.id for n in ast.walk(self.fdef) if isinstance(n, ast.Name)
                    and isinstance(n.ctx, ast.Load) and id(n) not in inside}
         escaping = sorted((assigned | {node.target.id}) & outside)
-        refusal = _refusal(node, self.line_offset)
+        if not isinstance(it.func, ast.Name) or it.func.id != "range":
+            # nl.affine_range / sequential_range keep their traced-once meaning for names; they
+            # unroll only for Python effects (below) or a body that needs concrete ints
+            carried, escaping = [], []
+        refusal = _refusal(node, self.line_offset, self.local_names)
         self.generic_visit(node)
         self.count += 1
         k = self.count
@@ -236,7 +278,7 @@ class _Rewriter(ast.NodeTransformer):
 
         locals_call = ast.Call(load("locals"), [], [])
         make = ast.Assign([ast.Name(var, ast.Store())], ast.Call(load(_RUNTIME), [
-            load("range"), ast.Tuple(list(it.args), ast.Load()),
+            it.func, ast.Tuple(list(it.args), ast.Load()),
             ast.Tuple([const(n) for n in carried], ast.Load()),
             ast.Tuple([const(n) for n in escaping], ast.Load()), const(refusal)], []))
         sym_body: list[ast.stmt] = []
@@ -271,6 +313,11 @@ class _Rewriter(ast.NodeTransformer):
 
 # --- the run-time object ------------------------------------------------------------------------
 
+#: The IR loop a rewritten loop traces as, by its loop function (``range`` is sequential, as the
+#: reference says; ``affine_range`` keeps its independent iterations).
+_KINDS: dict[Callable, str] = {builtins.range: "sequential", affine_range: "affine",
+                               sequential_range: "sequential"}
+
 class PlainRange:
     """One rewritten ``for name in range(...)`` statement at run time (see module docstring).
     The generated code calls ``attempt`` until it says no, iterating the object (one symbolic
@@ -278,8 +325,11 @@ class PlainRange:
 
     def __init__(self, rng: Callable, args: tuple, carried: tuple[str, ...],
                  escaping: tuple[str, ...], refusal: str | None):
+        self.kind = _KINDS.get(rng) if rng is builtins.range or rng in _KINDS else None
         self.rng = rng
-        self.args = args
+        # affine_range/sequential_range take range's positional arguments
+        self.args = args if rng is builtins.range or self.kind is None else \
+            tuple(int(a) for a in args)
         self.carried = carried
         self.escaping = escaping
         self.trace = current_or_none()
@@ -292,7 +342,7 @@ class PlainRange:
         self._snap = None  # a builder checkpoint while the symbolic body traces
         self._first_loop = 0
         self._range: range | None = None
-        if self.trace is None or rng is not builtins.range:
+        if self.trace is None or self.kind is None:
             self.unrolled = True
         elif refusal:
             self._unroll(refusal)
@@ -311,6 +361,8 @@ class PlainRange:
                   tr.name if tr is not None else "?", self.loc, why)
 
     def values(self):
+        if self.kind is not None:  # concrete ints, whatever the loop function
+            return iter(range(*self.args))
         return iter(self.rng(*self.args))
 
     # --- the symbolic pass ----------------------------------------------------------------------
@@ -345,7 +397,7 @@ class PlainRange:
     def __iter__(self):
         r = self._range
         assert r is not None
-        return self.trace.loop(len(r), "sequential", r.start, r.step)
+        return self.trace.loop(len(r), self.kind, r.start, r.step)
 
     @property
     def carried_values(self) -> tuple:
@@ -387,6 +439,12 @@ class PlainRange:
         """An exception in the symbolic body: roll back and unroll (True), or let it propagate
         (False) when it did not come from the symbolic pass."""
         if self._snap is None:
+            return False
+        if self.rng is not builtins.range and not isinstance(exc, NonAffineIndexError):
+            # nl.affine_range/sequential_range: only a body that needs concrete ints unrolls; a
+            # genuine error is reported from the symbolic pass, over the whole range, as before
+            self.trace.rollback(self._snap)
+            self._snap = None
             return False
         self._unroll(f"the body needs concrete values ({type(exc).__name__}: {exc})")
         return True

@@ -14,6 +14,7 @@ from neuronxcc import nki as b
 import nki as c, nki.language as nl2, nki.isa as nisa2
 import neuronxcc.nki.lang.memory as mem
 from torch_neuronx.xla_impl import custom_op
+from torch_neuronx import nki_jit
 from jax_neuronx import nki_call
 import neuron_customcall.nki as ours, neuron_customcall.custom_op as co, neuron_customcall.jax as nj
 import neuron_customcall.nki.lang.memory as ours_mem
@@ -21,7 +22,7 @@ import neuron_customcall.nki.isa.beta2 as beta2
 from nki import isa as nisa3, jit
 checks = [a is ours, b is ours, c.language is ours.language, jit is ours.jit, nl is ours.language,
           nl2 is ours.language, nisa is ours.isa, nisa2 is beta2, nisa3 is beta2, c.isa is beta2,
-          mem is ours_mem, custom_op.load is co.load,
+          mem is ours_mem, custom_op.load is co.load, nki_jit is ours.jit,
           custom_op.load_library is co.load_library, nki_call is nj.nki_call]
 print(checks)
 assert all(checks)

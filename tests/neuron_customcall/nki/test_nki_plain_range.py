@@ -229,3 +229,57 @@ def test_static_python_conditions_stay_one_loop():
     assert len(_loops(k, x, True)[0]) == 1
     np.testing.assert_array_equal(k(x, True), np.maximum(0, 2 * x.reshape(6, 128, 64)).max(0))
     np.testing.assert_array_equal(k(x, False), np.maximum(0, x.reshape(6, 128, 64)).max(0))
+
+
+@nki.jit
+def matmul_tile_lists(lhsT, rhs):
+    """Beta 2's tutorial style: tiles appended to Python lists inside nl.affine_range loops,
+    then picked by another loop's variable (beta 2 defines affine_range as range, unrolled)."""
+    from neuron_customcall.nki.isa import beta2 as nisa
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    lhs_tiles, rhs_tiles = [], []
+    for k in nl.affine_range(K // 32):
+        a = nl.ndarray((32, M), dtype=lhsT.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=lhsT[k * 32:(k + 1) * 32, :])
+        lhs_tiles.append(a)
+        b = nl.ndarray((32, N), dtype=rhs.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=b, src=rhs[k * 32:(k + 1) * 32, :])
+        rhs_tiles.append(b)
+    acc = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(K // 32):
+        nisa.nc_matmul(dst=acc, stationary=lhs_tiles[k], moving=rhs_tiles[k])
+    res = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_affine_range_with_lists_of_tiles_unrolls():
+    lhsT = rng.standard_normal((128, 16)).astype(np.float32)
+    rhs = rng.standard_normal((128, 24)).astype(np.float32)
+    np.testing.assert_allclose(matmul_tile_lists(lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=1e-4)
+    loops, _ = _loops(matmul_tile_lists, lhsT, rhs)
+    assert loops == []  # both loops unrolled: one appends, the other indexes a list by k
+
+
+@nki.jit
+def affine_with_instruction_add(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.add(t, 1.0))
+    for j in range(2):  # nl.add is an instruction, not set.add: no Python side effect
+        t = nl.load(out[j * 128:(j + 1) * 128, :])
+        nl.store(out[j * 128:(j + 1) * 128, :], value=nl.add(t, 1.0))
+    return out
+
+
+def test_loops_calling_nl_add_stay_loops_and_affine_stays_affine():
+    x = rng.standard_normal((512, 8)).astype(np.float32)
+    want = x + 1
+    want[:256] += 1
+    np.testing.assert_allclose(affine_with_instruction_add(x), want, rtol=1e-6)
+    loops, _ = _loops(affine_with_instruction_add, x)
+    assert [(lp.extent, lp.kind) for lp in loops] == [(4, "affine"), (2, "sequential")]
