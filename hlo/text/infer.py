@@ -143,7 +143,7 @@ def _transpose(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto
     return s
 
 
-@_rule("reverse", "opt-barrier")
+@_rule("reverse", "opt-barrier", "while")
 def _same_as_operand(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> ShapeProto:
     return _copy(_arity(inst, ops, 1)[0])
 
@@ -233,11 +233,6 @@ def _sort(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) ->
     if len(ops) == 1:
         return _copy(ops[0])
     return _tuple(inst, ops, called)
-
-
-@_rule("while")
-def _while(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> ShapeProto:
-    return _copy(_arity(inst, ops, 1)[0])
 
 
 @_rule("conditional")
