@@ -43,6 +43,7 @@ SCRIPTS = (
     Script("hlo_ops_vs_xla_cpu.py"),
     Script("nki_peers.py"),
     Script("gpsimd_relu.py"),
+    Script("gpsimd_call.py"),
     Script("examples_peers.py"),
     Script("pjrt_jax_vs_cpu.py"),
     Script("torch_xla_device.py"),

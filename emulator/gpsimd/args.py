@@ -85,6 +85,42 @@ def fill(arg: abi.NccArg, fields: dict, data: int | None) -> None:
         arg.i = fields.get("i", 0)
 
 
+def check(fields: object, file_size: int | None = None) -> int:
+    """Checks an argument description a worker received (a host's request, or a forged one)
+    before anything points at memory: known kind and dtype code, at most MAX_DIMS sizes of
+    0..2**62, and for tensors with data a range ``[offset, offset + nbytes)`` inside the file of
+    `file_size` bytes. Returns the tensor's byte size (0 for a non-tensor). ValueError says what
+    is wrong."""
+    if not isinstance(fields, dict):
+        raise ValueError("an argument description must be an object")
+    kind = fields.get("kind")
+    if kind not in (abi.KIND_TENSOR, abi.KIND_SCALAR_DOUBLE, abi.KIND_SCALAR_INT, abi.KIND_DOUBLE, abi.KIND_INT64):
+        raise ValueError(f"unknown argument kind {kind!r}")
+    if kind != abi.KIND_TENSOR:
+        f, i = fields.get("f", 0.0), fields.get("i", 0)
+        if not isinstance(f, (int, float)) or isinstance(f, bool) or not is_int(i) or not -2**63 <= i < 2**63:
+            raise ValueError("a scalar argument needs a number f and a 64-bit integer i")
+        return 0
+    dtype, shape = fields.get("dtype"), fields.get("shape")
+    if not is_int(dtype) or dtype not in abi.DTYPES_BY_CODE:
+        raise ValueError(f"unknown dtype code {dtype!r}")
+    if not isinstance(shape, list) or len(shape) > abi.MAX_DIMS or not all(is_int(n) and 0 <= n < 2**62 for n in shape):
+        raise ValueError(f"a tensor shape must be at most {abi.MAX_DIMS} sizes in 0..2**62, got {shape!r}")
+    nbytes = abi.DTYPES_BY_CODE[dtype].itemsize
+    for n in shape:
+        nbytes *= n
+    if file_size is not None:
+        offset = fields.get("offset")
+        if not is_int(offset) or offset < 0 or offset + nbytes > file_size:
+            raise ValueError(f"a tensor of {nbytes} bytes at offset {offset!r} does not lie in its shared file "
+                             f"of {file_size} bytes")
+    return nbytes
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def describe(op_name: str, kinds: Sequence[str], values: Sequence[Value]) -> list[dict]:
     """The argument descriptions of a shape call: data-less tensors and scalar values."""
     if len(values) != len(kinds):

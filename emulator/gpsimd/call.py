@@ -19,7 +19,7 @@ from emulator.gpsimd import protocol
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.descriptor import OpDescriptor
 from emulator.gpsimd.errors import GpSimdError
-from emulator.gpsimd.runner import Argument, GpSimdRunner, RunResult, TensorValue, runner_for
+from emulator.gpsimd.runner import Argument, GpSimdRunner, PreparedCall, RunResult, TensorValue, runner_for
 
 #: GpSimd runtime dtype names (abi.DTYPES) and their NumPy storage, from the dtype record.
 NUMPY_DTYPES: dict[str, np.dtype] = {name: r.numpy for name, r in records.BY_GPSIMD.items()}
@@ -75,8 +75,11 @@ class OpCall:
     compiled graph, or a traced JAX call): called with the tensor operands as NumPy arrays, it
     returns the output as a fresh array. Keeps the latest run (counters for the cost model).
 
-    The runner is looked up in the registry at the first call, and again after a reload of the
-    library evicted it."""
+    Each combination of operand dtypes and shapes becomes a prepared call of the runner (its
+    request sent once per worker, then a call number through the control page: control.py);
+    past the runner's limit of prepared calls, a call is a JSON run request. The runner is
+    looked up in the registry at the first call, and again after a reload of the library
+    evicted it."""
 
     def __init__(self, library: bytes | str, op: OpDescriptor, arguments: Sequence[tuple[str, Any]],
                  out: TensorSpec) -> None:
@@ -84,15 +87,41 @@ class OpCall:
         self.arguments = list(arguments)
         self.last: RunResult | None = None
         self._runner: GpSimdRunner | None = None
+        #: Per operand (dtype, shape) key, the runner's prepared call (None: not prepared).
+        self._prepared: dict[tuple, tuple[PreparedCall | None, np.ndarray | None]] = {}
 
     @property
     def runner(self) -> GpSimdRunner:
         runner = self._runner
         if runner is None or runner.closed:
             runner = self._runner = runner_for(self.library)
+            self._prepared = {}
         return runner
 
-    def __call__(self, *arrays: Any) -> np.ndarray:
-        result = invoke(self.runner, self.op, self.arguments, map(array_value, arrays), self.out)
-        self.last = result
-        return np.array(output_array(result), copy=True)
+    def _prepare(self, runner: GpSimdRunner, arrays: Sequence[np.ndarray]) -> tuple[PreparedCall | None,
+                                                                                   np.ndarray | None]:
+        specs = []
+        for a in arrays:
+            if a.dtype not in _NAMES:
+                raise GpSimdError(f"dtype {a.dtype} is not a GpSimd dtype ({', '.join(NUMPY_DTYPES)})")
+            specs.append(TensorSpec(_NAMES[a.dtype], tuple(a.shape)))
+        prepared = runner.prepare(self.op, merge(self.arguments, specs), self.out)
+        if prepared is None:
+            return None, None
+        spec = self.out
+        return prepared, prepared.output.view(NUMPY_DTYPES[spec.dtype]).reshape(spec.shape)
+
+    def __call__(self, *operands: Any) -> np.ndarray:
+        runner = self.runner
+        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in operands]
+        key = tuple((a.dtype, a.shape) for a in arrays)
+        entry = self._prepared.get(key)
+        if entry is None:
+            entry = self._prepared[key] = self._prepare(runner, arrays)
+        prepared, output = entry
+        if prepared is None:
+            result = invoke(runner, self.op, self.arguments, map(array_value, arrays), self.out)
+            self.last = result
+            return np.array(output_array(result), copy=True)
+        self.last = runner.call(prepared, arrays)
+        return output.copy()

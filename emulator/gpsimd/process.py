@@ -16,10 +16,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from emulator import host
-from emulator.gpsimd import limits, protocol
+from emulator.gpsimd import control, limits, protocol
 from emulator.gpsimd.errors import GpSimdError, LibraryError
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,11 @@ class WorkerTimedOut(GpSimdError):
     """A request got no answer within its time limit; the worker was killed."""
 
 
+class WorkerMisbehaved(GpSimdError):
+    """The worker broke the protocol (a message or page word no worker sends: its kernel wrote
+    over them, say); it was killed."""
+
+
 class WorkerProcess:
     """A worker subprocess with its library loaded, and the inputs' arena it shares with the host.
 
@@ -94,6 +100,10 @@ class WorkerProcess:
         req_r, self.req_w = os.pipe()
         self.resp_r, resp_w = os.pipe()
         self.stderr = tempfile.TemporaryFile()
+        control_fd, self.control = control.create()
+        #: The latest prepared call's sequence number (control.REQUEST).
+        self.sequence = 0
+        self._spinner = control.Spinner(control.HOST_SPIN)
         try:
             memory = limits.memory_limit()
         except limits.LimitError as e:
@@ -108,8 +118,8 @@ class WorkerProcess:
         cpu_budget = max(cpu_seconds, 1.0)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "emulator.gpsimd.worker", str(req_r), str(resp_w), str(library_path), sha256,
-             str(memory), f"{cpu_budget:g}"],
-            pass_fds=(req_r, resp_w),
+             str(memory), f"{cpu_budget:g}", str(control_fd)],
+            pass_fds=(req_r, resp_w, control_fd),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self.stderr,
@@ -122,6 +132,7 @@ class WorkerProcess:
         host.count_as_own(self.proc.pid)  # its kernels' CPU time is ours, not a competitor's
         os.close(req_r)
         os.close(resp_w)
+        os.close(control_fd)  # the mapping keeps the page
         try:
             self._start(load_timeout)
         except BaseException:
@@ -184,12 +195,69 @@ class WorkerProcess:
             self.kill()
             raise
         if reply is None:
-            self._kill_group()  # what the kernel forked, still holding the pipe
-            returncode = self.proc.wait()
-            detail = self.stderr_tail()
-            self.close()
-            raise WorkerDied(returncode, detail)
+            self._died()
         return reply
+
+    def call(self, call_id: int, timeout: float) -> int:
+        """Runs prepared call `call_id` through the control page and returns its code (the
+        counters, text and error are in the page); `WorkerTimedOut`, `WorkerDied` or
+        `WorkerMisbehaved` (worker killed) when there is no proper reply."""
+        words = self.control.words
+        self.sequence += 1
+        sequence = self.sequence
+        deadline = time.monotonic() + timeout
+        try:
+            words[control.CALL] = call_id
+            words[control.REQUEST] = sequence
+            if words[control.WORKER_WAITING]:
+                os.write(self.req_w, control.WAKE_TOKEN)
+            if not self._spinner.poll(words, control.REPLY, sequence, timeout):
+                self._sleep_for_reply(sequence, deadline)
+        except TimeoutError:
+            self.kill()
+            raise WorkerTimedOut(f"no answer within {timeout:g} s; the worker was killed") from None
+        except (protocol.PeerExited, BrokenPipeError):
+            self._died()
+        except WorkerMisbehaved:
+            self.kill()
+            raise
+        except BaseException:
+            self.kill()  # interrupted with the call running: the page can not be trusted any more
+            raise
+        return words[control.CODE]
+
+    def _sleep_for_reply(self, sequence: int, deadline: float) -> None:
+        """Waits on the reply pipe (wake tokens) and the worker's pidfd until the page holds the
+        reply to `sequence`: the first sleep is a short slice (control.py: lost wake-ups)."""
+        words = self.control.words
+        words[control.HOST_WAITING] = 1
+        try:
+            first = True
+            while words[control.REPLY] != sequence:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                wait = min(control.FIRST_SLICE, remaining) if first else remaining
+                first = False
+                ready = select.select([self.resp_r, self.pidfd], [], [], wait)[0]
+                if self.resp_r in ready:
+                    body = protocol.receive_body(self.resp_r, max(remaining, 1e-3), tokens=True)
+                    if body is None:
+                        raise protocol.PeerExited
+                    if body:
+                        raise WorkerMisbehaved("the GpSimd worker sent a message during a call; it was killed")
+                elif ready and words[control.REPLY] != sequence:
+                    raise protocol.PeerExited
+        finally:
+            words[control.HOST_WAITING] = 0
+
+    def _died(self) -> None:
+        """Reaps a worker that ended while a request was pending and raises `WorkerDied`."""
+        self._kill_group()  # what the kernel forked, still holding the pipe
+        returncode = self.proc.wait()
+        detail = self.stderr_tail()
+        self.close()
+        raise WorkerDied(returncode, detail)
 
     def alive(self) -> bool:
         """Whether the worker runs (asked of its pidfd, which does not reap it)."""
@@ -226,5 +294,6 @@ class WorkerProcess:
             os.close(self.pidfd)
             self.pidfd = -1
         self.arena.close()
+        self.control.close()
         if not self.stderr.closed:
             self.stderr.close()

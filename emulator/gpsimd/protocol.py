@@ -85,15 +85,20 @@ def receive(fd: int, timeout: float | None = None, spin: float = 0.0, watch: int
 
 
 def receive_body(fd: int, timeout: float | None = None, spin: float = 0.0,
-                 watch: int | None = None) -> bytes | None:
-    """Reads one frame's body, undecoded; None when the other side closed the pipe."""
+                 watch: int | None = None, tokens: bool = False) -> bytes | None:
+    """Reads one frame's body, undecoded; None when the other side closed the pipe. An empty
+    frame is a wake token of the prepared calls' signalling (control.py): skipped, unless
+    `tokens` asks for it (then b"" is returned)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     if spin > 0:
         _poll(fd, spin if timeout is None else min(spin, timeout))
-    head = _read_exact(fd, _LENGTH_BYTES, deadline, watch)
-    if head is None:
-        return None
-    return _read_exact(fd, int.from_bytes(head, "little"), deadline, watch)
+    while True:
+        head = _read_exact(fd, _LENGTH_BYTES, deadline, watch)
+        if head is None:
+            return None
+        length = int.from_bytes(head, "little")
+        if length or tokens:
+            return _read_exact(fd, length, deadline, watch) if length else b""
 
 
 def _poll(fd: int, seconds: float) -> None:
@@ -113,8 +118,8 @@ class SharedFile:
     /proc/<host pid>/fd/<fd> and caches its mapping by `ident` (the inode, unique while either
     process holds the file). Nothing is left behind in the file system, even after a crash."""
 
-    def __init__(self, size: int) -> None:
-        self.size = max(align(size), 1 << 20)
+    def __init__(self, size: int, minimum: int = 1 << 20) -> None:
+        self.size = max(align(size), minimum)
         self.fd = os.memfd_create("ncc-gpsimd", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, self.size)
         self.map = mmap.mmap(self.fd, self.size)

@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,8 @@ from typing import Sequence, TextIO, Union
 
 import numpy as np
 
-from emulator.gpsimd import abi, args, protocol, store
+from emulator import dtypes as records
+from emulator.gpsimd import abi, args, control, protocol, store
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.descriptor import OpDescriptor
@@ -75,6 +77,21 @@ class RunResult:
         return estimate(self.counters, self.ncores)
 
 
+class PreparedCall:
+    """One op with fixed argument kinds, shapes and scalars, and a shared file of its own that
+    holds its inputs (at `inputs`, typed views to copy into) and its output (`output`, reused by
+    every call). Made by `GpSimdRunner.prepare`, registered with each worker at its first call
+    there, run by `GpSimdRunner.call` through the control page (control.py)."""
+
+    def __init__(self, ident: int, op: OpDescriptor, out: TensorSpec, ncores: int, file: protocol.SharedFile,
+                 inputs: list[np.ndarray], output: np.ndarray, request: bytes) -> None:
+        self.id, self.op, self.out, self.ncores, self.file = ident, op, out, ncores, file
+        self.inputs, self.output = inputs, output
+        #: The prepare request (JSON) sent to each worker this call is registered with.
+        self.request = request
+        self.worker: WorkerProcess | None = None
+
+
 def _arena_offsets(values: Sequence[Argument], kinds: Sequence[str]) -> tuple[list[int | None], int]:
     """Each argument's offset in the arena (None: a scalar, or a tensor already in shared
     memory) and the arena size they need."""
@@ -119,6 +136,19 @@ def _argument_key(kind: str, value: Argument) -> tuple:
 
 #: Encoded run requests kept per runner: a model's step repeats a few, byte for byte.
 BODIES_KEPT = 64
+_NUMPY = {name: r.numpy for name, r in records.BY_GPSIMD.items()}
+#: Prepared calls alive per runner at most (a worker keeps as many); beyond, calls take the
+#: JSON run request.
+PREPARED_KEPT = 1024
+
+
+def _kernel_failure(op: OpDescriptor, limit: float, failure: WorkerTimedOut | WorkerDied) -> GpSimdError:
+    """A worker's death or time-out during `op`'s run, as the exception that names the op."""
+    if isinstance(failure, WorkerTimedOut):
+        return KernelTimeout(f"op '{op.name}' ran past its time limit of {limit:g} s on the emulated "
+                             "GpSimd engine; its worker was killed")
+    return KernelCrash(f"op '{op.name}' crashed its emulated GpSimd core ({failure.signal}): an invalid "
+                       "pointer, an abort, or a stack overflow beyond the declared STACK_SIZE" + failure.suffix())
 
 
 def print_device_output(op: OpDescriptor, text: str, lost: int, stream: TextIO | None = None) -> None:
@@ -163,6 +193,10 @@ class GpSimdRunner:
         self._lock = threading.Lock()
         self._slabs = protocol.SlabPool()
         self._bodies: dict[tuple, bytes] = {}
+        self._next_prepared = 0
+        self._prepared_count = 0
+        self._forgotten: list[int] = []
+        self._forget_lock = threading.Lock()
         #: Set by `close`: the registry has let go of this runner (a reload evicted it).
         self.closed = False
 
@@ -234,17 +268,8 @@ class GpSimdRunner:
                 limit = timeout or self.timeout
                 try:
                     reply = self._send(worker, body, limit, "run")
-                except WorkerTimedOut:
-                    raise KernelTimeout(
-                        f"op '{op.name}' ran past its time limit of {limit:g} s on the emulated "
-                        "GpSimd engine; its worker was killed"
-                    ) from None
-                except WorkerDied as died:
-                    raise KernelCrash(
-                        f"op '{op.name}' crashed its emulated GpSimd core ({died.signal}): an invalid "
-                        "pointer, an abort, or a stack overflow beyond the declared STACK_SIZE"
-                        + died.suffix()
-                    ) from None
+                except (WorkerTimedOut, WorkerDied) as failure:
+                    raise _kernel_failure(op, limit, failure) from None
                 seconds = time.perf_counter() - start_time
         except BaseException:
             self._slabs.release(slab)
@@ -260,6 +285,101 @@ class GpSimdRunner:
         if not reply["ok"]:
             raise KernelError(reply["error"], reply["kind"])
         return RunResult(output, out, counters, reply["text"], ncores, seconds)
+
+    def prepare(self, op: OpDescriptor, arguments: Sequence[Union[TensorSpec, float, int, bool]],
+                out: TensorSpec) -> PreparedCall | None:
+        """A prepared call of `op` with these arguments (TensorSpecs for its tensors, values for
+        the rest) and output; None when this runner already has `PREPARED_KEPT` alive (the
+        caller then sends run requests). Nothing is sent before its first `call`."""
+        if len(arguments) != len(op.args):
+            raise GpSimdError(f"op '{op.name}' takes {len(op.args)} arguments, got {len(arguments)}")
+        with self._forget_lock:
+            self._prepared_count += 1
+            if self._prepared_count > PREPARED_KEPT:
+                self._prepared_count -= 1
+                return None
+            ident = self._next_prepared
+            self._next_prepared += 1
+        offset, places = 0, []
+        for kind, value in zip(op.args, arguments):
+            if kind == "tensor":
+                if not isinstance(value, TensorSpec):
+                    raise GpSimdError(f"op '{op.name}': a tensor argument needs a TensorSpec")
+                places.append(offset)
+                offset = protocol.align(offset + value.nbytes)
+            else:
+                places.append(None)
+        file = protocol.SharedFile(offset + out.nbytes, minimum=4096)
+        specs = [args.scalar_fields(kind, value) if at is None else args.tensor_fields(value, at)
+                 for kind, value, at in zip(op.args, arguments, places)]
+        inputs = [np.frombuffer(file.map, dtype=_NUMPY[v.dtype], count=v.nbytes // abi.DTYPES[v.dtype].itemsize,
+                                offset=at).reshape(v.shape)
+                  for v, at in zip(arguments, places) if at is not None]
+        output = np.frombuffer(file.map, dtype=np.uint8, count=out.nbytes, offset=offset)
+        request = protocol.encode({"cmd": "prepare", "id": ident, "index": op.index, "symbol": op.symbol,
+                                   "ncores": abi.CORE_COUNT if op.multicore else 1, **file.describe(),
+                                   "args": specs, "out": args.tensor_fields(out, offset)})
+        prepared = PreparedCall(ident, op, out, abi.CORE_COUNT if op.multicore else 1, file, inputs, output,
+                                request)
+        weakref.finalize(prepared, self._forget, ident, file)
+        return prepared
+
+    def _forget(self, ident: int, file: protocol.SharedFile) -> None:
+        """A prepared call is garbage: its worker entry goes with the next registration."""
+        with self._forget_lock:
+            self._forgotten.append(ident)
+            self._prepared_count -= 1
+        file.close()
+
+    def _register(self, worker: WorkerProcess, prepared: PreparedCall) -> None:
+        """Sends `prepared`'s request to `worker` (and drops the worker's forgotten calls)."""
+        with self._forget_lock:
+            forgotten, self._forgotten = self._forgotten, []
+        if forgotten:
+            self._send(worker, {"cmd": "forget", "ids": forgotten}, self.load_timeout)
+        try:
+            reply = self._send(worker, prepared.request, self.load_timeout, "prepare")
+        except (WorkerTimedOut, WorkerDied) as failure:
+            raise _kernel_failure(prepared.op, self.load_timeout, failure) from None
+        if not reply.get("ok"):
+            raise KernelError(str(reply.get("error")), str(reply.get("kind", "usage")))
+        prepared.worker = worker
+
+    def call(self, prepared: PreparedCall, arrays: Sequence[np.ndarray], timeout: float | None = None,
+             print_output: bool = True) -> RunResult:
+        """Runs a prepared call on `arrays` (its tensor arguments, of its dtypes and shapes, in
+        order): they are copied into the call's file, the call goes through the control page,
+        and the result's output views the call's file (valid until its next call)."""
+        op = prepared.op
+        limit = timeout or self.timeout
+        with self._lock:
+            worker = self._ensure_worker()
+            if prepared.worker is not worker:
+                self._register(worker, prepared)
+            for place, array in zip(prepared.inputs, arrays):
+                np.copyto(place, array, casting="no")
+            start_time = time.perf_counter()
+            try:
+                code = worker.call(prepared.id, limit)
+            except (WorkerTimedOut, WorkerDied) as failure:
+                raise _kernel_failure(op, limit, failure) from None
+            seconds = time.perf_counter() - start_time
+            page = worker.control
+            text = page.text()
+            counters = dict(zip(abi.COUNTER_FIELDS, page.counters()))
+            error = page.error() if code else ""
+            if text is None or (code and code not in abi.ERROR_KINDS and code != control.REFUSED):
+                worker.kill()
+                raise GpSimdError(f"op '{op.name}': the GpSimd worker's reply was corrupt (a kernel wrote "
+                                  "over the control page?); the worker was killed")
+            self.requests["call"] += 1
+        if print_output and text:
+            print_device_output(op, text, counters["printf_lost_bytes"])
+        if code == control.REFUSED:
+            raise GpSimdError(f"op '{op.name}': {error}")
+        if code:
+            raise KernelError(error, abi.ERROR_KINDS[code])
+        return RunResult(prepared.output, prepared.out, counters, text, prepared.ncores, seconds)
 
     def close(self) -> None:
         with self._lock:

@@ -17,12 +17,14 @@ import hashlib
 import json
 import mmap
 import os
+import select
 import struct
 import sys
+import time
 from collections import OrderedDict
 from typing import Callable
 
-from emulator.gpsimd import abi, args, elf, limits, protocol
+from emulator.gpsimd import abi, args, control, elf, limits, protocol
 
 
 class _Mappings:
@@ -82,29 +84,36 @@ class LoadError(Exception):
 
 
 class _Stdout:
-    """The worker's standard output, redirected to an anonymous file: a shape function's printf
-    (the host's printf, as shape functions run on the host) is sent back with the reply and
-    printed by the host; anything else (a kernel's std::cout, which goes nowhere on the device)
-    is discarded."""
+    """The worker's standard output: /dev/null, but during a shape call an anonymous file whose
+    content (a shape function's printf, the host's printf, as shape functions run on the host)
+    is sent back with the reply and printed by the host. Anything else (a kernel's std::cout,
+    which goes nowhere on the device, static initialisers' output) is discarded without a
+    system call per run."""
 
     LIMIT = 64 * 1024
 
     def __init__(self) -> None:
         self.fd = os.memfd_create("ncc-gpsimd-stdout", os.MFD_CLOEXEC)
-        os.dup2(self.fd, 1)
+        self.null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        os.dup2(self.null, 1)
         self.libc = ctypes.CDLL(None)
         self.libc.fflush.argtypes = [ctypes.c_void_p]
 
-    def take(self) -> str:
-        """The output written since the last call (its newest LIMIT bytes)."""
+    def capture(self, fn: Callable[[], int]) -> tuple[int, str]:
+        """Runs `fn` with standard output captured: its result and what it wrote (the newest
+        LIMIT bytes); what was buffered before goes to /dev/null."""
         self.libc.fflush(None)
+        os.dup2(self.fd, 1)
+        try:
+            result = fn()
+        finally:
+            self.libc.fflush(None)
+            os.dup2(self.null, 1)
         size = os.fstat(self.fd).st_size
-        if not size:
-            return ""
-        data = os.pread(self.fd, min(size, self.LIMIT), max(0, size - self.LIMIT))
+        data = os.pread(self.fd, min(size, self.LIMIT), max(0, size - self.LIMIT)) if size else b""
         os.ftruncate(self.fd, 0)
         os.lseek(self.fd, 0, os.SEEK_SET)
-        return data.decode("utf-8", "replace")
+        return result, data.decode("utf-8", "replace")
 
 
 def _open(library_path: str, sha256: str) -> tuple[ctypes.CDLL, bytes]:
@@ -157,6 +166,27 @@ class _Call:
         self.private = private
 
 
+class _Prepared:
+    """A prepared call (control.py): the op's ncc_args pointing into the call's own shared file,
+    which this entry keeps mapped, and ncc_gpsimd_run's whole argument tuple, whose output
+    pointers (counters, text, error) point into the control page."""
+
+    __slots__ = ("mapped", "array", "dst", "arguments")
+
+    def __init__(self, mapped: mmap.mmap, array: ctypes.Array, dst: abi.NccArg, arguments: tuple) -> None:
+        self.mapped, self.array, self.dst, self.arguments = mapped, array, dst, arguments
+
+
+#: ncc_gpsimd_run with every pointer an address (a prepared call's arguments are plain ints).
+_RUN_BY_ADDRESS = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+#: Prepared calls one worker keeps (the host keeps at most as many alive per runner).
+PREPARED_KEPT = 1024
+#: A prepared call re-arms the CPU budget at most this often (seconds of wall time): arming costs
+#: three system calls, a third of a small call's overhead. A request then has the budget less at
+#: most this long times the cores' count of CPU time.
+ARM_EVERY = 1.0
 #: Prepared run requests kept (a step of a model repeats a few requests with the same bytes).
 CALLS_KEPT = 64
 #: A successful run's reply, but for its counters and text (most replies: JSON with the counters
@@ -168,12 +198,18 @@ _OK_REPLY = ('{"ok":true,"counters":{' + ",".join(f'"{name}":%d' for name in abi
 class Worker:
     """Executes requests from the host, one at a time."""
 
-    def __init__(self, library_path: str, sha256: str) -> None:
+    def __init__(self, library_path: str, sha256: str, page: control.ControlPage | None = None,
+                 cpu_seconds: float = 0.0) -> None:
         self.stdout = _Stdout()
+        #: Prepared calls by id, their control page, the latest sequence number answered.
+        self.page = page
+        self.prepared: dict[int, _Prepared] = {}
+        self.sequence = 0
+        self.cpu_seconds = cpu_seconds
+        self._armed_until = 0.0
         self.lib, self.image = _open(library_path, sha256)
         #: Per op index, the symbols that may be its compute function (read at the first run).
         self._compute_symbols: list[set[str]] | None = None
-        self.stdout.take()  # what static initialisers printed
         self.mappings = _Mappings()
         self.functions: dict[str, int] = {}
         # Reused by every run (the worker runs one request at a time).
@@ -187,8 +223,9 @@ class Worker:
         self._calls: dict[bytes, _Call] = {}
         self.handlers: dict[str, Callable[[dict], dict]] = {
             "run": self.run, "shape": self.shape, "info": self.info, "demangle": self.demangle,
-            "ping": self.ping,
+            "ping": self.ping, "prepare": self.prepare_call, "forget": self.forget,
         }
+        self._run_by_address = _RUN_BY_ADDRESS(ctypes.cast(self.lib.ncc_gpsimd_run, ctypes.c_void_p).value)
 
     def handle(self, body: bytes) -> bytes:
         """The encoded reply to one encoded request. A run request whose bytes were seen before
@@ -198,7 +235,10 @@ class Worker:
         if call is None or call.generation != self.mappings.generation:
             request = json.loads(body)
             if request["cmd"] != "run":
-                return protocol.encode(self.handlers[request["cmd"]](request))
+                try:
+                    return protocol.encode(self.handlers[request["cmd"]](request))
+                except RequestError as e:
+                    return protocol.encode({"ok": False, "kind": e.kind, "error": str(e)})
             try:
                 call = self.prepare(request)
             except RequestError as e:
@@ -222,6 +262,80 @@ class Worker:
     def ping(self, request: dict) -> dict:
         return {"ok": True}
 
+    def prepare_call(self, request: dict) -> dict:
+        """Registers prepared call `id`: a run request whose tensors all lie in one shared file
+        (top-level "file", "file_id", "file_size"; each tensor an "offset"), checked here once.
+        Later calls of it are a call id and a sequence number in the control page (`call`)."""
+        if self.page is None:
+            raise RequestError("usage", "this worker has no control page for prepared calls")
+        ident = request.get("id")
+        if not args.is_int(ident) or not 0 <= ident < 2**62:
+            raise RequestError("usage", f"a prepared call id must be an integer in 0..2**62, got {ident!r}")
+        if ident not in self.prepared and len(self.prepared) >= PREPARED_KEPT:
+            raise RequestError("usage", f"this worker keeps at most {PREPARED_KEPT} prepared calls")
+        ncores = request.get("ncores")
+        if ncores not in (1, abi.CORE_COUNT):
+            raise RequestError("usage", f"a call runs on 1 or {abi.CORE_COUNT} cores, not {ncores!r}")
+        function = self.function(request.get("symbol"), request.get("index"))
+        specs, out = request.get("args"), request.get("out")
+        if not isinstance(specs, list) or len(specs) > 64:
+            raise RequestError("usage", "a prepared call's args must be a list of at most 64 arguments")
+        mapped = _map_checked(request)
+        try:
+            base = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+            array = (abi.NccArg * max(len(specs), 1))()
+            dst = abi.NccArg()
+            for arg, spec in zip((*array[:len(specs)], dst), (*specs, out)):
+                try:
+                    args.check(spec, len(mapped))
+                except ValueError as e:
+                    raise RequestError("usage", f"prepared call {ident}: {e}") from None
+                args.fill(arg, spec, base + spec["offset"] if spec["kind"] == abi.KIND_TENSOR else None)
+            if dst.kind != abi.KIND_TENSOR:
+                raise RequestError("usage", f"prepared call {ident}: the output must be a tensor")
+        except BaseException:
+            mapped.close()
+            raise
+        page = self.page
+        arguments = (request["index"], function, ctypes.addressof(array), len(specs), ctypes.addressof(dst), ncores,
+                     page.address(control.COUNTERS_OFFSET), page.address(control.TEXT_OFFSET), abi.TEXT_CAPACITY,
+                     page.address(control.TEXT_LEN * 8), page.address(control.ERROR_OFFSET), abi.ERROR_CAPACITY)
+        self.forget({"ids": [ident]})
+        self.prepared[ident] = _Prepared(mapped, array, dst, arguments)
+        return {"ok": True}
+
+    def forget(self, request: dict) -> dict:
+        """Drops prepared calls (their host side is gone) and unmaps their files."""
+        ids = request.get("ids")
+        if not isinstance(ids, list):
+            raise RequestError("usage", "forget needs a list of ids")
+        for ident in ids:
+            entry = self.prepared.pop(ident, None) if args.is_int(ident) else None
+            if entry is not None:
+                entry.mapped.close()
+        return {"ok": True}
+
+    def call(self, sequence: int) -> None:
+        """Answers the prepared call the control page holds under `sequence`: the call id is
+        read from the page and checked (the page is writable by the kernels this process runs),
+        the code and then the sequence number written back, and the host woken if it sleeps."""
+        page = self.page
+        assert page is not None
+        words = page.words
+        entry = self.prepared.get(words[control.CALL])
+        if entry is None:
+            page.set_error(f"no prepared call {words[control.CALL]} in this worker")
+            code = control.REFUSED
+        else:
+            now = time.monotonic()
+            if now >= self._armed_until:
+                limits.arm_cpu(self.cpu_seconds)
+                self._armed_until = now + ARM_EVERY
+            code = self._run_by_address(*entry.arguments)
+        words[control.CODE] = code
+        words[control.REPLY] = sequence
+        self.sequence = sequence
+
     def info(self, request: dict) -> dict:
         """The registration table and build switches (running the NEURON_LIBRARY body)."""
         return {"ok": True, "info": json.loads(self.lib.ncc_gpsimd_library_info().decode())}
@@ -244,8 +358,9 @@ class Worker:
             args.fill(arg, spec, None)
         out = abi.NccArg()
         err = self.err
-        code = self.lib.ncc_gpsimd_shape(request["index"], array, len(specs), ctypes.byref(out), err, len(err))
-        reply: dict = {"ok": code == 0, "text": self.stdout.take()}
+        code, text = self.stdout.capture(lambda: self.lib.ncc_gpsimd_shape(request["index"], array, len(specs),
+                                                                            ctypes.byref(out), err, len(err)))
+        reply: dict = {"ok": code == 0, "text": text}
         if code == 0:
             reply["out"] = {"dtype": int(out.dtype), "shape": [int(out.sizes[k]) for k in range(out.ndim)]}
         else:
@@ -258,6 +373,8 @@ class Worker:
         defines for the compute function its NEURON_LIBRARY registered for that op resolves: a
         request (from a forged artifact, say) naming any other symbol of the library handle,
         such as libc's abort or exit, is refused."""
+        if not args.is_int(index) or not isinstance(symbol, str):
+            raise RequestError("usage", f"a run names its op by an integer index and a symbol, not {index!r}, {symbol!r}")
         key = f"{index}:{symbol}"
         if key not in self.functions:
             allowed = self.compute_symbols()
@@ -295,10 +412,8 @@ class Worker:
     def execute(self, call: _Call) -> int:
         """Runs a prepared request; its counters, text and error are left in this worker's
         buffers. Returns ncc_gpsimd_run's code."""
-        code = self.lib.ncc_gpsimd_run(call.index, call.function, call.array, call.nargs, call.dst, call.ncores,
+        return self.lib.ncc_gpsimd_run(call.index, call.function, call.array, call.nargs, call.dst, call.ncores,
                                        *self._run_tail)
-        self.stdout.take()  # host-only output of a kernel goes nowhere, as on the device
-        return code
 
     def reply(self, code: int) -> dict:
         """The reply to the run that just returned `code`."""
@@ -321,7 +436,30 @@ class Worker:
                 mapped.close()
 
 
+def _map_checked(request: dict) -> mmap.mmap:
+    """The shared file a prepared call names, mapped after checking that it is the very file the
+    host made (inode) and of the size it said."""
+    path, ident, size = request.get("file"), request.get("file_id"), request.get("file_size")
+    if not isinstance(path, str) or not path.startswith("/proc/") or not args.is_int(size) or size <= 0:
+        raise RequestError("usage", "a prepared call needs its shared file (a /proc path, its id and size)")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise RequestError("usage", f"cannot open the prepared call's shared file: {e.strerror}") from None
+    try:
+        stat = os.fstat(fd)
+        if stat.st_ino != ident or stat.st_size != size:
+            raise RequestError("usage", "the prepared call's shared file is not the one described")
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
 def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings, private: list[mmap.mmap]) -> None:
+    try:
+        args.check(spec, spec.get("file_size") if spec.get("kind") == abi.KIND_TENSOR else None)
+    except ValueError as e:
+        raise RequestError("usage", str(e)) from None
     data = None
     if spec["kind"] == abi.KIND_TENSOR:
         if spec.get("private"):
@@ -333,23 +471,53 @@ def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings, private: list[mmap.m
     args.fill(arg, spec, data)
 
 
+def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
+    """Answers requests until the host closes the request pipe: prepared calls from the control
+    page, polled for `control.WORKER_SPIN` after each answer, then, asleep on the request pipe,
+    JSON requests and wake tokens (control.py describes the hand-over)."""
+    page = worker.page
+    assert page is not None
+    words = page.words
+    spinner = control.Spinner(control.WORKER_SPIN)
+    while True:
+        expected = worker.sequence + 1
+        if spinner.poll(words, control.REQUEST, expected):
+            worker.call(expected)
+            if words[control.HOST_WAITING]:
+                os.write(fd_out, control.WAKE_TOKEN)
+            continue
+        words[control.WORKER_WAITING] = 1
+        try:
+            if words[control.REQUEST] == expected:
+                continue
+            if not select.select([fd_in], [], [], control.FIRST_SLICE)[0]:
+                if words[control.REQUEST] == expected:
+                    continue
+                select.select([fd_in], [], [])
+        finally:
+            words[control.WORKER_WAITING] = 0
+        body = protocol.receive_body(fd_in, tokens=True)
+        if body is None:
+            return 0
+        if body:
+            limits.arm_cpu(worker.cpu_seconds)
+            protocol.send_body(fd_out, worker.handle(body))
+
+
 def main(argv: list[str]) -> int:
     fd_in, fd_out, library_path, sha256 = int(argv[1]), int(argv[2]), argv[3], argv[4]
-    memory, cpu_seconds = int(argv[5]), float(argv[6])
+    memory, cpu_seconds, control_fd = int(argv[5]), float(argv[6]), int(argv[7])
     limits.apply(memory)
+    page = control.ControlPage(control_fd)
+    os.close(control_fd)
     protocol.send(fd_out, {"ok": True, "started": True})
     try:
-        worker = Worker(library_path, sha256)
+        worker = Worker(library_path, sha256, page, cpu_seconds)
     except LoadError as exc:
         protocol.send(fd_out, {"ok": False, "error": str(exc)})
         return 1
     protocol.send(fd_out, {"ok": True, "ready": True})
-    while True:
-        body = protocol.receive_body(fd_in)
-        if body is None:
-            return 0
-        limits.arm_cpu(cpu_seconds)
-        protocol.send_body(fd_out, worker.handle(body))
+    return serve(worker, fd_in, fd_out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,234 @@
+"""The cost of one GpSimd (C++ custom op) call inside a compiled graph (issue 14: <= 25 us).
+
+What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall.__call__` (the
+``kernel`` instruction's GpSimd payload): the main job's ReLU forward (32x120 fp32) and backward
+(two 32x120 inputs). Measured in one run, interleaved round by round:
+
+* ``worker``: the call as a graph makes it (isolated worker process), back to back and with host
+  work between calls (NumPy dots of the step's sizes, about as long as the rest of a step's
+  ``Program.run`` between two calls: the training-step pattern);
+* ``in-process floor``: the same request handled in this process (the library loaded here with
+  ctypes, the kernel called on the same prepared arguments, inputs copied in and the output copied
+  out as the call does): what isolation costs is the difference;
+* ``bare pipe``: a 16-byte round trip to an echoing child process (blocking reads), the cost of
+  two process wake-ups with no work.
+
+Wall time per call (median over rounds of the mean per round) and CPU time per call: this
+thread's, plus the worker's (all its threads, from /proc/<pid>/task/*/schedstat, nanoseconds).
+The machine's load average is printed before and after.
+
+Run: ``python benchmarks/gpsimd_call.py [--quick] [--json PATH]``.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._results import Row, write_json  # noqa: E402
+from emulator.gpsimd import abi, args as gargs  # noqa: E402
+from emulator.gpsimd.call import OpCall  # noqa: E402
+from emulator.gpsimd.library import HostLibrary  # noqa: E402
+from emulator.gpsimd.runner import runner_for  # noqa: E402
+
+SUITE = "GpSimd call inside a compiled graph: isolated worker vs in-process floor (issue 14)"
+TARGET_US = 25.0
+SHAPE = (32, 120)
+RELU = ROOT / "examples" / "mlp_training"
+
+_ECHO = r"""
+import os, sys
+r, w = int(sys.argv[1]), int(sys.argv[2])
+while True:
+    b = os.read(r, 16)
+    if not b:
+        break
+    os.write(w, b)
+"""
+
+
+def build_library() -> Path:
+    from neuron_customcall.cpp import build
+
+    directory = Path(tempfile.gettempdir()) / f"neuron_customcall_bench_{os.getuid()}" / "relu"
+    request = build.make_request("relu", [RELU / "relu.cpp"], [RELU / "shape.cpp"], directory, False, False, [])
+    return build.build(request)
+
+
+def task_cpu_ns(pid: int) -> int:
+    """CPU nanoseconds of all threads of `pid` (schedstat's first field)."""
+    total = 0
+    base = f"/proc/{pid}/task"
+    for tid in os.listdir(base):
+        try:
+            with open(f"{base}/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+class InProcess:
+    """The same request handled in this process: the library loaded with ctypes (benchmark only:
+    the project never loads a user's library into the host), the kernel called through
+    ncc_gpsimd_run on prepared ncc_args, inputs copied in and the output copied out."""
+
+    def __init__(self, path: Path, host: HostLibrary, name: str, ninputs: int) -> None:
+        self.lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        abi.bind(self.lib)
+        op = host.descriptor.op(name)
+        self.index = op.index
+        self.function = ctypes.cast(self.lib[op.symbol], ctypes.c_void_p).value
+        self.inputs = [np.zeros(SHAPE, np.float32) for _ in range(ninputs)]
+        self.output = np.zeros(SHAPE, np.float32)
+        self.array = (abi.NccArg * ninputs)()
+        for arg, buf in zip(self.array, self.inputs):
+            gargs.fill(arg, gargs.tensor_fields(gargs.TensorSpec("float32", SHAPE)), buf.ctypes.data)
+        self.dst = abi.NccArg()
+        gargs.fill(self.dst, gargs.tensor_fields(gargs.TensorSpec("float32", SHAPE)), self.output.ctypes.data)
+        self.counters = abi.NccCounters()
+        self.text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
+        self.text_len = ctypes.c_size_t(0)
+        self.err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
+        self.ninputs = ninputs
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray:
+        for buf, a in zip(self.inputs, arrays):
+            np.copyto(buf, a)
+        code = self.lib.ncc_gpsimd_run(self.index, self.function, self.array, self.ninputs, ctypes.byref(self.dst),
+                                       1, ctypes.byref(self.counters), self.text, len(self.text),
+                                       ctypes.byref(self.text_len), self.err, len(self.err))
+        if code != 0:
+            raise RuntimeError(self.err.value.decode())
+        return self.output.copy()
+
+
+class Pipe:
+    """A 16-byte round trip to an echoing child process."""
+
+    def __init__(self) -> None:
+        self.req_r, self.req_w = os.pipe()
+        self.resp_r, self.resp_w = os.pipe()
+        self.proc = subprocess.Popen([sys.executable, "-c", _ECHO, str(self.req_r), str(self.resp_w)],
+                                     pass_fds=(self.req_r, self.resp_w))
+        self.pid = self.proc.pid
+        self.message = b"0123456789abcdef"
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        os.write(self.req_w, self.message)
+        os.read(self.resp_r, 16)
+
+    def close(self) -> None:
+        for fd in (self.req_r, self.req_w, self.resp_r, self.resp_w):
+            os.close(fd)
+        self.proc.wait()
+
+
+def host_work(a: np.ndarray, b: np.ndarray) -> None:
+    """About what a training step's Program.run does between two GpSimd calls."""
+    for _ in range(4):
+        np.dot(a, b)
+
+
+def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | None,
+            between: Callable[[], None] | None) -> tuple[float, float, float]:
+    """(wall us, host CPU us, peer CPU us) per call; with `between`, only the calls are timed
+    (host work excluded), and the peer's CPU (which runs meanwhile, spinning or not) counts."""
+    wall = cpu = 0.0
+    peer0 = task_cpu_ns(pid) if pid else 0
+    for _ in range(calls):
+        if between is not None:
+            between()
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        fn(*inputs)
+        t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+        wall += t1 - t0
+        cpu += c1 - c0
+    peer = (task_cpu_ns(pid) - peer0) if pid else 0
+    return wall / calls / 1e3, cpu / calls / 1e3, peer / calls / 1e3
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and calls, to check the script")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.calls = 3, 200
+    load_before = os.getloadavg()
+    path = build_library()
+    host = HostLibrary(path)
+    spec = gargs.TensorSpec("float32", SHAPE)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(SHAPE, dtype=np.float32)
+    g = rng.standard_normal(SHAPE, dtype=np.float32)
+    forward = OpCall(str(path), host.descriptor.op("relu_forward"), [("tensor", None)], spec)
+    backward = OpCall(str(path), host.descriptor.op("relu_backward"), [("tensor", None), ("tensor", None)], spec)
+    floor_f = InProcess(path, host, "relu_forward", 1)
+    floor_b = InProcess(path, host, "relu_backward", 2)
+    expected_f, expected_b = np.maximum(x, 0), np.where(x > 0, g, 0)
+    for label, got, expected in (("worker forward", forward(x), expected_f), ("floor forward", floor_f(x), expected_f),
+                                 ("worker backward", backward(g, x), expected_b),
+                                 ("floor backward", floor_b(g, x), expected_b)):
+        if not np.array_equal(got, expected):
+            raise SystemExit(f"{label}: the ReLU's result differs from NumPy's")
+    worker_pid = runner_for(str(path))._worker.proc.pid
+    pipe = Pipe()
+    a = rng.standard_normal((32, 64), dtype=np.float32)
+    b = rng.standard_normal((64, 120), dtype=np.float32)
+    work = lambda: host_work(a, b)  # noqa: E731
+    t0 = time.perf_counter()
+    for _ in range(200):
+        work()
+    work_us = (time.perf_counter() - t0) / 200 * 1e6
+    cases = [
+        ("worker, forward", forward, (x,), worker_pid),
+        ("worker, backward", backward, (g, x), worker_pid),
+        ("in-process floor, forward", floor_f, (x,), None),
+        ("in-process floor, backward", floor_b, (g, x), None),
+        ("bare pipe round trip", pipe, (), pipe.pid),
+    ]
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for _ in range(args.rounds):
+        for pattern, between in (("back to back", None), ("host work between", work)):
+            for label, fn, inputs, pid in cases:
+                results.setdefault((label, pattern), []).append(measure(fn, inputs, args.calls, pid, between))
+    pipe.close()
+    load_after = os.getloadavg()
+    print(f"GpSimd call, ReLU {SHAPE[0]}x{SHAPE[1]} fp32 (the main job's), {args.rounds} rounds x {args.calls} calls, "
+          f"interleaved; host work between calls: {work_us:.0f} us of NumPy dots")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
+    print(f"  {'case':28s} {'pattern':18s} {'wall us':>8s} {'(min)':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
+    medians: dict[tuple[str, str], float] = {}
+    for (label, pattern), rows in results.items():
+        wall = statistics.median(r[0] for r in rows)
+        medians[(label, pattern)] = wall
+        print(f"  {label:28s} {pattern:18s} {wall:8.1f} {min(r[0] for r in rows):7.1f} "
+              f"{statistics.median(r[1] for r in rows):9.1f} {statistics.median(r[2] for r in rows):9.1f}")
+    out = []
+    for pattern in ("back to back", "host work between"):
+        for which in ("forward", "backward"):
+            ours, floor = medians[(f"worker, {which}", pattern)], medians[(f"in-process floor, {which}", pattern)]
+            out.append(Row(SUITE, f"ReLU {which} 32x120 per call, {pattern}", ours * 1e-6,
+                           "the same request in-process", floor * 1e-6, f"<= {TARGET_US:g} us per call",
+                           ours <= TARGET_US))
+    print(f"  target: <= {TARGET_US:g} us per call inside a graph")
+    write_json(args.json, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Prepared calls' signalling: a shared control page between the host and its GpSimd worker.
+
+Why: a compiled graph calls the same few ops over and over. Sending each call as a JSON request
+over a pipe, and waking a sleeping process at each end, cost about 80 us a call where the kernel
+itself takes 10. So an op's call is prepared once (its JSON, with its tensors at fixed places in
+a shared file, is sent over the pipe and checked by the worker), and every later call is a call
+number and a sequence number written into this page. Each side polls the page for a bounded
+time after its own step (the worker after each reply, the host after each request), so that
+calls that follow each other closely wake nobody; past the poll each side sleeps on its pipe as
+before, and the other side writes an empty frame (a wake token) into that pipe when it sees the
+sleeper's flag. The pipes and their time limits stay the one authority on crashes and hangs.
+
+Layout (native 64-bit words, x86-64): words 0-7 are written by the host only, words 8-15 by the
+worker only (separate cache lines), then the runtime's output buffers, which the worker hands to
+``ncc_gpsimd_run`` directly, so a reply copies nothing:
+
+=========  ===========================================================================
+word 0     request sequence number (the host writes it last, after word 1)
+word 1     prepared call id
+word 2     1 while the host sleeps on the reply pipe
+word 8     reply sequence number (the worker writes it last, after word 9)
+word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
+word 10    1 while the worker sleeps on the request pipe
+word 11    printf text length (size_t, written by the runtime)
+words 16+  struct ncc_counters (8 x uint64, written by the runtime)
+byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
+byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
+=========  ===========================================================================
+
+The page is writable by the worker, where user code runs: the host checks every word it reads
+(the sequence number must be its own, the text length within the buffer, the code a known one)
+and the worker checks the call id against the calls it prepared.
+
+Lost wake-ups: a sleeper sets its flag and then reads the other side's sequence word again;
+without a memory fence the two can cross (each side reading the other's old word), so the first
+sleep is a short slice (`FIRST_SLICE`) after which the sleeper looks again, by which time every
+store has long reached memory. A wake token that turns out to be spurious costs one empty read.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+
+from emulator.gpsimd import abi
+
+REQUEST, CALL, HOST_WAITING = 0, 1, 2
+REPLY, CODE, WORKER_WAITING, TEXT_LEN = 8, 9, 10, 11
+COUNTERS_OFFSET = 16 * 8
+ERROR_OFFSET = 4096
+TEXT_OFFSET = 8192
+SIZE = TEXT_OFFSET + abi.TEXT_CAPACITY
+#: A protocol refusal in the code word (not one of ncc_gpsimd_run's codes): the worker did not
+#: recognise the call id; the error buffer says why.
+REFUSED = 1000
+
+#: How long the host polls for a reply before it sleeps (a 32x120 ReLU's reply comes in about
+#: 12 us; a long kernel costs at most this much spinning per call).
+HOST_SPIN = 300e-6
+#: How long the worker polls for the next call after a reply before it sleeps: the gap between
+#: two custom-calls of one graph on a training step's sizes is tens of microseconds.
+WORKER_SPIN = 200e-6
+#: A gap between two looks at the clock that means the poller lost its CPU, and how long it
+#: then sleeps without polling (Spinner).
+PREEMPTED = 30e-6
+BACKOFF = 0.1
+#: The first sleep of either side, after which it reads the other side's word again (see above).
+FIRST_SLICE = 1e-3
+
+WAKE_TOKEN = b"\0\0\0\0"
+_COUNTERS = struct.Struct(f"={len(abi.COUNTER_FIELDS)}Q")  # an empty frame: "look at the page"
+
+
+class ControlPage:
+    """The page mapped from an open file descriptor of `SIZE` bytes (a memfd the host made)."""
+
+    def __init__(self, fd: int) -> None:
+        if os.fstat(fd).st_size != SIZE:
+            raise ValueError(f"the control page must be {SIZE} bytes")
+        self.map = mmap.mmap(fd, SIZE)
+        self.words = memoryview(self.map).cast("q")
+
+    def address(self, offset: int) -> int:
+        """The address in this process of the page's byte `offset` (for ncc_gpsimd_run)."""
+        import ctypes
+
+        anchor = ctypes.c_char.from_buffer(self.map, offset)
+        address = ctypes.addressof(anchor)
+        del anchor
+        return address
+
+    def counters(self) -> tuple[int, ...]:
+        return _COUNTERS.unpack_from(self.map, COUNTERS_OFFSET)
+
+    def error(self) -> str:
+        raw = self.map[ERROR_OFFSET:ERROR_OFFSET + abi.ERROR_CAPACITY]
+        end = raw.find(b"\0")
+        return raw[: end if end >= 0 else len(raw)].decode("utf-8", "replace")
+
+    def set_error(self, message: str) -> None:
+        data = message.encode()[: abi.ERROR_CAPACITY - 1] + b"\0"
+        self.map[ERROR_OFFSET:ERROR_OFFSET + len(data)] = data
+
+    def text(self) -> str | None:
+        """Core 0's printf output of the latest run; None when the length word is out of range
+        (the page was overwritten)."""
+        n = self.words[TEXT_LEN]
+        if not 0 <= n <= abi.TEXT_CAPACITY:
+            return None
+        return self.map[TEXT_OFFSET:TEXT_OFFSET + n].decode("utf-8", "replace") if n else ""
+
+    def close(self) -> None:
+        self.words.release()
+        self.map.close()
+
+
+class Spinner:
+    """Bounded polling of one side for a page word, which gives up when the machine is busy.
+
+    Polling pays while both processes have a CPU. When other processes compete for the CPUs, a
+    poller is preempted in the middle of its poll, and a process that polled through its share
+    waits a whole time slice for the next one, where a process woken from sleep runs at once
+    (the scheduler credits sleepers): on a 2-core machine at load 4, polling made calls 3-8
+    times slower than sleeping. So a poll that finds it was preempted (two looks at the clock
+    more than `PREEMPTED` apart) stops, and this side sleeps without polling for `BACKOFF`."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self._quiet_from = 0.0
+
+    def poll(self, words: memoryview, word: int, value: int, limit: float | None = None) -> bool:
+        """Whether words[word] == value within the limit (no sleeping, no system call)."""
+        if words[word] == value:
+            return True
+        now = time.monotonic()
+        if now < self._quiet_from:
+            return False
+        end = now + (self.limit if limit is None else min(limit, self.limit))
+        last = now
+        while True:
+            if words[word] == value:
+                return True
+            now = time.monotonic()
+            if now - last > PREEMPTED:
+                self._quiet_from = now + BACKOFF
+                return words[word] == value
+            if now >= end:
+                return words[word] == value
+            last = now
+
+
+def create() -> tuple[int, ControlPage]:
+    """A new control page in an anonymous memfd: (its descriptor, the host's mapping)."""
+    fd = os.memfd_create("ncc-gpsimd-control", os.MFD_CLOEXEC)
+    os.ftruncate(fd, SIZE)
+    return fd, ControlPage(fd)

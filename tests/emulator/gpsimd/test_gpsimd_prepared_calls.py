@@ -1,0 +1,214 @@
+"""Prepared calls (emulator/gpsimd/control.py): an op's call is registered with the worker once
+and then runs by number through the shared control page. Results must be each call's own, the
+sleeping and waking paths must both deliver, crashes, hangs and kernel errors keep their
+isolation, and the worker checks every request field and call id it is given."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from emulator.gpsimd import (GpSimdError, GpSimdRunner, HostLibrary, KernelCrash, KernelError, KernelTimeout,
+                             TensorSpec, args, control, protocol, runner as runner_module)
+from emulator.gpsimd.call import OpCall
+from emulator.gpsimd.process import WorkerProcess
+from emulator.gpsimd.runner import runner_for
+from gpsimd_kernels import library
+
+X = np.linspace(-3, 3, 1000, dtype=np.float32)
+
+
+def _op_call(name: str, op_name: str, shape: tuple[int, ...]) -> tuple[OpCall, HostLibrary]:
+    path = library(name)
+    host = HostLibrary(path, runner_for(path))
+    return OpCall(str(path), host.descriptor.op(op_name), [("tensor", None)], TensorSpec("float32", shape)), host
+
+
+@pytest.fixture
+def private_runner():
+    """A runner of its own (the tests below kill workers and count requests)."""
+    made = []
+
+    def make(name: str, **kwargs) -> tuple[GpSimdRunner, HostLibrary]:
+        runner = GpSimdRunner(library(name), **kwargs)
+        made.append(runner)
+        return runner, HostLibrary(runner.library_path, runner)
+
+    yield make
+    for runner in made:
+        runner.close()
+
+
+def test_prepared_calls_give_each_calls_own_result() -> None:
+    double, _ = _op_call("access_ops", "double_it", (1000,))
+    copy, _ = _op_call("access_ops", "copy_tcm", (20, 50))
+    runner = double.runner
+    before = dict(runner.requests)
+    for k in range(40):
+        assert np.array_equal(double(X + k), 2 * (X + k))
+        block = (X - k).reshape(20, 50)
+        assert np.array_equal(copy(block), block)
+        assert copy.last.counters["tcm_bytes"] == 8 * X.size
+    assert runner.requests["call"] - before.get("call", 0) == 80
+    assert runner.requests["run"] == before.get("run", 0)  # no JSON run request
+    assert runner.requests["prepare"] - before.get("prepare", 0) <= 2
+
+
+def test_a_sleeping_worker_is_woken_for_the_next_call() -> None:
+    double, _ = _op_call("access_ops", "double_it", (1000,))
+    double(X)
+    page = double.runner._worker.control
+    for k in range(3):
+        deadline = time.monotonic() + 5
+        while not page.words[control.WORKER_WAITING] and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert page.words[control.WORKER_WAITING] == 1  # asleep on its pipe: a wake token is needed
+        assert np.array_equal(double(X * k), 2 * X * k)
+
+
+def test_kernel_errors_crashes_and_hangs_keep_their_isolation(private_runner) -> None:
+    runner, host = private_runner("error_ops", timeout=60)
+    spec = TensorSpec("float32", (8,))
+    oob = runner.prepare(host.descriptor.op("oob_element"), [spec], spec)
+    segfault = runner.prepare(host.descriptor.op("segfault"), [spec], spec)
+    hang = runner.prepare(host.descriptor.op("hang"), [spec], spec)
+    x = np.zeros(8, np.float32)
+    for _ in range(2):
+        with pytest.raises(KernelError, match="out of range") as info:
+            runner.call(oob, [x])
+        assert info.value.kind == "bounds"
+        with pytest.raises(KernelCrash, match="SIGSEGV"):
+            runner.call(segfault, [x])
+    with pytest.raises(KernelTimeout, match="time limit of 1 s"):
+        runner.call(hang, [x], timeout=1)
+    with pytest.raises(KernelError, match="out of range"):
+        runner.call(oob, [x])  # a fresh worker: registered again
+    assert runner.requests["prepare"] == 6  # each registered with each new worker: oob 3, segfault 2, hang 1
+
+
+def test_a_call_with_a_reply_beyond_the_spin_wakes_the_host(private_runner, monkeypatch) -> None:
+    monkeypatch.setattr(control, "HOST_SPIN", 0.0)  # the host sleeps on its pipe at once
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    for k in range(5):
+        result = runner.call(prepared, [X + k])
+        assert np.array_equal(result.output.view(np.float32), 2 * (X + k))
+
+
+def test_past_the_limit_of_prepared_calls_a_call_is_a_run_request(monkeypatch) -> None:
+    monkeypatch.setattr(runner_module, "PREPARED_KEPT", 0)
+    double, _ = _op_call("access_ops", "double_it", (1000,))
+    before = double.runner.requests["run"]
+    for k in range(3):
+        assert np.array_equal(double(X - k), 2 * (X - k))
+    assert double.runner.requests["run"] - before == 3
+
+
+def _prepare_request(prepared, **changes) -> dict:
+    request = json.loads(prepared.request)
+    request.update(changes)
+    return request
+
+
+def test_the_worker_checks_every_field_of_a_prepare_request(private_runner) -> None:
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    runner.call(prepared, [X])
+    good = json.loads(prepared.request)
+    forged = {
+        "does not lie in its shared file": {"args": [{**good["args"][0], "offset": good["file_size"]}]},
+        "unknown dtype code": {"out": {**good["out"], "dtype": 99}},
+        "at most 8 sizes": {"args": [{**good["args"][0], "shape": [1] * 9}]},
+        "not the one described": {"file_id": good["file_id"] + 1},
+        "is not a compute function": {"symbol": "abort"},
+        "a prepared call id must be": {"id": -1},
+        "runs on 1 or 8 cores": {"ncores": 3},
+    }
+    for message, change in forged.items():
+        reply = runner.request({**good, **change}, 10)
+        assert not reply["ok"] and reply["kind"] == "usage" and message in reply["error"], (message, reply)
+    result = runner.call(prepared, [X + 1])  # the worker goes on, the good call intact
+    assert np.array_equal(result.output.view(np.float32), 2 * (X + 1))
+
+
+def test_a_call_id_the_worker_never_prepared_is_refused(private_runner) -> None:
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    runner.call(prepared, [X])
+    worker = runner._worker
+    assert worker.call(prepared.id + 12345, 10) == control.REFUSED
+    assert "no prepared call" in worker.control.error()
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+
+
+def test_a_corrupt_reply_page_kills_the_worker(private_runner, monkeypatch) -> None:
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    runner.call(prepared, [X])
+    real = WorkerProcess.call
+
+    def overwritten(self, call_id: int, timeout: float) -> int:
+        code = real(self, call_id, timeout)
+        self.control.words[control.TEXT_LEN] = 1 << 40  # as a kernel's stray write could
+        return code
+
+    monkeypatch.setattr(WorkerProcess, "call", overwritten)
+    with pytest.raises(GpSimdError, match="reply was corrupt"):
+        runner.call(prepared, [X])
+    monkeypatch.setattr(WorkerProcess, "call", real)
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+
+
+def test_forgotten_prepared_calls_leave_the_worker() -> None:
+    double, host = _op_call("access_ops", "double_it", (1000,))
+    double(X)
+    runner = double.runner
+    worker = runner._worker
+    spec = TensorSpec("float32", (7,))
+    for _ in range(3):
+        prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+        runner.call(prepared, [np.ones(7, np.float32)])
+        del prepared
+    import gc
+
+    gc.collect()
+    assert runner._forgotten  # sent with the next registration
+    fresh = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    runner.call(fresh, [np.ones(7, np.float32)])
+    assert not runner._forgotten and runner._worker is worker
+
+
+def test_wake_tokens_are_skipped_by_json_readers() -> None:
+    import os
+
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, control.WAKE_TOKEN)
+        protocol.send(write_fd, {"ok": True})
+        assert protocol.receive(read_fd, timeout=10) == {"ok": True}
+        os.write(write_fd, control.WAKE_TOKEN)
+        assert protocol.receive_body(read_fd, timeout=10, tokens=True) == b""
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"kind": 9}, "unknown argument kind"),
+    ({"kind": 0, "dtype": 6, "shape": [4], "offset": 60}, "does not lie"),
+    ({"kind": 0, "dtype": 6, "shape": [-1], "offset": 0}, "sizes in 0..2**62"),
+    ({"kind": 0, "dtype": 6, "shape": [4], "offset": "0"}, "does not lie"),
+    ({"kind": 4, "i": 2**64}, "64-bit integer"),
+    ({"kind": 3, "f": "1.0"}, "a number f"),
+])
+def test_argument_descriptions_are_checked(fields, message) -> None:
+    with pytest.raises(ValueError, match=message.replace("*", r"\*").replace(".", r"\.")):
+        args.check(fields, 64)
+    assert args.check({"kind": 0, "dtype": 6, "shape": [4], "offset": 48}, 64) == 16
