@@ -93,7 +93,7 @@ class LoadedProgram:
                 types[f] = None
             steps.append((fn, tuple(inst.ins), inst.out, tuple(inst.free)))
             contexts.append(ctx)
-            names.append(f"{inst.name or '?'} ({inst.op})")
+            names.append(f"{inst.name or '?'} ({self._what(inst)})")
         if types[comp.result] is None:
             raise ArtifactError(f"computation {comp.name}: result slot {comp.result} is never written")
         if self.check_types:
@@ -104,6 +104,26 @@ class LoadedProgram:
         if self.recorder is not None and self.program.computations.index(comp) not in self._lifted:
             return self._profiled_runner(comp, steps, names, contexts)
         return _make_runner(comp, steps, names, _foldable(comp))
+
+    def _kernel_name(self, inst: Any) -> str | None:
+        """The name of the kernel a ``kernel`` instruction runs (its payload's: the NKI function,
+        ``library::op``), None for other instructions. Why: the instruction is named by the
+        framework (``custom-call.17``); the user knows the kernel they wrote."""
+        if inst.op != "kernel":
+            return None
+        index = inst.attrs.get("payload", -1)
+        return self.kernels[index].name if 0 <= index < len(self.kernels) else None
+
+    def _what(self, inst: Any) -> str:
+        """The op of an instruction, with its kernel's name for a kernel (error messages)."""
+        kernel = self._kernel_name(inst)
+        return inst.op if kernel is None else f"kernel {kernel}"
+
+    def _label(self, inst: Any) -> str:
+        """The instruction as a profile names it: a kernel by its name, then the instruction."""
+        kernel = self._kernel_name(inst)
+        name = inst.name or inst.op
+        return name if kernel is None or kernel == name else f"{kernel} ({name})"
 
     def _profiled_runner(self, comp: Computation, steps: list[tuple], names: list[str],
                          contexts: list[HandlerContext]) -> Callable[..., Any]:
@@ -117,7 +137,7 @@ class LoadedProgram:
         profiled = []
         for (fn, ins, out, free), inst, ctx in zip(steps, comp.instructions, contexts):
             shapes = f"{', '.join(describe(t) for t in ctx.in_types)} -> {describe(inst.type)}"
-            profiled.append((_bind(fn, ins), ins, out, free, coster(ctx), inst.name or inst.op, inst.op, shapes))
+            profiled.append((_bind(fn, ins), ins, out, free, coster(ctx), self._label(inst), inst.op, shapes))
 
         def on_error(k: int, e: Exception) -> Exception:
             if isinstance(e, EmulatorError):

@@ -80,11 +80,14 @@ class Profile:
         for engine, cycles in self.busy_cycles().items():
             lines.append(f"{engine:<8} {cycles:>14,.0f} {cycles / self.clock_hz * 1e6:>15.3f} "
                          f"{100 * cycles / total:>6.1f}%")
+        ranked = self.top(top)
+        # kernels are named "my_ops::relu_forward (custom-call.17)": wide enough for those, bounded
+        w = min(max([32, *(len(t.name) for t in ranked)]), 64)
         lines += ["", f"top {top} instructions by estimated cycles:",
-                  f"{'instruction':<32} {'op':<14} {'engine':<14} {'runs':>5} {'cycles':>12} {'us':>9} "
+                  f"{'instruction':<{w}} {'op':<14} {'engine':<14} {'runs':>5} {'cycles':>12} {'us':>9} "
                   f"{'host ms':>8}"]
-        for t in self.top(top):
-            lines.append(f"{t.name[:32]:<32} {t.op[:14]:<14} {','.join(t.engines)[:14]:<14} {t.count:>5} "
+        for t in ranked:
+            lines.append(f"{t.name[:w]:<{w}} {t.op[:14]:<14} {','.join(t.engines)[:14]:<14} {t.count:>5} "
                          f"{t.cycles:>12,.0f} {t.cycles / self.clock_hz * 1e6:>9.3f} {t.host_seconds * 1e3:>8.3f}")
         return "\n".join(lines)
 

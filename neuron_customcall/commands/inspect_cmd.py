@@ -3,8 +3,11 @@
 Prints first whether the artifact carries native code (GpSimd C++ libraries, which run with the
 user's rights when the artifact runs: docs/trust.md), then the manifest (module, fingerprint,
 compiler version, flags, inputs, outputs), the section table with sizes, and a summary of the
-program (computations, instruction counts by op, constants, kernel payloads). `--json` prints the
-manifest alone as JSON, for scripts (native code is then reported on standard error).
+program (computations, instruction counts by op, constants, kernel payloads, each named after
+the kernel: the NKI function, ``library::op``). `--kernels` then prints what each kernel is: an
+NKI kernel's IR as readable text (emulator.kernel_ir.printer), a C++ op's signature and library.
+`--json` prints the manifest alone as JSON, for scripts (native code is then reported on standard
+error).
 """
 from __future__ import annotations
 
@@ -100,10 +103,64 @@ def describe(data: bytes, top_ops: int = 12) -> str:
     return "\n".join(lines)
 
 
+def _nki_text(payload: Any, artifact: Any) -> str:
+    from emulator.kernel_ir import format_kernel, serialise
+
+    return format_kernel(serialise.from_bytes(payload.data)).rstrip("\n")
+
+
+def _gpsimd_op_text(payload: Any, artifact: Any) -> str:
+    from emulator import kernel_payload
+
+    libraries = kernel_payload.libraries((k.kind, k.data) for k in artifact.kernels)
+    call = kernel_payload.unpack_gpsimd_op(payload.data, libraries)
+    arguments = ", ".join(a["kind"] if "value" not in a else f"{a['kind']}={a['value']!r}" for a in call.arguments)
+    return (f"C++ op {call.op.library}::{call.op.name}({arguments}) -> {call.output.dtype}{list(call.output.shape)}\n"
+            f"  compute function {call.op.compute} (symbol {call.op.symbol}), "
+            f"{'multicore' if call.op.multicore else 'single core'}, library SHA-256 "
+            f"{hashlib.sha256(call.library).hexdigest()[:16]}...")
+
+
+def _library_text(payload: Any, artifact: Any) -> str:
+    return (f"C++ library {payload.name}: {len(payload.data)} bytes of native code, SHA-256 "
+            f"{hashlib.sha256(payload.data).hexdigest()[:16]}...")
+
+
+def _gpsimd_text(payload: Any, artifact: Any) -> str:
+    from emulator import kernel_payload
+
+    call = kernel_payload.unpack_gpsimd(payload.data)
+    return (f"C++ op {call.op.library}::{call.op.name} -> {call.output.dtype}{list(call.output.shape)} "
+            f"with its library ({len(call.library)} bytes of native code)")
+
+
+#: payload kind -> (payload, artifact) -> its description as text
+KERNEL_TEXT = {"nki-ir": _nki_text, "gpsimd-op": _gpsimd_op_text, "gpsimd-library": _library_text,
+               "gpsimd": _gpsimd_text}
+
+
+def describe_kernels(data: bytes) -> str:
+    """Each kernel payload of the artifact as text: what `inspect --kernels` adds."""
+    from emulator.artifact import read_artifact
+
+    art = read_artifact(data)
+    blocks = []
+    for k, payload in enumerate(art.kernels):
+        render = KERNEL_TEXT.get(payload.kind)
+        try:
+            body = render(payload, art) if render else f"(a {payload.kind} payload: no text form)"
+        except Exception as e:  # noqa: BLE001 - a damaged payload is reported; the others are still shown
+            body = f"(can not be read: {type(e).__name__}: {e})"
+        blocks.append(f"--- kernel {k}: {payload.name} ({payload.kind}, {len(payload.data)} bytes)\n{body}")
+    return "\n".join(blocks)
+
+
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("artifact", type=Path, help="a .neff written by `neuron-customcall compile`")
     p.add_argument("--json", action="store_true",
                    help="print the manifest as JSON, with a 'native_code' key listing the native payloads")
+    p.add_argument("--kernels", action="store_true",
+                   help="also print each kernel: an NKI kernel's IR as text, a C++ op's signature")
 
 
 @command("inspect", "print an artifact's manifest, sections and program summary", _args)
@@ -119,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
                 log.warning("%s: %s", args.artifact, summary)
         else:
             print(f"{args.artifact}: " + describe(data))
+            if args.kernels:
+                print(describe_kernels(data))
     except (OSError, ArtifactError) as e:
         log.error("%s: %s", args.artifact, e)
         return 1

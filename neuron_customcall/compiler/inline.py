@@ -4,7 +4,9 @@ The compiler calls ``payload_for(inst)`` for each ``AwsNeuronCustomNativeKernel`
 decodes the backend_config (neuron_customcall.kernels.descriptor), checks the descriptor against
 the instruction (operand and result shapes and dtypes) and against its own payload (the NKI IR's
 signature and grid, the GpSimd op's arguments), and returns the emulator-native payloads
-(emulator.kernel_payload) that the artifact embeds: the one the instruction runs, last, after
+(emulator.kernel_payload) that the artifact embeds, each named after what it holds (the NKI kernel's
+function, ``library::op``, the library), so that `inspect` and `profile` show the kernel a user
+wrote and not the framework's instruction name: the one the instruction runs, last, after
 those it refers to (a GpSimd op's library, which the artifact then stores once however many ops
 and calls use it, although every custom-call's backend_config carries it). Why here and not in the emulator: every
 mismatch is then a compile error naming the instruction, before anything runs.
@@ -48,7 +50,7 @@ def _check_signature(inst: Any, desc: KernelDescriptor) -> None:
                            f"outputs {[_show(s) for s in desc.outputs]}", inst)
 
 
-def _nki_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, bytes]]:
+def _nki_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, str, bytes]]:
     try:
         ir = serialise.from_bytes(desc.payload)
     except (serialise.KernelIRFormatError, KeyError, TypeError, ValueError) as e:
@@ -63,10 +65,10 @@ def _nki_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, bytes]]:
     if actual != (list(desc.inputs), list(desc.outputs)) or tuple(ir.grid) != desc.grid:
         raise CompileError(f"kernel {desc.name!r}: the descriptor's signature or grid disagrees with "
                            "its kernel IR", inst)
-    return [(kernel_payload.NKI_IR, desc.payload)]
+    return [(desc.name, kernel_payload.NKI_IR, desc.payload)]
 
 
-def _gpsimd_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, bytes]]:
+def _gpsimd_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, str, bytes]]:
     try:
         op = OpDescriptor(**{**desc.op, "args": tuple(desc.op["args"])})
         out = GpSimdSpec(dtypes.hlo_to_gpsimd(desc.outputs[0].dtype), desc.outputs[0].shape)
@@ -76,15 +78,16 @@ def _gpsimd_payload(inst: Any, desc: KernelDescriptor) -> list[tuple[str, bytes]
         raise CompileError(f"kernel {desc.name!r}: invalid GpSimd op: {e}", inst) from None
     header = kernel_payload.pack_gpsimd_op(kernel_payload.GpSimdPayload(
         op, tuple(a.to_json() for a in desc.arguments), out, desc.payload))
-    return [(kernel_payload.GPSIMD_LIBRARY, desc.payload), (kernel_payload.GPSIMD_OP, header)]
+    return [(op.library, kernel_payload.GPSIMD_LIBRARY, desc.payload),
+            (desc.name, kernel_payload.GPSIMD_OP, header)]
 
 
-#: descriptor kind -> (instruction, descriptor) -> [(emulator payload kind, payload bytes)]
+#: descriptor kind -> (instruction, descriptor) -> [(payload name, emulator payload kind, payload bytes)]
 PAYLOADS = {NKI: _nki_payload, GPSIMD: _gpsimd_payload}
 
 
-def payload_for(inst: Any) -> tuple[str, list[tuple[str, bytes]]]:
-    """(kernel name, [(emulator payload kind, payload bytes)]) of a Neuron kernel custom-call:
+def payload_for(inst: Any) -> tuple[str, list[tuple[str, str, bytes]]]:
+    """(kernel name, [(payload name, emulator payload kind, payload bytes)]) of a Neuron kernel custom-call:
     the instruction runs the last payload; those before it are payloads it refers to."""
     config = inst.attributes.backend_config
     try:

@@ -78,10 +78,10 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     if target != NEURON_TARGET:
         raise CompileError(f"custom-call target {target!r} is not supported", inst)
     _name, payloads = payload_for(inst)  # decoded, checked against inst, emulator-native
-    *referenced, (kind, data) = payloads
-    for ref_kind, ref_data in referenced:  # e.g. a GpSimd op's library: stored once per artifact
-        ctx.kernel(inst.name, ref_kind, ref_data)
-    return "kernel", {"payload": ctx.kernel(inst.name, kind, data)}
+    *referenced, (name, kind, data) = payloads
+    for ref_name, ref_kind, ref_data in referenced:  # e.g. a GpSimd op's library: stored once per artifact
+        ctx.kernel(ref_name, ref_kind, ref_data)
+    return "kernel", {"payload": ctx.kernel(name, kind, data)}
 
 
 # -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
