@@ -26,6 +26,7 @@ import torch
 import torch_xla
 
 from neuron_customcall import backend
+from neuron_customcall.torch_xla.lazy import lowering_context
 from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class NeuronFxGraph:
         graph_outputs = [r for r, x in zip(results, on_xla) if x]
         outputs = tuple(_FROM_GRAPH if x else r for r, x in zip(results, on_xla))
         _X._xla_wait_device_ops(devices=[])  # see lazy.compile_graph: no placeholder may be read
-        ctx = _X.lowering.LoweringContext()
+        ctx = lowering_context()
         ctx.build(graph_outputs)
         params = ctx.parameter_id_tensor_mapping()
         by_param: dict[int, int] = {}

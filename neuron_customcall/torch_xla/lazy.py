@@ -44,6 +44,16 @@ from neuron_customcall.torch_xla.tensors import device_data_to_numpy, from_numpy
 log = logging.getLogger(__name__)
 _X = torch_xla._XLAC
 
+#: The module name our lowering gives a graph: torch_xla's own sync names its graphs so
+#: (``SyncTensorsGraph.<n>``), and debug dumps, artifacts and errors are named after the module;
+#: LoweringContext's default would be ``PyLoweringContext.<n>``, which no user recognises.
+GRAPH_NAME = "SyncTensorsGraph"
+
+
+def lowering_context() -> Any:
+    """A torch_xla LoweringContext whose module is named as torch_xla's own sync names it."""
+    return _X.lowering.LoweringContext(GRAPH_NAME)
+
 
 def is_xla(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "xla"
@@ -164,7 +174,7 @@ def compile_graph(tensors: Sequence[torch.Tensor], *, flags: Any = None,
                 for k, value in zip(known.order, device_data_to_numpy(data)):
                     inputs[k] = value
                 return compiled, inputs
-    ctx = _X.lowering.LoweringContext()
+    ctx = lowering_context()
     ctx.build(tensors)
     params = ctx.parameter_id_tensor_mapping()
     inputs = [to_numpy(params[i]) for i in range(len(params))]

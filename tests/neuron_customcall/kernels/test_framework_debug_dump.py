@@ -4,6 +4,7 @@ and run by the CLI (in a fresh process, without the kernel's Python source or a 
 the C++ op's library) gives the in-process results."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ from tests.neuron_customcall.kernels.seed_kernels import nki_tensor_add
 
 ROOT = Path(__file__).resolve().parents[3]
 API_VERSIONS = {"jax": "API_VERSION_STATUS_RETURNING", "torch_xla": "API_VERSION_UNSPECIFIED"}
+# Dumps are named after the graph as the framework names it (JAX: jit_<function>; torch_xla's own
+# sync: SyncTensorsGraph.<n>), not after the lowering tool (PyLoweringContext.<n>): issue 17.
+DUMP_NAMES = {"jax": r"jit__seed\.[0-9a-f]{12}", "torch_xla": r"SyncTensorsGraph\.\d+\.[0-9a-f]{12}"}
 
 
 def _seed(a, b):
@@ -74,6 +78,8 @@ def test_dump_compiled_and_run_by_the_cli_matches_the_in_process_run(framework, 
 
     (pbtxt,) = tmp_path.glob("*.pbtxt")
     (txt,) = tmp_path.glob("*.hlo.txt")
+    assert re.fullmatch(DUMP_NAMES[framework] + r"\.pbtxt", pbtxt.name), pbtxt.name
+    assert txt.name == pbtxt.name.removesuffix(".pbtxt") + ".hlo.txt"
     proto = text_format.Parse(pbtxt.read_text(), hlo_pb2.HloModuleProto())  # protobuf's reader
     calls = [i for c in proto.computations for i in c.instructions if i.opcode == "custom-call"]
     assert calls and {c.custom_call_target for c in calls} == {"AwsNeuronCustomNativeKernel"}

@@ -104,3 +104,19 @@ def test_zero_dim_arguments_are_not_frozen_at_trace_time() -> None:
     for s in (0.0, 1.0, 2.5, 0.0):
         torch.testing.assert_close(graph(x, torch.tensor(s)), x * s)
     assert graph.trace_count == 1
+
+
+def test_graphs_are_dumped_under_torch_xla_s_graph_name(tmp_path, monkeypatch) -> None:
+    """NEURON_FRAMEWORK_DEBUG dumps of compiled FX graphs are SyncTensorsGraph.<n>.*, as torch_xla
+    names its graphs (LoweringContext's default was PyLoweringContext.<n>)."""
+    from neuron_customcall import backend
+
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG", "1")
+    monkeypatch.setenv("NEURON_FRAMEWORK_DEBUG_DIR", str(tmp_path))
+    backend.clear_memo()
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: torch.sin(x) * 3 - 1, backend="neuron")
+    x = torch.linspace(-1, 1, 24).reshape(4, 6)
+    torch.testing.assert_close(f(x), torch.sin(x) * 3 - 1)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names and all(n.startswith("SyncTensorsGraph.") for n in names), names
