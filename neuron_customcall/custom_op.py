@@ -20,6 +20,7 @@ from typing import Sequence
 from emulator.gpsimd import LibraryDescriptor, RunResult
 from neuron_customcall.cpp import build as _build
 from neuron_customcall.cpp import loader as _loader
+from neuron_customcall.cpp import param_names as _param_names
 from neuron_customcall.cpp.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,12 @@ def load(
     path = _build.build(request)
     # The compute functions' return types are checked by the compiler once the library's
     # registration table names them (neuron_customcall/cpp/returns.py).
-    _register(_loader.load(path, check=lambda desc: _build.check_compute_returns(
-        request, [op.compute for op in desc.ops])))
+    loaded = _loader.load(path, check=lambda desc: _build.check_compute_returns(
+        request, [op.compute for op in desc.ops]))
+    # Schema argument names from the compute functions' definitions (cpp/param_names.py).
+    names = {op.name: _param_names.parameter_names(request.compute_srcs, op.compute, len(op.args))
+             for op in loaded.descriptor.ops}
+    _register(loaded, names)
     return path
 
 
@@ -54,10 +59,10 @@ def load_library(path: str | os.PathLike[str]) -> LibraryDescriptor:
     return _register(_loader.load(path))
 
 
-def _register(loaded: _loader.LoadedLibrary) -> LibraryDescriptor:
+def _register(loaded: _loader.LoadedLibrary, arg_names: dict[str, tuple[str, ...]] | None = None) -> LibraryDescriptor:
     if importlib.util.find_spec("torch") is not None:
         from neuron_customcall.cpp import torch_ops
-        torch_ops.register(loaded)
+        torch_ops.register(loaded, arg_names)
     else:
         log.debug("torch is not installed: %s's ops are not registered as torch.ops", loaded.descriptor.library)
     return loaded.descriptor

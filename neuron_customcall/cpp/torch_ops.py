@@ -9,6 +9,8 @@ reloading a rebuilt library with the same signatures takes effect without re-reg
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -45,9 +47,18 @@ def add_registrar(registrar: Callable[[torch.library.Library, str, str], None]) 
         registrar(_LIBRARIES[library], library, name)
 
 
-def schema(op: OpDescriptor) -> str:
-    params = ", ".join(f"{SCHEMA_TYPES[kind]} a{k}" for k, kind in enumerate(op.args))
+def schema(op: OpDescriptor, names: Sequence[str] | None = None) -> str:
+    """The op's torch schema; arguments carry `names` (the C++ parameter names, cpp/param_names.py)
+    or, without them, the positional ``a0, a1, ...``."""
+    names = names if names is not None and len(names) == len(op.args) else [f"a{k}" for k in range(len(op.args))]
+    params = ", ".join(f"{SCHEMA_TYPES[kind]} {name}" for kind, name in zip(op.args, names))
     return f"{op.name}({params}) -> Tensor"
+
+
+def _types(text: str) -> str:
+    """A schema without its argument names: what a reload must keep (torch can not redefine an
+    op, but a parameter renamed in the source is no reason to refuse the rebuilt library)."""
+    return re.sub(r"(\w+) \w+(?=[,)])", r"\1", text)
 
 
 def tensor_spec(t: torch.Tensor, op: OpDescriptor) -> TensorSpec:
@@ -124,8 +135,9 @@ def _fake_kernel(library: str, name: str) -> Callable[..., torch.Tensor]:
     return fake
 
 
-def register(loaded: loader.LoadedLibrary) -> None:
-    """Defines every op of the library under torch.ops.<lib>, once per op and schema."""
+def register(loaded: loader.LoadedLibrary, arg_names: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Defines every op of the library under torch.ops.<lib>, once per op and schema; `arg_names`
+    (op name -> C++ parameter names) names the schema's arguments."""
     desc = loaded.descriptor
     lib = _LIBRARIES.get(desc.library)
     if lib is None:
@@ -133,9 +145,9 @@ def register(loaded: loader.LoadedLibrary) -> None:
         _LIBRARIES[desc.library] = lib
     for op in desc.ops:
         qualified = f"{desc.library}::{op.name}"
-        text = schema(op)
+        text = schema(op, (arg_names or {}).get(op.name))
         if qualified in _SCHEMAS:
-            if _SCHEMAS[qualified] != text:
+            if _types(_SCHEMAS[qualified]) != _types(text):
                 raise BuildError(f"op {qualified} was loaded before as {_SCHEMAS[qualified]}; it can "
                                  f"not change to {text} in the same process")
             continue

@@ -213,6 +213,26 @@ def _import_adapters(modules: Sequence[str]) -> bool:
 _LIVE_KERNELS: "weakref.WeakValueDictionary[int, Kernel]" = weakref.WeakValueDictionary()
 
 
+#: ``nki.jit(mode=...)`` values either generation documents: beta 1's "jax", "torchxla",
+#: "baremetal", "benchmark", "simulation" and "auto" (neuronxcc.nki.jit), beta 2's "jax",
+#: "torchxla" and "auto", and "trace", which NKI 0.1.0 put on sub-kernels (the beta-2 migration
+#: guide). Every mode runs the same way here: the framework of the arguments decides, and the
+#: emulator runs the kernel; the check exists so that a misspelt mode is not accepted silently.
+JIT_MODES = frozenset({"auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "trace"})
+
+
+def check_mode(mode: Any) -> str:
+    """`mode` if it is a documented ``nki.jit`` mode; else a ValueError naming the near ones, or all."""
+    if isinstance(mode, str) and mode in JIT_MODES:
+        return mode
+    import difflib
+
+    near = difflib.get_close_matches(mode, JIT_MODES, n=2, cutoff=0.6) if isinstance(mode, str) else []
+    hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
+    raise ValueError(f"nki.jit: unknown mode {mode!r}: {hint}the documented modes are "
+                     f"{', '.join(map(repr, sorted(JIT_MODES)))}")
+
+
 def kernel_by_id(ident: int) -> "Kernel":
     """The live kernel whose ``id()`` is ``ident`` (KeyError if there is none)."""
     return _LIVE_KERNELS[ident]
@@ -224,7 +244,7 @@ class Kernel:
 
     def __init__(self, func: Callable, mode: str = "auto"):
         self.func = func
-        self.mode = mode
+        self.mode = check_mode(mode)
         self._cache: dict[Any, TracedKernel] = {}
         self._numpy_plans: dict[Any, NumpyLaunch] = {}
         #: kernel[grid] as written -> its Launch (a launch holds no state of its own).
