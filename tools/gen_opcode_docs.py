@@ -31,8 +31,11 @@ NOTES = {
                    "[below](#lapack-custom-calls-jaxs-cpu-linear-algebra))",
     "domain": "(identity)",
     "get-dimension-size": "(static shapes)",
-    "partition-id": "(0)",
-    "replica-id": "(0: one replica)",
+    "all-reduce": "(any reducer)",
+    "all-to-all": "(array form needs replica_groups)",
+    "collective-permute": "(one operand)",
+    "partition-id": "(of the device it runs as)",
+    "replica-id": "(of the device it runs as)",
     "rng": "(uniform, normal; fresh values each run)",
 }
 

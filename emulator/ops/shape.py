@@ -157,15 +157,6 @@ def _get_dimension_size(ctx: HandlerContext) -> Callable:
     return lambda x: value
 
 
-@handles("replica-id")
-@handles("partition-id")
-def _single_device_id(ctx: HandlerContext) -> Callable:
-    """A program runs on one NeuronCore as replica 0 of partition 0."""
-    value = np.zeros((), dtype=ctx.dtype)
-    value.flags.writeable = False  # shared by every run: an output of it gets copied
-    return lambda: value
-
-
 @handles("opt-barrier")
 def _optimization_barrier(ctx: HandlerContext) -> Callable:
     return lambda x: x

@@ -75,6 +75,7 @@ def _move(name: str, arity: int | None, attrs: dict[str, str] | None = None, doc
 _WINDOW = {"size": "ints", "stride": "ints", "pad_low": "ints", "pad_high": "ints",
            "base_dilation": "ints", "window_dilation": "ints"}
 _BN = {"epsilon": "float", "feature_index": "int"}
+_COLLECTIVE = {"mode": "str", "groups": "intss"}
 
 _SPECS: list[OpSpec] = [
     # element-wise (HLO's element-wise opcodes); transcendentals run on ScalarE ("activation")
@@ -122,8 +123,10 @@ _SPECS: list[OpSpec] = [
     _move("iota", 0, {"dim": "int"}, cost="vector", foldable=True),
     _move("get-dimension-size", 1, {"dimension": "int"}, "operand dimension k's size (static shapes), s32",
           cost="free"),
-    _move("replica-id", 0, doc="this replica's id: 0 (one NeuronCore, one replica), u32", cost="free", foldable=True),
-    _move("partition-id", 0, doc="this partition's id: 0 (one partition), u32", cost="free", foldable=True),
+    # the device a program runs as (emulator.collectives.context): read at run time, never folded,
+    # so one loaded program serves every device
+    _move("replica-id", 0, doc="this device's replica id, u32", cost="free"),
+    _move("partition-id", 0, doc="this device's partition id, u32", cost="free"),
     _move("dynamic-slice", None, {"sizes": "ints"}, "start indices clamped as XLA does"),
     OpSpec("dynamic-update-slice", None, doc="start indices clamped as XLA does; in place on loop state",
            cost="dma_update", blas=False),
@@ -168,6 +171,28 @@ _SPECS: list[OpSpec] = [
     OpSpec("batch-norm-training", 3, _BN, cost="three_passes", blas=False),
     OpSpec("batch-norm-inference", 5, _BN, cost="two_passes", blas=False),
     OpSpec("batch-norm-grad", 5, _BN, cost="four_passes", blas=False),
+    # collectives (emulator/ops/collective.py): an exchange with the other devices of the group
+    # (emulator.collectives), then NumPy on this device. mode: XLA's group mode
+    # (emulator.collectives.groups); groups: explicit replica groups (the compiler expands the iota
+    # form), empty for all; start: an async -start whose value is (operands, results, zeros...).
+    # Not pure: every device must reach every collective, used or not.
+    OpSpec("all-reduce", None, {**_COLLECTIVE, "computation": "comp", "reducer": "str"},
+           "reduce each operand over the group, in group order", cost="dma", blas=False,
+           fresh=True, lifts=("computation",)),
+    OpSpec("all-gather", None, {**_COLLECTIVE, "dim": "int", "start": "bool"},
+           "concatenate each operand of the group's devices along dim, in group order", cost="dma",
+           blas=False),
+    OpSpec("reduce-scatter", None, {**_COLLECTIVE, "dim": "int", "computation": "comp", "reducer": "str"},
+           "all-reduce, then this device's piece along dim (its position in the group)", cost="dma",
+           blas=False, fresh=True, lifts=("computation",)),
+    OpSpec("all-to-all", None, {**_COLLECTIVE, "split_dim": "int"},
+           "split_dim >= 0: chunk i to device i, received chunks concatenated; -1: operand i to device i",
+           cost="dma", blas=False),
+    OpSpec("collective-permute", None, {"mode": "str", "pairs": "intss", "start": "bool"},
+           "the operand of this device's source (zeros without one); one operand (XLA's in-place form "
+           "with buffer and offsets is not lowered)", cost="dma", blas=False),
+    OpSpec("collective-broadcast", None, dict(_COLLECTIVE), "the operand of the group's first device",
+           cost="dma", blas=False, fresh=True),
     # control flow: sub-programs (their instructions are costed when they run)
     OpSpec("while", 1, {"cond": "comp", "body": "comp"}, blas=False),
     OpSpec("conditional", None, {"branches": "comps", "by_index": "bool"}, blas=False),

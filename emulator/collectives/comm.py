@@ -1,0 +1,84 @@
+"""What a collective asks of the other devices: the Communicator protocol and its errors.
+
+Why a protocol of two primitives: every HLO collective is, on the emulator, an exchange of whole
+arrays followed by local NumPy work (reduce in group order, concatenate, pick a chunk). Keeping
+the transport to `all_gather` and `permute` lets threads of one process (local.py) and, later,
+processes on torch.distributed implement it without knowing any HLO semantics.
+
+A Communicator is one device's endpoint: it knows its own flat device id (replica *
+num_partitions + partition) and numbers its calls. The k-th call of every device belongs to the
+same exchange; each call carries a description of the instruction (`op`), so participants that
+reached different instructions at the same sequence number fail with a CollectiveError instead of
+exchanging values that do not belong together.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from emulator.errors import EmulatorError
+
+
+class CollectiveError(EmulatorError):
+    """A collective could not complete: a participant failed, disagreed or never arrived.
+
+    `devices`: the flat device ids at fault (that failed, or did not arrive); `origin`: the
+    device whose own failure caused this one (None when this device is the origin)."""
+
+    def __init__(self, message: str, *, devices: Sequence[int] = (), origin: int | None = None) -> None:
+        super().__init__(message)
+        self.devices = tuple(devices)
+        self.origin = origin
+
+
+class CollectiveTimeout(CollectiveError):
+    """Some participants of a collective did not arrive within the timeout."""
+
+
+@runtime_checkable
+class Communicator(Protocol):
+    """One device's view of the world of devices (see the module docstring).
+
+    Arrays `all_gather` returns are for reading only: they may be another device's deposited copy
+    or the caller's own value, so a handler builds its result as a new array. The array `permute`
+    returns is the caller's own (each source has one target)."""
+
+    device: int
+    world_size: int
+
+    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
+        """Every member's `value`, in `group` order (this device is a member)."""
+        ...
+
+    def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
+        """Send `value` to this device's targets in (source, target) `pairs`; return what this device
+        receives, or None when it is no pair's target."""
+        ...
+
+    def abort(self, error: BaseException) -> None:
+        """This device failed: every pending and future exchange of the world fails at once."""
+        ...
+
+
+class SoloCommunicator:
+    """The world of one device (the default: one NeuronCore, replica 0 of 1, partition 0 of 1)."""
+
+    device = 0
+    world_size = 1
+
+    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
+        if tuple(group) != (0,):
+            raise CollectiveError(f"{op or 'a collective'}: group {list(group)} in a world of one device",
+                                  devices=[d for d in group if d != 0])
+        return [value]
+
+    def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
+        bad = [p for p in pairs if tuple(p) != (0, 0)]
+        if bad:
+            raise CollectiveError(f"{op or 'a collective'}: pairs {bad} in a world of one device")
+        return np.array(value, copy=True) if pairs else None
+
+    def abort(self, error: BaseException) -> None:
+        """Nothing waits on a world of one device."""

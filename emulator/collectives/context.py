@@ -1,0 +1,54 @@
+"""Which device the current thread runs as: a DeviceContext in a context variable.
+
+Why a context variable and not a handler attribute: one loaded program serves every device, and
+its handlers (replica-id, partition-id, the collectives) read the device at run time. Each thread
+of run.py (and each PJRT execute on a device) runs under `running_as(ctx)`; code that sets
+nothing runs as the only device (replica 0 of 1, partition 0 of 1)."""
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from emulator.collectives.comm import Communicator, SoloCommunicator
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    """A device as XLA's DeviceAssignment names it (logical ids), with its communicator."""
+
+    replica_id: int
+    partition_id: int
+    num_replicas: int
+    num_partitions: int
+    communicator: Communicator
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.replica_id < self.num_replicas and 0 <= self.partition_id < self.num_partitions):
+            raise ValueError(f"device (replica {self.replica_id}, partition {self.partition_id}) is outside "
+                             f"{self.num_replicas} replicas x {self.num_partitions} partitions")
+
+    @property
+    def device(self) -> int:
+        """The flat device id: replica * num_partitions + partition (XLA's flattened id)."""
+        return self.replica_id * self.num_partitions + self.partition_id
+
+
+SOLO = DeviceContext(0, 0, 1, 1, SoloCommunicator())
+_CURRENT: contextvars.ContextVar[DeviceContext] = contextvars.ContextVar("emulator_device", default=SOLO)
+
+
+def current() -> DeviceContext:
+    """The device this thread (context) runs as."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def running_as(ctx: DeviceContext) -> Iterator[DeviceContext]:
+    """Run the body as device `ctx` (restored on exit)."""
+    token = _CURRENT.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _CURRENT.reset(token)

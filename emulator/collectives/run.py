@@ -1,0 +1,81 @@
+"""Run one loaded program on several emulated devices at once, each in its own thread.
+
+Device d is (replica d // num_partitions, partition d % num_partitions), the logical ids of XLA's
+DeviceAssignment. The threads share one ThreadCommunicator; NumPy releases the GIL in its array
+work, so devices overlap where the host has cores. One Executable serves every device: handlers
+read the device from the context variable (context.py), and each thread's run keeps its own
+registers.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from emulator.collectives.comm import CollectiveError
+from emulator.collectives.context import DeviceContext, running_as
+from emulator.collectives.local import ThreadCommunicator
+from emulator.errors import EmulatorError
+
+log = logging.getLogger(__name__)
+
+
+def run_devices(executable: Any, inputs_per_device: Sequence[Sequence[np.ndarray]], num_replicas: int,
+                num_partitions: int, *, timeout_s: float | None = None) -> list[list[np.ndarray]]:
+    """Each device's outputs of `executable` (anything with `run(inputs)`, e.g. an
+    emulator.executor.Executable) run on its own inputs.
+
+    The first real failure is re-raised as an EmulatorError naming its device (with the original
+    as its cause); the CollectiveErrors it caused in the other devices are not."""
+    world = num_replicas * num_partitions
+    if num_replicas < 1 or num_partitions < 1:
+        raise ValueError(f"{num_replicas} replicas x {num_partitions} partitions")
+    if len(inputs_per_device) != world:
+        raise ValueError(f"{len(inputs_per_device)} input lists for {num_replicas} replicas x "
+                         f"{num_partitions} partitions ({world} devices)")
+    comm = ThreadCommunicator(world, timeout_s)
+    results: list[list[np.ndarray] | None] = [None] * world
+    errors: list[BaseException | None] = [None] * world
+
+    def device(d: int) -> None:
+        ctx = DeviceContext(d // num_partitions, d % num_partitions, num_replicas, num_partitions,
+                            comm.endpoint(d))
+        try:
+            with running_as(ctx):
+                results[d] = executable.run(inputs_per_device[d])
+        except BaseException as e:  # noqa: BLE001 - every failure must reach the other devices
+            errors[d] = e
+            comm.abort(d, e)
+
+    if world == 1:
+        device(0)
+    else:
+        threads = [threading.Thread(target=device, args=(d,), name=f"emulator-device-{d}", daemon=True)
+                   for d in range(world)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if any(e is not None for e in errors):
+        raise _first_failure(errors, comm, num_partitions)
+    return [r for r in results if r is not None]
+
+
+def _first_failure(errors: list[BaseException | None], comm: ThreadCommunicator, num_partitions: int) -> BaseException:
+    """The failure that started it all: the communicator's first abort, else any device's own."""
+    if comm.origin is not None:
+        d, error = comm.origin
+    else:
+        d, error = next((d, e) for d, e in enumerate(errors) if e is not None)
+    if not isinstance(error, Exception):
+        return error  # KeyboardInterrupt, SystemExit: as they are
+    where = f"device {d} (replica {d // num_partitions}, partition {d % num_partitions})"
+    log.debug("run_devices: %s failed first: %s", where, error)
+    kind = type(error) if isinstance(error, CollectiveError) else EmulatorError
+    wrapped = kind(f"{where}: {error}") if kind is EmulatorError else \
+        kind(f"{where}: {error}", devices=error.devices, origin=d)  # type: ignore[union-attr]
+    wrapped.__cause__ = error
+    return wrapped

@@ -1,0 +1,251 @@
+"""What XLA:CPU can not run, against NumPy: collective-broadcast, all-reduce with a reducer of
+its own, partition-id with several partitions; and the failure behaviour of run_devices (a device
+raising, a device that never arrives, devices at different collectives)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import hlo
+from emulator.collectives import (CollectiveError, CollectiveTimeout, DeviceContext, SoloCommunicator, current,
+                                  run_devices, running_as)
+from emulator.errors import EmulatorError
+from neuron_customcall.compiler import CompileError
+from tests.neuron_customcall.compiler.ours import compile_proto
+
+
+ADD = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}"""
+
+
+def _compile(text: str):
+    return compile_proto(hlo.load(text.strip()).to_bytes())
+
+
+def _inputs(n: int, shape=(3, 5), seed: int = 0) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [[rng.standard_normal(shape).astype(np.float32)] for _ in range(n)]
+
+
+CUSTOM = """
+HloModule m, replica_count=3
+f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  m = f32[] multiply(b, b)
+  ROOT r = f32[] subtract(a, m)
+}
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  ROOT r = f32[3,5] all-reduce(p), replica_groups={{2,0,1}}, to_apply=f
+}
+"""
+
+
+def test_all_reduce_with_a_computation_folds_in_group_order():
+    ins = _inputs(3)
+    outs = run_devices(_compile(CUSTOM), ins, 3, 1, timeout_s=30)
+    x = [i[0] for i in ins]
+    want = (x[2] - x[0] * x[0]) - x[1] * x[1]  # group {2,0,1}: device 2's value first
+    for o in outs:
+        np.testing.assert_array_equal(o[0], want)
+
+
+def test_collective_broadcast_sends_the_first_device_of_each_group():
+    text = """
+HloModule m, replica_count=4
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  ROOT r = f32[3,5] collective-broadcast(p), replica_groups={{1,0},{2,3}}
+}"""
+    ins = _inputs(4)
+    outs = run_devices(_compile(text), ins, 4, 1, timeout_s=30)
+    for d, root in enumerate([1, 1, 2, 2]):
+        np.testing.assert_array_equal(outs[d][0], ins[root][0])
+
+
+IDS = """
+ENTRY e {
+  p = f32[2] parameter(0)
+  r = u32[] replica-id()
+  q = u32[] partition-id()
+  ROOT t = (u32[], u32[]) tuple(r, q)
+}"""
+
+
+def test_device_ids_with_partitions():
+    text = "HloModule m, replica_count=2, num_partitions=3\n" + IDS
+    outs = run_devices(_compile(text), [[np.zeros(2, np.float32)]] * 6, 2, 3, timeout_s=30)
+    assert [(int(r), int(q)) for r, q in outs] == [(d // 3, d % 3) for d in range(6)]
+
+
+def test_one_device_runs_as_replica_zero_and_the_program_serves_any_device():
+    text = "HloModule m\n" + IDS
+    exe = _compile(text)
+    assert [int(v) for v in exe.run([np.zeros(2, np.float32)])] == [0, 0]
+    with running_as(DeviceContext(1, 2, 2, 3, SoloCommunicator())):
+        assert [int(v) for v in exe.run([np.zeros(2, np.float32)])] == [1, 2]
+    assert current().replica_id == 0  # restored
+
+
+def test_a_collective_on_one_device_is_the_identity():
+    text = """
+HloModule m
+""" + ADD + """
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  r = f32[3,5] all-reduce(p), to_apply=add
+  g = f32[3,5] all-gather(p), dimensions={0}
+  ROOT t = (f32[3,5], f32[3,5]) tuple(r, g)
+}"""
+    x = _inputs(1)[0]
+    r, g = _compile(text).run(x)
+    np.testing.assert_array_equal(r, x[0])
+    np.testing.assert_array_equal(g, x[0])
+    r[...] = 1  # the caller's own
+    np.testing.assert_array_equal(g, x[0])
+
+
+FAILING = """
+HloModule m, replica_count=4
+""" + ADD + """
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  d = f32[3,5] divide(p, p)
+  r = f32[3,5] all-reduce(d), to_apply=add
+  ROOT s = f32[3,5] all-reduce(r), to_apply=add
+}
+"""
+
+
+class _Raising:
+    """An executable whose device `bad` raises before its first collective."""
+
+    def __init__(self, exe, bad: int) -> None:
+        self.exe, self.bad = exe, bad
+
+    def run(self, inputs):
+        if current().device == self.bad:
+            raise ValueError("kernel exploded")
+        return self.exe.run(inputs)
+
+
+def test_a_device_that_raises_makes_the_others_fail_fast_naming_it():
+    exe = _Raising(_compile(FAILING), bad=2)
+    t0 = time.monotonic()
+    with pytest.raises(EmulatorError, match=r"device 2 \(replica 2, partition 0\): kernel exploded") as info:
+        run_devices(exe, _inputs(4), 4, 1, timeout_s=60)
+    assert time.monotonic() - t0 < 30  # long before the timeout: the others were aborted
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_the_others_see_a_collective_error_naming_the_failed_device():
+    """Devices 0, 1, 3 wait in the first all-reduce; device 2 fails: each gets CollectiveError."""
+    seen = {}
+    inner = _compile(FAILING)
+
+    class Recording:
+        def run(self, inputs):
+            d = current().device
+            if d == 2:
+                raise ValueError("boom")
+            try:
+                return inner.run(inputs)
+            except CollectiveError as e:
+                seen[d] = e
+                raise
+    with pytest.raises(EmulatorError, match="device 2"):
+        run_devices(Recording(), _inputs(4), 4, 1, timeout_s=60)
+    assert sorted(seen) == [0, 1, 3]
+    assert all(e.origin == 2 and "device 2 failed: ValueError: boom" in str(e) for e in seen.values())
+
+
+def test_a_device_that_never_arrives_times_out():
+    class Late:
+        def __init__(self) -> None:
+            self.exe = _compile(FAILING)
+
+        def run(self, inputs):
+            if current().device == 3:
+                time.sleep(3)  # longer than the timeout; then its collective finds the world failed
+            return self.exe.run(inputs)
+    t0 = time.monotonic()
+    with pytest.raises(CollectiveTimeout, match=r"devices \[3\] did not arrive within 0.5 s") as info:
+        run_devices(Late(), _inputs(4), 4, 1, timeout_s=0.5)
+    assert time.monotonic() - t0 < 10
+    assert info.value.devices == (3,)
+    assert "all-reduce" in str(info.value)  # names the instruction
+
+
+def test_mismatched_collectives_are_an_error_not_a_wrong_answer():
+    gather = _compile("""
+HloModule m, replica_count=2
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  ROOT g = f32[6,5] all-gather(p), dimensions={0}
+}""")
+    reduce_ = _compile("""
+HloModule m, replica_count=2
+""" + ADD + """
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  ROOT g = f32[3,5] all-reduce(p), to_apply=add
+}""")
+
+    class Mixed:
+        def run(self, inputs):
+            return (gather if current().device == 0 else reduce_).run(inputs)
+    with pytest.raises(CollectiveError, match="mismatched collectives at call 1"):
+        run_devices(Mixed(), _inputs(2), 2, 1, timeout_s=30)
+
+
+def test_a_device_outside_every_group_is_a_clear_error():
+    text = """
+HloModule m, replica_count=4
+""" + ADD + """
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  ROOT r = f32[3,5] all-reduce(p), replica_groups={{0,1}}, to_apply=add
+}"""
+    with pytest.raises(CollectiveError, match=r"replica [23] is in 0 of the replica groups \[\[0, 1\]\]"):
+        run_devices(_compile(text), _inputs(4), 4, 1, timeout_s=30)
+
+
+def test_all_gather_of_a_group_bigger_than_declared_is_a_clear_error():
+    text = """
+HloModule m, replica_count=4
+ENTRY e {
+  p = f32[3,5] parameter(0)
+  g = f32[6,5] all-gather(p), dimensions={0}
+  ROOT s = f32[6,5] negate(g)
+}"""
+    with pytest.raises(CollectiveError, match=r"all-gather g: a group of 4 devices \[0, 1, 2, 3\] gives \[12, 5\], "
+                                              r"the program declares \[6, 5\]"):
+        run_devices(_compile(text), _inputs(4), 4, 1, timeout_s=30)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("ROOT r = f32[3,5] all-to-all(p), dimensions={0}", "needs explicit replica_groups"),
+    ("ROOT r = f32[3,5] all-reduce(p), replica_groups={{0,1},{2}}, to_apply=add", "different sizes"),
+    ("ROOT r = f32[3,5] all-reduce(p), use_global_device_ids=true, replica_groups={{0}}, to_apply=add",
+     "needs a channel_id"),
+    ("ROOT r = f32[9,5] all-gather(p), replica_groups={{0,1}}, dimensions={0}", "groups of 2"),
+    ("ROOT r = f32[2,5] reduce-scatter(p), replica_groups={{0,1,2}}, dimensions={0}, to_apply=add", "groups of 3"),
+    ("ROOT r = f32[3,5] all-reduce(p), constrain_layout=true, to_apply=add", "constrain_layout"),
+])
+def test_malformed_collectives_are_compile_errors(body, message):
+    text = f"""
+HloModule m, replica_count=4
+{ADD}
+ENTRY e {{
+  p = f32[3,5] parameter(0)
+  {body}
+}}"""
+    with pytest.raises(CompileError, match=message):
+        _compile(text)

@@ -1,0 +1,163 @@
+"""Every collective opcode and replica-group form against XLA:CPU with the same number of devices.
+
+XLA:CPU runs in one subprocess for all cases (xla_cpu_devices.py: the host device count must be
+set before jax starts); ours runs the same HLO text compiled by our backend on
+emulator.collectives.run_devices. Results must match bit for bit: both reduce in group order (bf16 sums accumulate in f32, as
+XLA:CPU's do). XLA:CPU runs neither collective-broadcast nor all-reduce with a reducer it does not
+recognise, and refuses partition-id under SPMD partitioning: test_collectives_numpy.py covers
+those against NumPy."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hlo
+from emulator.collectives import run_devices
+from tests.emulator.collectives.xla_cpu_devices import load_arrays, save_arrays
+from tests.neuron_customcall.compiler.ours import compile_proto
+
+ROOT = Path(__file__).resolve().parents[3]
+
+_REDUCERS = """
+add_{t} {
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] add(a, b)
+}
+max_{t} {
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] maximum(a, b)
+}
+"""
+
+
+def _module(body: str, t: str, replicas: int, partitions: int = 1, params: str = "p = {t}[4,6] parameter(0)") -> str:
+    header = f"HloModule m, replica_count={replicas}" + (f", num_partitions={partitions}" if partitions > 1 else "")
+    lines = "\n  ".join(line.strip() for line in body.strip().splitlines())
+    text = header + "\n" + _REDUCERS + "\nENTRY e {\n  " + params + "\n  " + lines + "\n}\n"
+    return text.replace("{t}", t)
+
+
+#: name -> (body, element type, replicas, partitions)
+_BODIES = {
+    "all_reduce_sum": ("ROOT r = {t}[4,6] all-reduce(p), to_apply=add_{t}", None),
+    "all_reduce_max_groups": ("ROOT r = {t}[4,6] all-reduce(p), replica_groups={{0,2},{1,3}}, to_apply=max_{t}", 4),
+    "all_reduce_iota_transposed": (
+        "ROOT r = {t}[4,6] all-reduce(p), replica_groups=[2,2]<=[2,2]T(1,0), to_apply=add_{t}", 4),
+    "all_reduce_iota_8": ("ROOT r = {t}[4,6] all-reduce(p), replica_groups=[2,4]<=[4,2]T(1,0), to_apply=add_{t}", 8),
+    "all_reduce_tuple": ("""
+        q = {t}[4,6] multiply(p, p)
+        ROOT r = ({t}[4,6], {t}[4,6]) all-reduce(p, q), replica_groups={{0,1},{2,3}}, to_apply=add_{t}""", 4),
+    "all_reduce_async": ("""
+        s = {t}[4,6] all-reduce-start(p), to_apply=add_{t}
+        ROOT d = {t}[4,6] all-reduce-done(s)""", None),
+    "all_gather_dim0": ("ROOT r = {t}[{n4},6] all-gather(p), dimensions={0}", None),
+    "all_gather_dim1_groups": ("ROOT r = {t}[4,12] all-gather(p), replica_groups={{1,0},{3,2}}, dimensions={1}", 4),
+    "all_gather_async": ("""
+        s = ({t}[4,6], {t}[4,12]) all-gather-start(p), replica_groups={{0,1}}, dimensions={1}
+        ROOT d = {t}[4,12] all-gather-done(s)""", 2),
+    "reduce_scatter": ("ROOT r = {t}[4,3] reduce-scatter(p), replica_groups={{0,1}}, dimensions={1}, to_apply=add_{t}",
+                       2),
+    "reduce_scatter_4": ("ROOT r = {t}[1,6] reduce-scatter(p), dimensions={0}, to_apply=add_{t}", 4),
+    "all_to_all_dim1": ("ROOT r = {t}[4,6] all-to-all(p), replica_groups={{0,1}}, dimensions={1}", 2),
+    "all_to_all_dim0_4": ("ROOT r = {t}[4,6] all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}", 4),
+    "all_to_all_tuple": ("""
+        q = {t}[4,6] negate(p)
+        ROOT r = ({t}[4,6], {t}[4,6]) all-to-all(p, q), replica_groups={{1,0}}""", 2),
+    "permute_cycle": ("ROOT r = {t}[4,6] collective-permute(p), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 4),
+    "permute_partial": ("ROOT r = {t}[4,6] collective-permute(p), source_target_pairs={{0,2},{3,1}}", 4),
+    "permute_async": ("""
+        s = ({t}[4,6], {t}[4,6]) collective-permute-start(p), source_target_pairs={{1,0},{0,1}}
+        ROOT d = {t}[4,6] collective-permute-done(s)""", 2),
+    "replica_id": ("""
+        r = u32[] replica-id()
+        c = {t}[] convert(r)
+        b = {t}[4,6] broadcast(c), dimensions={}
+        ROOT s = {t}[4,6] add(p, b)""", None),
+}
+
+#: cases with partitions: name -> (body, replicas, partitions)
+_PARTITIONED = {
+    "cross_replica_and_partition": ("ROOT r = {t}[4,6] all-reduce(p), channel_id=1, replica_groups={{0},{1}}, "
+                                    "to_apply=add_{t}", 2, 2),
+    "cross_replica_and_partition_gather": (
+        "ROOT r = {t}[16,6] all-gather(p), channel_id=1, replica_groups={}, dimensions={0}", 2, 2),
+    "flattened_ids": ("ROOT r = {t}[4,6] all-reduce(p), channel_id=1, replica_groups={{0,3},{1,2}}, "
+                      "use_global_device_ids=true, to_apply=add_{t}", 2, 2),
+    "flattened_ids_gather": ("ROOT r = {t}[8,6] all-gather(p), channel_id=2, replica_groups={{2,0},{1,3}}, "
+                             "dimensions={0}, use_global_device_ids=true", 2, 2),
+    "cross_replica_with_partitions": ("ROOT r = {t}[4,6] all-reduce(p), replica_groups={{0,1}}, to_apply=add_{t}",
+                                      2, 2),
+    "cross_partition_all_to_all": ("ROOT r = {t}[4,6] all-to-all(p), channel_id=3, replica_groups={{0,1}}, "
+                                   "dimensions={1}", 2, 2),
+    "cross_partition_permute": ("ROOT r = {t}[4,6] collective-permute(p), channel_id=4, "
+                                "source_target_pairs={{0,1}}", 2, 2),
+}
+
+_TYPES = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32}
+
+
+def _inputs(t: str, n: int, seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    if t == "s32":
+        return [[rng.integers(-1000, 1000, (4, 6)).astype(np.int32)] for _ in range(n)]
+    return [[rng.standard_normal((4, 6)).astype(np.float32).astype(_TYPES[t])] for _ in range(n)]
+
+
+def _cases() -> dict[str, dict]:
+    cases = {}
+    for name, (body, fixed) in _BODIES.items():
+        for n in ([fixed] if fixed else [2, 4, 8]):
+            for t in ("f32", "bf16", "s32"):
+                text = _module(body.replace("{n4}", str(4 * n)), t, n)
+                cases[f"{name}-{n}-{t}"] = {"hlo": text, "replicas": n, "partitions": 1, "t": t}
+    for name, (body, nr, npart) in _PARTITIONED.items():
+        for t in ("f32", "s32"):
+            cases[f"{name}-{nr}x{npart}-{t}"] = {"hlo": _module(body, t, nr, npart), "replicas": nr,
+                                                 "partitions": npart, "t": t}
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def xla_results(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """Every case run on XLA:CPU in one subprocess: (directory of results, name -> error text)."""
+    d = tmp_path_factory.mktemp("xla_collectives")
+    spec = []
+    for k, (name, case) in enumerate(sorted(CASES.items())):
+        path = d / f"in-{name}.npz"
+        save_arrays(str(path), _inputs(case["t"], case["replicas"] * case["partitions"], k))
+        spec.append({"name": name, "hlo": case["hlo"], "replicas": case["replicas"],
+                     "partitions": case["partitions"], "inputs": str(path)})
+    (d / "spec.json").write_text(json.dumps(spec))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    subprocess.run([sys.executable, "-m", "tests.emulator.collectives.xla_cpu_devices", str(d / "spec.json"), str(d)],
+                   env=env, cwd=str(ROOT), check=True, timeout=600, capture_output=True)
+    return d, json.loads((d / "report.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_xla_cpu(name, xla_results):
+    d, report = xla_results
+    assert report[name] == "", f"XLA:CPU refused the case: {report[name]}"
+    case = CASES[name]
+    inputs = load_arrays(str(d / f"in-{name}.npz"))
+    expected = load_arrays(str(d / f"{name}.npz"))
+    exe = compile_proto(hlo.load(case["hlo"]).to_bytes())
+    ours = run_devices(exe, inputs, case["replicas"], case["partitions"], timeout_s=60)
+    assert len(ours) == len(expected)
+    for dev, (got, want) in enumerate(zip(ours, expected)):
+        assert len(got) == len(want)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert a.dtype == b.dtype and a.shape == b.shape, (dev, k)
+            assert a.tobytes() == b.tobytes(), f"device {dev} output {k}:\nours {a}\nXLA:CPU {b}"
