@@ -18,8 +18,8 @@ from emulator.gpsimd.args import TensorSpec as GpSimdSpec
 from emulator.kernel_ir import serialise
 from neuron_customcall.kernels import dtypes
 from neuron_customcall.kernels.batching import batch_ir
-from neuron_customcall.kernels.descriptor import (GPSIMD, NKI, Argument, KernelDescriptor,
-                                                  TensorSig, encode)
+from neuron_customcall.kernels.descriptor import (GPSIMD, NKI, Argument, DescriptorError,
+                                                  KernelDescriptor, TensorSig, decode, encode)
 from neuron_customcall.nki.errors import NKIError
 from neuron_customcall.nki.jit import Kernel, TensorSpec, TracedKernel
 
@@ -70,6 +70,24 @@ def _describe(traced: TracedKernel) -> NkiCall:
         outputs=tuple(_sig(ir, n) for n in ir.outputs),
         payload=serialise.to_bytes(ir))
     return NkiCall(encode(desc), tuple(ir.inputs), desc.outputs, traced.returns, traced)
+
+
+def nki_call_from_config(config: str) -> NkiCall:
+    """The call an NKI backend_config describes, rebuilt from the descriptor alone (a graph
+    loaded from a file, in a process that never traced the kernel): the kernel IR comes from the
+    payload. Results are a tuple, in the kernel's output order. Refuses other descriptor kinds."""
+    desc = decode(config)
+    if desc.kind != NKI:
+        raise DescriptorError(f"kernel {desc.name!r} is a {desc.kind} kernel, not an NKI kernel: "
+                              "an NKI call carries kernel IR only")
+    try:
+        ir = serialise.from_bytes(desc.payload)
+    except (serialise.KernelIRFormatError, KeyError, TypeError, ValueError) as e:
+        raise DescriptorError(f"kernel {desc.name!r}: the payload is not kernel IR: {e}") from None
+    if tuple(ir.inputs) != tuple(s.name for s in desc.inputs) or tuple(_sig(ir, n) for n in ir.outputs) != desc.outputs:
+        raise DescriptorError(f"kernel {desc.name!r}: the descriptor's signature disagrees with its kernel IR")
+    outputs = tuple(TensorSpec(tuple(ir.tensors[n].shape), ir.tensors[n].dtype) for n in ir.outputs)
+    return NkiCall(config, tuple(ir.inputs), desc.outputs, "tuple", TracedKernel(ir, outputs, "tuple"))
 
 
 _BATCHED: dict[tuple[int, int], tuple[NkiCall, NkiCall]] = {}

@@ -6,8 +6,8 @@ custom-call with target ``AwsNeuronCustomNativeKernel`` and ``api_version=API_VE
   here with ``torch.library.custom_op``): its XLA path emits the custom-call, its CPU path runs
   the kernel on the emulator, its fake implementation gives the traced output shapes so that
   ``torch.compile`` (one op in the graph), ``torch.export`` and AOTAutograd trace through. The
-  traced call is found by an integer key into a process registry (a kernel trace is not a value
-  torch can carry), so an exported program holding one runs in the process that traced it.
+  op's argument is the kernel descriptor itself (serialised kernel IR, no pickle), so an exported
+  ``.pt2`` holding one loads and runs in a new process.
 * C++ ops: ``torch.ops.<lib>.<op>`` gets an ``XLA`` kernel next to its CPU and Meta ones; the
   shape function gives the result, the descriptor carries the library image.
 
@@ -116,26 +116,40 @@ def ambiguous(signatures: frozenset[tuple]) -> bool:
     return not _AMBIGUOUS.isdisjoint(signatures)
 
 
-# --- NKI ----------------------------------------------------------------------------------------
+# --- NKI -----------------------------------------------------------------------------------------
+# The op carries the kernel itself: its second argument is the call's backend_config (the kernel
+# descriptor, whose payload is the serialised kernel IR: docs/backend-config.md), a string torch
+# keeps in FX graphs and writes into .pt2 files. An exported program therefore runs in any process
+# that imported this adapter, without the kernel's Python source (it used to hold an index into a
+# list of this process's traces). Calls traced here are memoised by their config; a config met
+# first in a loaded graph is decoded once. Only NKI descriptors are accepted: a graph read from a
+# file must not smuggle native (GpSimd) code in through this op.
 
-_CALLS: list[build.NkiCall] = []
-_KEYS: dict[int, int] = {}
+_CALLS: dict[str, build.NkiCall] = {}
 _LOCK = threading.Lock()
 
 
-def _key_of(call: build.NkiCall) -> int:
-    with _LOCK:
-        key = _KEYS.get(id(call))
-        if key is None or _CALLS[key] is not call:
-            key = _KEYS[id(call)] = len(_CALLS)
-            _CALLS.append(call)
-        return key
+def _key_of(call: build.NkiCall) -> str:
+    """The op argument naming `call`: its config, remembered so that the op finds the trace."""
+    if _CALLS.get(call.config) is not call:
+        with _LOCK:
+            _CALLS[call.config] = call
+    return call.config
+
+
+def _call_of(config: str) -> build.NkiCall:
+    call = _CALLS.get(config)
+    if call is None:
+        call = build.nki_call_from_config(config)
+        with _LOCK:
+            call = _CALLS.setdefault(config, call)
+    return call
 
 
 @torch.library.custom_op("neuron::nki_call", mutates_args=())
-def nki_call_op(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
-    """Runs traced NKI call ``key`` on its operands: a custom-call on XLA, the emulator on CPU."""
-    call = _CALLS[key]
+def nki_call_op(args: list[torch.Tensor], config: str) -> list[torch.Tensor]:
+    """Runs the NKI kernel of `config` on its operands: a custom-call on XLA, the emulator on CPU."""
+    call = _call_of(config)
     if args and args[0].device.type == "xla":
         return custom_call(args, call.config, call.outputs)
     outs = run_kernel(call.traced.program, [to_numpy(a) for a in args])
@@ -144,20 +158,20 @@ def nki_call_op(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
 
 
 @nki_call_op.register_fake
-def _nki_call_fake(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
-    call = _CALLS[key]
+def _nki_call_fake(args: list[torch.Tensor], config: str) -> list[torch.Tensor]:
+    call = _call_of(config)
     device = args[0].device if args else torch.device("cpu")
     return [torch.empty(o.shape, dtype=_HLO_TO_TORCH[o.dtype], device=device) for o in call.outputs]
 
 
 @nki_call_op.register_vmap
-def _nki_call_vmap(info: Any, in_dims: tuple, args: list[torch.Tensor], key: int) -> tuple:
+def _nki_call_vmap(info: Any, in_dims: tuple, args: list[torch.Tensor], key: str) -> tuple:
     """torch.func.vmap: the kernel batched along a new grid axis (one call), else one call per
     batch element (kernels/batching.py)."""
     dims = in_dims[0]
     size = info.batch_size
     stacked = [a.movedim(d, 0) if d is not None else a.expand(size, *a.shape) for a, d in zip(args, dims)]
-    whole = build.batched_nki_call(_CALLS[key], size)
+    whole = build.batched_nki_call(_call_of(key), size)
     if whole is not None:
         outs = torch.ops.neuron.nki_call([a.contiguous() for a in stacked], _key_of(whole))
     else:
@@ -185,7 +199,7 @@ def _tracing_spec(spec: tuple) -> Any:
 
 @torch._dynamo.assume_constant_result
 def _prepare(kernel_id: int, grid: tuple[int, ...], args: tuple, kwargs: tuple) -> tuple:
-    """Traces the kernel (cached) and says how to call it: (registry key, operand positions in
+    """Traces the kernel (cached) and says how to call it: (the op's config argument, operand positions in
     args + kwargs values, how results return, positions of inputs written by a kernel returning
     nothing). Under torch.compile dynamo runs this once while tracing and keeps the result as a
     constant, so the graph holds only ``neuron::nki_call``: the NKI tracer is not torch code."""
