@@ -71,7 +71,15 @@ def _is_tensor_arg(x: Any) -> bool:
 def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
                  grid: tuple[int, ...] = (1,)) -> TracedKernel:
     """Trace ``func`` for arguments given as arrays or ``TensorSpec`` (tensors) and anything else
-    (static arguments, passed to the function as they are)."""
+    (static arguments, passed to the function as they are). ``func`` may be the plain function,
+    an ``nki.jit`` kernel or a launch ``kernel[grid]`` (whose grid is then the default), so that
+    the IR of a kernel as users hold it is one call away (format it with
+    ``emulator.kernel_ir.format_kernel``)."""
+    if isinstance(func, Launch):
+        grid = func.grid if grid == (1,) else grid
+        func = func.kernel
+    if isinstance(func, Kernel):
+        func = func.func
     kwargs = dict(kwargs or {})
     name = getattr(func, "__name__", "kernel")
     source = inspect.getsourcefile(func) or ""

@@ -47,3 +47,17 @@ def test_other_modes_are_refused_naming_the_valid_ones(namespace: str, mode, hin
     assert hint in str(e.value) and "'simulation'" in str(e.value)
     with pytest.raises(ValueError, match="unknown mode"):
         jit(_double, mode=mode)
+
+
+def test_trace_kernel_takes_a_jit_kernel_or_a_launch() -> None:
+    """nki.trace_kernel on what users hold (issue 17: a jit kernel raised inspect's TypeError)."""
+    from emulator.kernel_ir import format_kernel
+    from neuron_customcall.nki import jit, trace_kernel
+
+    kernel = jit(_double)
+    x = np.zeros((4, 3), np.float32)
+    plain = format_kernel(trace_kernel(_double, [x]).ir)
+    assert format_kernel(trace_kernel(kernel, [x]).ir) == plain
+    assert "kernel _double grid=[1]" in plain and "tensor_scalar" in plain
+    assert trace_kernel(kernel[2, 3], [x]).ir.grid == (2, 3)
+    assert trace_kernel(kernel[2, 3], [x], grid=(5,)).ir.grid == (5,)
