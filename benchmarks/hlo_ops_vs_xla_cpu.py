@@ -1,6 +1,6 @@
 """The emulator's slower HLO ops against XLA:CPU: a small CNN training step (3x3 convolutions and
 their gradients, max and average pooling and the max-pool gradient, a dense layer), argmax over
-rows, a fori_loop over small tensors, a gather/scatter-add (embedding lookup and its gradient),
+rows, a fori_loop over small tensors, a fori_loop with loop-invariant work, a gather/scatter-add (embedding lookup and its gradient),
 sort and top_k.
 
 Each workload is one JAX function, run through our backend (``neuron_customcall.jax.jit``: JAX
@@ -82,6 +82,12 @@ def workloads(quick: bool) -> list[Workload]:
     def loop(x: Any) -> Any:
         return jax.lax.fori_loop(0, 100 if quick else 1000, lambda i, v: jnp.tanh(v * 0.9 + 0.1 * i), x)
 
+    side_w = 32 if quick else 256
+    weights = (rng.standard_normal((side_w, side_w)) / side_w).astype(np.float32)
+
+    def invariant_loop(w: Any, x: Any) -> Any:  # exp(w) does not change: XLA hoists it out of the loop
+        return jax.lax.fori_loop(0, 100, lambda i, v: jnp.tanh(jnp.exp(w) @ v), x)
+
     vocab, dim, n_idx = (100, 16, 256) if quick else (1000, 64, 4096)
     table = rng.standard_normal((vocab, dim)).astype(np.float32)
     idx = rng.integers(0, vocab, n_idx).astype(np.int32)
@@ -103,6 +109,8 @@ def workloads(quick: bool) -> list[Workload]:
         Workload(f"argmax over rows ({rows}x{cols})", lambda s: jnp.argmax(s, axis=1), (scores,), 0),
         Workload(f"fori_loop, {100 if quick else 1000} iterations on 8 floats", loop,
                  (rng.standard_normal(8).astype(np.float32),), 1e-5),
+        Workload(f"fori_loop, 100 iterations of tanh(exp(W) @ v), W {side_w}x{side_w} (loop-invariant exp)",
+                 invariant_loop, (weights, rng.standard_normal(side_w).astype(np.float32)), 1e-5),
         Workload(f"gather + scatter-add ({n_idx} rows of {vocab}x{dim})", gather_scatter, (table, idx, grad_rows),
                  1e-5),
         Workload(f"sort rows ({srows}x{scols})", lambda k: jnp.sort(k, axis=1), (keys,), 0),

@@ -19,6 +19,7 @@ import numpy as np
 
 from emulator.artifact import Artifact, ArtifactError, read_artifact, read_bytes
 from emulator.blas import blas_threads_for_run
+from emulator.codegen import Step, make_loop_runner, make_runner
 from emulator.fpenv import flushed_denormals
 from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
@@ -66,11 +67,12 @@ class LoadedProgram:
         self._runners[index] = built
         return built
 
-    def _build(self, comp: Computation) -> Callable[..., Any]:
+    def steps(self, comp: Computation) -> tuple[list[Step], list[str], list[HandlerContext]]:
+        """Each instruction of `comp` bound to its handler: (steps, names, handler contexts)."""
         types: list[ValueType | None] = [None] * comp.num_slots
         for slot, t in zip(comp.params, comp.param_types):
             types[slot] = t
-        steps = []
+        steps: list[Step] = []
         names = []
         contexts = []
         for inst in comp.instructions:
@@ -96,6 +98,26 @@ class LoadedProgram:
             names.append(f"{inst.name or '?'} ({self._what(inst)})")
         if types[comp.result] is None:
             raise ArtifactError(f"computation {comp.name}: result slot {comp.result} is never written")
+        return steps, names, contexts
+
+    @property
+    def plain(self) -> bool:
+        """Whether computations run as plain generated code (not profiled, not type-checked):
+        then a while loop may be fused into one function (LoadedProgram.loop_runner)."""
+        return self.recorder is None and not self.check_types
+
+    def loop_runner(self, cond: int, body: int, size: int, overdue: Callable[[float, int], None],
+                    own: Callable[[Any, bool], Any] | None) -> Callable[[Any], Any]:
+        """A while loop over a `size`-element tuple state as one generated function
+        (emulator.codegen.make_loop_runner): condition and body inlined, invariants hoisted."""
+        c, b = self.program.computations[cond], self.program.computations[body]
+        cond_steps, cond_names, _ = self.steps(c)
+        body_steps, body_names, _ = self.steps(b)
+        return make_loop_runner(c, cond_steps, cond_names, b, body_steps, body_names, size=size, overdue=overdue,
+                                own=own)
+
+    def _build(self, comp: Computation) -> Callable[..., Any]:
+        steps, names, contexts = self.steps(comp)
         if self.check_types:
             lifted = self._lifted_computations()
             checked = self.program.computations.index(comp) not in lifted
@@ -103,7 +125,7 @@ class LoadedProgram:
                      for (fn, ins, out, free), inst, name in zip(steps, comp.instructions, names)]
         if self.recorder is not None and self.program.computations.index(comp) not in self._lifted:
             return self._profiled_runner(comp, steps, names, contexts)
-        return _make_runner(comp, steps, names, _foldable(comp))
+        return make_runner(comp, steps, names)
 
     def _kernel_name(self, inst: Any) -> str | None:
         """The name of the kernel a ``kernel`` instruction runs (its payload's: the NKI function,
@@ -193,68 +215,6 @@ def _bind(fn: Callable[..., Any], ins: tuple[int, ...]) -> Callable[[list[Any]],
         return lambda r: fn(r[i], r[j])
     get = operator.itemgetter(*ins)
     return lambda r: fn(*get(r))
-
-
-def _foldable(comp: Computation) -> frozenset[int]:
-    """The steps to evaluate at build time (when their operands turn out constant): foldable ops
-    (emulator.program.ops), except those whose value a later instruction may overwrite in place
-    (`reuse`)."""
-    producer: dict[int, int] = {}
-    overwritten: set[int] = set()
-    for k, inst in enumerate(comp.instructions):
-        if inst.reuse >= 0 and inst.ins[inst.reuse] in producer:
-            overwritten.add(producer[inst.ins[inst.reuse]])
-        producer[inst.out] = k
-    return frozenset(k for k, inst in enumerate(comp.instructions) if OPS[inst.op].foldable and k not in overwritten)
-
-
-def _make_runner(comp: Computation, steps: list[tuple], names: list[str],
-                 foldable: frozenset[int] = frozenset()) -> Callable[..., Any]:
-    """The computation as one generated Python function: each instruction is one line
-    `r<out> = f<k>(r<in>...)`, registers are local variables and freed slots are set to None.
-
-    Why generate code: a while body over small tensors runs its instructions thousands of times,
-    and the generic loop (a step tuple unpacked, a bound lambda, a list store, a loop over frees
-    per instruction) cost about as much as the NumPy work itself. `foldable` steps whose operands
-    are all constant (constants, iotas, broadcasts and converts of them...) are evaluated once
-    here and their readers get the array as a name; their lines disappear. Only slot numbers and generated names
-    enter the source (nothing from the artifact's text); a failure is mapped back to its
-    instruction by the line number in its traceback."""
-    line_step: dict[int, int] = {}
-
-    def failed(e: Exception) -> EmulatorError:
-        """The error naming the instruction whose line raised `e` (first frame: the run function)."""
-        tb = e.__traceback__
-        k = line_step.get(tb.tb_lineno) if tb is not None else None
-        where = names[k] if k is not None else "?"
-        return EmulatorError(f"computation {comp.name}: instruction {where} failed: {type(e).__name__}: {e}")
-
-    env: dict[str, Any] = {"EmulatorError": EmulatorError, "failed": failed}
-    value: dict[int, str] = {p: f"r{p}" for p in comp.params}  # slot -> the name holding its value
-    lines = [f"def run({', '.join(f'r{p}' for p in comp.params)}):", "  try:"]
-    for k, (fn, ins, out, free) in enumerate(steps):
-        if k in foldable and all(value[i].startswith("c") for i in ins):
-            folded = fn(*[env[value[i]] for i in ins])
-            if isinstance(folded, np.ndarray) and folded.ndim == 0 and type(folded[()]).__module__ == "numpy":
-                folded = folded[()]  # a NumPy scalar: scalar operators take it ~10x faster than a 0-d array
-            elif isinstance(folded, np.ndarray) and folded.flags.writeable:
-                folded = folded.view()
-                folded.flags.writeable = False  # shared by every run: an output of it gets copied
-            env[f"c{k}"] = folded
-            value[out] = f"c{k}"
-        else:
-            env[f"f{k}"] = fn
-            line_step[len(lines) + 1] = k
-            lines.append(f"    r{out} = f{k}({', '.join(value[i] for i in ins)})")
-            value[out] = f"r{out}"
-        dropped = [f for f in free if value.pop(f, "").startswith("r")]
-        if dropped:
-            lines.append("    " + "; ".join(f"r{f} = None" for f in dropped))
-    lines += [f"    return {value[comp.result]}", "  except EmulatorError:", "    raise",
-              "  except Exception as e:", "    raise failed(e) from e"]
-    code = compile("\n".join(lines), f"<emulator computation {comp.name}>", "exec")
-    exec(code, env)  # noqa: S102 - generated from slot numbers only (see the docstring)
-    return env["run"]
 
 
 def _leaves(value: Any) -> list[Any]:

@@ -5,7 +5,9 @@ scan (the computation once per element along the scanned dimension, carrying val
 A while loop that runs longer than NEURON_EMULATOR_WHILE_TIMEOUT seconds is stopped with an
 EmulatorError (emulator.limits): `while(true)` from a forged or buggy module must not hang the
 process. The clock is read after every 256 iterations, run by a C-level `for` over a range, so
-an iteration costs no Python counter arithmetic."""
+an iteration costs no Python counter arithmetic. A loop over a tuple state runs as one generated
+function (emulator.codegen: condition and body inlined, loop invariants hoisted); profiled and
+type-checked runs keep the two computations separate, so each instruction is seen."""
 from __future__ import annotations
 
 import time
@@ -14,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from emulator.codegen import LOOP_CHUNK
 from emulator.errors import EmulatorError
 from emulator.limits import WHILE_TIMEOUT_ENV, while_timeout
 from emulator.program.context import HandlerContext
-from emulator.program.dtypes import DTYPES
+from emulator.program.dtypes import DTYPES, TUPLE
 from emulator.program.ops import handles
 
-_CHUNK = range(256)  # iterations between clock reads
+_CHUNK = range(LOOP_CHUNK)  # iterations between clock reads
 
 
 def _own_state(state: Any, seen: set[int], always: bool) -> Any:
@@ -38,7 +41,6 @@ def _own_state(state: Any, seen: set[int], always: bool) -> Any:
 
 @handles("while")
 def _while(ctx: HandlerContext) -> Callable:
-    cond, body = ctx.computation("cond"), ctx.computation("body")
     body_comp = ctx.program.program.computations[ctx.attrs["body"]]
     in_place = any(i.op == "dynamic-update-slice" and i.reuse == 0 for i in body_comp.instructions)
     limit, name = while_timeout(), ctx.name
@@ -47,6 +49,13 @@ def _while(ctx: HandlerContext) -> Callable:
         if time.monotonic() - start > limit:
             raise EmulatorError(f"while loop {name!r} still running after {chunks * len(_CHUNK)} iterations and "
                                 f"{limit:g} s ({WHILE_TIMEOUT_ENV}); its condition may never become false")
+
+    state_type = ctx.in_types[0]
+    if getattr(ctx.program, "plain", False) and state_type[0] == TUPLE:
+        # the usual case: one generated function for the whole loop (emulator.codegen)
+        own = (lambda state, always: _own_state(state, set(), always)) if in_place else None
+        return ctx.program.loop_runner(ctx.attrs["cond"], ctx.attrs["body"], len(state_type[1]), overdue, own)
+    cond, body = ctx.computation("cond"), ctx.computation("body")
 
     def loop(state: Any) -> Any:
         start, chunks = time.monotonic(), 0

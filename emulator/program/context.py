@@ -32,6 +32,12 @@ class LoadedProgramView(Protocol):
 
     def constant(self, index: int) -> np.ndarray: ...
 
+    #: whether computations run as plain generated code (no profiling, no type checks)
+    plain: bool
+
+    def loop_runner(self, cond: int, body: int, size: int, overdue: Callable[[float, int], None],
+                    own: Callable[[Any, bool], Any] | None) -> Callable[[Any], Any]: ...
+
 
 @dataclass
 class HandlerContext:

@@ -22,6 +22,10 @@ Properties:
   comparators, scatter updates, map); the element-wise ops and the plumbing around them.
 * `pure`: no effect besides its result, so an instruction whose value nobody reads is dropped.
 * `foldable`: with constant operands (or none) evaluated once, when the computation is loaded.
+* `hoistable`: deterministic and without effect (the same operands give the same result), so a
+  while body whose instance of it reads only loop invariants runs it once, before the loop
+  (emulator.codegen). Not the generators, kernels (they may print), control flow, in-place
+  updates or barriers.
 * `blas`: may call BLAS or LAPACK; a program without such ops skips the BLAS thread policy (an op
   keeps it unless it declares otherwise).
 * `fresh`: the handler always returns a new array that nothing else views.
@@ -51,6 +55,7 @@ class OpSpec:
     liftable: bool = False
     pure: bool = False
     foldable: bool = False
+    hoistable: bool = False
     blas: bool = True
     fresh: bool = False
     in_place: tuple[int, ...] = ()
@@ -62,14 +67,14 @@ def _ew(name: str, arity: int, cost: str = "vector", *, fast: bool = False, attr
         doc: str = "") -> OpSpec:
     """An element-wise op; `fast`: its handler returns fresh arrays and can work in place."""
     return OpSpec(name, arity, attrs or {}, doc or ("element-wise unary" if arity == 1 else "element-wise binary"),
-                  cost, elementwise=True, liftable=True, pure=True, blas=False, fresh=fast,
+                  cost, elementwise=True, liftable=True, pure=True, hoistable=True, blas=False, fresh=fast,
                   in_place=tuple(range(arity)) if fast else ())
 
 
 def _move(name: str, arity: int | None, attrs: dict[str, str] | None = None, doc: str = "", cost: str = "dma",
           **props: Any) -> OpSpec:
     """A data-movement op: no arithmetic, no effect (dead ones are dropped)."""
-    return OpSpec(name, arity, attrs or {}, doc, cost, pure=True, blas=False, **props)
+    return OpSpec(name, arity, attrs or {}, doc, cost, pure=True, blas=False, **{"hoistable": True, **props})
 
 
 _WINDOW = {"size": "ints", "stride": "ints", "pad_low": "ints", "pad_high": "ints",
@@ -95,13 +100,13 @@ _SPECS: list[OpSpec] = [
     _ew("shift-right-logical", 2), _ew("complex", 2),
     _ew("compare", 2, attrs={"direction": "str", "total_order": "bool"}, doc="element-wise comparison"),
     OpSpec("select", 3, doc="pred ? on_true : on_false", cost="vector", elementwise=True, liftable=True, pure=True,
-           blas=False, fresh=True, in_place=(1, 2)),  # not the predicate: it is read while the result is written
+           blas=False, fresh=True, in_place=(1, 2), hoistable=True),  # not the predicate: it is read while the result is written
     _ew("clamp", 3, doc="min(max(x, lo), hi) with operands (lo, x, hi)"),
     OpSpec("convert", 1, doc="element type conversion with XLA's saturating float->int", cost="vector",
-           elementwise=True, liftable=True, pure=True, blas=False, foldable=True),
+           elementwise=True, liftable=True, pure=True, blas=False, foldable=True, hoistable=True),
     _ew("reduce-precision", 1, attrs={"exponent_bits": "int", "mantissa_bits": "int"},
         doc="round to a narrower float format"),
-    OpSpec("copy", 1, doc="a copy", cost="dma", elementwise=True, liftable=True, pure=True, blas=False),
+    OpSpec("copy", 1, doc="a copy", cost="dma", elementwise=True, liftable=True, pure=True, blas=False, hoistable=True),
     # data movement
     _move("bitcast-convert", 1, doc="reinterpret bits; a trailing dim appears/vanishes when widths differ",
           cost="free"),
@@ -109,9 +114,10 @@ _SPECS: list[OpSpec] = [
           foldable=True),
     _move("tuple", None, doc="a tuple of its operands", cost="free", liftable=True),
     _move("get-tuple-element", 1, {"index": "int"}, cost="free", liftable=True),
-    _move("opt-barrier", 1, doc="identity", cost="free", liftable=True),
-    _move("after-all", None, doc="a token: orders side effects, carries no data", cost="free"),
-    _move("add-dependency", 2, doc="operand 0, after operand 1 (a token or value) exists", cost="free"),
+    _move("opt-barrier", 1, doc="identity", cost="free", liftable=True, hoistable=False),
+    _move("after-all", None, doc="a token: orders side effects, carries no data", cost="free", hoistable=False),
+    _move("add-dependency", 2, doc="operand 0, after operand 1 (a token or value) exists", cost="free",
+          hoistable=False),
     _move("broadcast", 1, {"dims": "ints"}, "operand dim i becomes output dim dims[i]", cost="broadcast",
           foldable=True),
     _move("reshape", 1, doc="row-major reshape to the output shape", cost="free", foldable=True),
@@ -132,24 +138,24 @@ _SPECS: list[OpSpec] = [
            cost="dma_update", blas=False),
     OpSpec("gather", 2, {"offset_dims": "ints", "collapsed_slice_dims": "ints", "start_index_map": "ints",
                          "index_vector_dim": "int", "operand_batching_dims": "ints",
-                         "start_indices_batching_dims": "ints", "slice_sizes": "ints"}, cost="dma", blas=False),
+                         "start_indices_batching_dims": "ints", "slice_sizes": "ints"}, cost="dma", blas=False, hoistable=True),
     OpSpec("scatter", None, {"update_window_dims": "ints", "inserted_window_dims": "ints",
                              "scatter_dims_to_operand_dims": "ints", "index_vector_dim": "int",
                              "input_batching_dims": "ints", "scatter_indices_batching_dims": "ints",
                              "computation": "comp", "reducer": "str"}, cost="dma_scatter", blas=False,
-           lifts=("computation",)),
+           lifts=("computation",), hoistable=True),
     # reductions and sorts (their computations run lifted)
     OpSpec("reduce", None, {"dims": "ints", "computation": "comp", "reducer": "str"},
-           "operands: n inputs then n init values", cost="over_inputs", blas=False, lifts=("computation",)),
+           "operands: n inputs then n init values", cost="over_inputs", blas=False, lifts=("computation",), hoistable=True),
     OpSpec("reduce-window", None, {**_WINDOW, "computation": "comp", "reducer": "str"}, cost="windowed",
-           blas=False, lifts=("computation",)),
+           blas=False, lifts=("computation",), hoistable=True),
     OpSpec("select-and-scatter", 3, {**_WINDOW, "select": "comp", "scatter": "comp", "reducer": "str"},
-           cost="windowed", blas=False, lifts=("select", "scatter")),
-    OpSpec("map", None, {"computation": "comp"}, cost="vector", blas=False, lifts=("computation",)),
+           cost="windowed", blas=False, lifts=("select", "scatter"), hoistable=True),
+    OpSpec("map", None, {"computation": "comp"}, cost="vector", blas=False, lifts=("computation",), hoistable=True),
     OpSpec("sort", None, {"dim": "int", "stable": "bool", "computation": "comp", "fast": "str", "key": "int"},
            "fast: lt/gt sorts by operand 0 (or by the key computation `key` >= 0 applied to (x, x)...)",
-           cost="sort", blas=False, lifts=("computation", "key")),
-    OpSpec("topk", 1, {"k": "int", "largest": "bool"}, cost="sort", blas=False),
+           cost="sort", blas=False, lifts=("computation", "key"), hoistable=True),
+    OpSpec("topk", 1, {"k": "int", "largest": "bool"}, cost="sort", blas=False, hoistable=True),
     OpSpec("rng-bit-generator", 1, {"algorithm": "str"}, cost="vector", blas=False),
     # stateful generators: neither pure nor foldable, so each run draws anew (as on XLA:CPU)
     OpSpec("rng", None, {"distribution": "str"}, "uniform in [a, b) or normal(mu=a, sigma=b), a fresh draw each run",
@@ -160,17 +166,17 @@ _SPECS: list[OpSpec] = [
     OpSpec("dot", 2, {"lhs_contracting": "ints", "rhs_contracting": "ints", "lhs_batch": "ints",
                       "rhs_batch": "ints", "out_perm": "ints"},
            "dot_general; out_perm (if not empty) transposes the result, as a fused transpose", cost="dot",
-           fresh=True),
+           fresh=True, hoistable=True),
     OpSpec("convolution", 2, {**_WINDOW, "window_reversal": "ints",
                               "feature_group_count": "int", "batch_group_count": "int",
                               "input_batch": "int", "input_feature": "int", "input_spatial": "ints",
                               "kernel_input_feature": "int", "kernel_output_feature": "int",
                               "kernel_spatial": "ints", "output_batch": "int", "output_feature": "int",
-                              "output_spatial": "ints"}, cost="convolution"),
-    OpSpec("fft", 1, {"fft_type": "str", "length": "ints"}, cost="fft"),
-    OpSpec("batch-norm-training", 3, _BN, cost="three_passes", blas=False),
-    OpSpec("batch-norm-inference", 5, _BN, cost="two_passes", blas=False),
-    OpSpec("batch-norm-grad", 5, _BN, cost="four_passes", blas=False),
+                              "output_spatial": "ints"}, cost="convolution", hoistable=True),
+    OpSpec("fft", 1, {"fft_type": "str", "length": "ints"}, cost="fft", hoistable=True),
+    OpSpec("batch-norm-training", 3, _BN, cost="three_passes", blas=False, hoistable=True),
+    OpSpec("batch-norm-inference", 5, _BN, cost="two_passes", blas=False, hoistable=True),
+    OpSpec("batch-norm-grad", 5, _BN, cost="four_passes", blas=False, hoistable=True),
     # collectives (emulator/ops/collective.py): an exchange with the other devices of the group
     # (emulator.collectives), then NumPy on this device. mode: XLA's group mode
     # (emulator.collectives.groups); groups: explicit replica groups (the compiler expands the iota
@@ -203,7 +209,7 @@ _SPECS: list[OpSpec] = [
     OpSpec("kernel", None, {"payload": "int"}, "run kernel payload N (emulator.kernel_payload)", cost="kernel"),
     # LAPACK routines behind JAX's CPU linear algebra (lapack_*_ffi custom-calls): leading dims
     # are a batch, each op's results are those of the custom-call (emulator/ops/lapack.py)
-    *(OpSpec(name, arity, attrs, doc, cost="lapack") for name, arity, attrs, doc in (
+    *(OpSpec(name, arity, attrs, doc, cost="lapack", hoistable=True) for name, arity, attrs, doc in (
         ("lapack_getrf", 1, {}, "LU with partial pivoting -> (lu, 1-based s32 ipiv, s32 info)"),
         ("lapack_trsm", 2, {"left_side": "bool", "lower": "bool", "transpose": "str", "unit_diagonal": "bool"},
          "triangular solve op(a) x = b (or x op(a) = b); transpose N/T/C"),
@@ -227,9 +233,9 @@ _SPECS: list[OpSpec] = [
     )),
     # O(n) per right-hand side column
     OpSpec("lapack_gtsv", 4, doc="tridiagonal solve (dl, d, du, b) -> (dl', d', du', x, info)",
-           cost="over_inputs"),
+           cost="over_inputs", hoistable=True),
     OpSpec("tridiagonal_solve_perturbed", 4, doc="tridiagonal solve perturbing tiny pivots (jaxlib's, not LAPACK's)",
-           cost="over_inputs"),
+           cost="over_inputs", hoistable=True),
 ]
 
 #: op name -> its spec; the instruction set.

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emulator.executor import EmulatorError, _foldable
+from emulator.codegen import foldable_steps as _foldable
+from emulator.executor import EmulatorError
 from emulator.program import Computation, Instruction
 from tests.emulator.executor.test_executor_programs import F, _load
 

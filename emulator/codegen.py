@@ -1,0 +1,264 @@
+"""Computations as generated Python functions: the plain runner of a computation, and a whole
+`while` loop (condition and body inlined, its state kept in local variables, loop-invariant
+instructions hoisted out) as one function.
+
+Why generate code: a while body over small tensors runs its instructions thousands of times, and
+a generic interpreter loop (a step tuple unpacked, a bound lambda, a list store, a loop over frees
+per instruction) costs about as much as the NumPy work itself. Each instruction becomes one line
+`r<out> = f<k>(r<in>...)`; registers are local variables and freed slots are set to None.
+
+Only slot numbers and generated names enter the source (nothing from the artifact's text); a
+failure is mapped back to its instruction by the line number in its traceback.
+
+Three things happen while the lines are written:
+* folding: a `foldable` step whose operands are all constant (constants, iotas, broadcasts and
+  converts of them...) is evaluated once, at build time; its readers get the array by name.
+* loop state: in a fused while loop, `get-tuple-element` of the loop's tuple parameter is the
+  local variable holding that element (no call), and the body's root `tuple` becomes a single
+  assignment of the next state.
+* hoisting (loop-invariant code motion, as XLA's WhileLoopInvariantCodeMotion): a body
+  instruction whose op is `hoistable` (emulator.program.ops: deterministic, no effect) and whose
+  operands are all loop-invariant (constants, state elements the body passes through unchanged,
+  other hoisted values) runs once before the loop instead of once per iteration. An instruction
+  that would overwrite an invariant in place (`reuse`: the compiler proved the value dead after
+  it within one iteration, which no longer holds for a value computed once) gets a copy of it
+  instead, so every iteration sees the same invariant.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from emulator.errors import EmulatorError
+from emulator.program.model import Computation
+from emulator.program.ops import OPS
+
+#: (fn, input slots, output slot, freed slots) of one instruction, as LoadedProgram binds it.
+Step = tuple[Callable[..., Any], tuple[int, ...], int, tuple[int, ...]]
+
+#: iterations of a fused loop between two reads of the clock (the while timeout)
+LOOP_CHUNK = 256
+
+
+def foldable_steps(comp: Computation) -> frozenset[int]:
+    """The steps to evaluate at build time (when their operands turn out constant): foldable ops
+    (emulator.program.ops), except those whose value a later instruction may overwrite in place
+    (`reuse`)."""
+    return frozenset(k for k in _not_overwritten(comp) if OPS[comp.instructions[k].op].foldable)
+
+
+def _not_overwritten(comp: Computation) -> set[int]:
+    producer: dict[int, int] = {}
+    overwritten: set[int] = set()
+    for k, inst in enumerate(comp.instructions):
+        if inst.reuse >= 0 and inst.ins[inst.reuse] in producer:
+            overwritten.add(producer[inst.ins[inst.reuse]])
+        producer[inst.out] = k
+    return set(range(len(comp.instructions))) - overwritten
+
+
+@dataclass
+class _Source:
+    """Lines being generated, the names they bind and where each line's instruction is."""
+
+    env: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+    where: dict[int, str] = field(default_factory=dict)  # line number (1-based) -> instruction
+
+    def add(self, text: str, indent: int, instruction: str | None = None) -> None:
+        self.lines.append(" " * indent + text)
+        if instruction is not None:
+            self.where[len(self.lines)] = instruction
+
+    def build(self, name: str, label: str) -> Callable[..., Any]:
+        where = self.where
+
+        def failed(e: Exception) -> EmulatorError:
+            """The error naming the instruction whose line raised `e` (first frame: the function)."""
+            tb = e.__traceback__
+            k = where.get(tb.tb_lineno) if tb is not None else None
+            what = f"computation {k}" if k is not None else label
+            return EmulatorError(f"{what} failed: {type(e).__name__}: {e}")
+
+        self.env.update(EmulatorError=EmulatorError, failed=failed)
+        code = compile("\n".join(self.lines), f"<emulator {label}>", "exec")
+        exec(code, self.env)  # noqa: S102 - generated from slot numbers only (module docstring)
+        return self.env[name]
+
+
+@dataclass
+class _Hoist:
+    """Loop-invariant names of a fused loop, and the lines computing them before the loop."""
+
+    invariant: set[str]
+    lines: list[tuple[str, str]] = field(default_factory=list)  # (text, instruction)
+
+
+def _emit(src: _Source, comp: Computation, steps: Sequence[Step], names: Sequence[str], value: dict[int, str],
+          prefix: str, indent: int, *, state: str | None = None, hoist: _Hoist | None = None) -> None:
+    """Append the lines of `comp` to `src`; `value` maps each live slot to the name holding it
+    (parameters on entry) and is left mapping the result. Names starting with `prefix + "r"` are
+    registers (freed after their last use); others (constants, state, hoisted values) persist.
+    `state`: the name of a loop's tuple parameter, whose elements are the variables s0, s1, ..."""
+    foldable = foldable_steps(comp)
+    reg = prefix + "r"
+    for k, ((fn, ins, out, free), inst) in enumerate(zip(steps, comp.instructions)):
+        label = f"{comp.name}: instruction {names[k]}"
+        args = [value[i] for i in ins]
+        if state is not None and inst.op == "get-tuple-element" and args == [state]:
+            value[out] = f"s{inst.attrs['index']}"
+        elif k in foldable and all(a.startswith("c") for a in args):
+            folded = fn(*[src.env[a] for a in args])
+            if isinstance(folded, np.ndarray) and folded.ndim == 0 and type(folded[()]).__module__ == "numpy":
+                folded = folded[()]  # a NumPy scalar: scalar operators take it ~10x faster than a 0-d array
+            elif isinstance(folded, np.ndarray) and folded.flags.writeable:
+                folded = folded.view()
+                folded.flags.writeable = False  # shared by every run: an output of it gets copied
+            src.env[f"c{prefix}{k}"] = folded
+            value[out] = f"c{prefix}{k}"
+        else:
+            if hoist is not None and inst.reuse >= 0 and args[inst.reuse] in hoist.invariant:
+                args[inst.reuse] = f"_copy({args[inst.reuse]})"  # never overwrite an invariant
+            src.env[f"{prefix}f{k}"] = fn
+            call = f"{prefix}f{k}({', '.join(args)})"
+            if (hoist is not None and OPS[inst.op].hoistable
+                    and all(a.startswith("c") or a in hoist.invariant for a in ins_names(args))):
+                name = f"{prefix}h{k}"
+                hoist.lines.append((f"{name} = {call}", label))
+                hoist.invariant.add(name)
+                value[out] = name
+            else:
+                src.add(f"{reg}{out} = {call}", indent, label)
+                value[out] = f"{reg}{out}"
+        dropped = [f for f in free if value.pop(f, "").startswith(reg)]
+        if dropped:
+            src.add("; ".join(f"{reg}{f} = None" for f in dropped), indent)
+
+
+def ins_names(args: Sequence[str]) -> list[str]:
+    """The names an argument list reads (`_copy(x)` reads x)."""
+    return [a[len("_copy("):-1] if a.startswith("_copy(") else a for a in args]
+
+
+def make_runner(comp: Computation, steps: Sequence[Step], names: Sequence[str]) -> Callable[..., Any]:
+    """The computation as one generated Python function of its parameters."""
+    src = _Source({})
+    value = {p: f"rr{p}" for p in comp.params}
+    src.add(f"def run({', '.join(value.values())}):", 0)
+    src.add("try:", 2)
+    _emit(src, comp, steps, names, value, "r", 4)
+    src.add(f"return {value[comp.result]}", 4)
+    src.add("except EmulatorError:", 2)
+    src.add("raise", 4)
+    src.add("except Exception as e:", 2)
+    src.add("raise failed(e) from e", 4)
+    return src.build("run", f"computation {comp.name}")
+
+
+def _param_readers(comp: Computation, param: int) -> tuple[list[bool], bool]:
+    """For each instruction, whether it reads the parameter (slot `param` before anything else is
+    written there: slots are reused), and whether the computation returns the parameter itself."""
+    live, reads = True, []
+    for inst in comp.instructions:
+        reads.append(live and param in inst.ins)
+        if inst.out == param:
+            live = False
+    return reads, live and comp.result == param
+
+
+def _state_uses(comp: Computation, param: int) -> bool:
+    """Whether `comp` reads its tuple parameter other than by get-tuple-element (then the
+    generated code builds the tuple for it)."""
+    reads, returned = _param_readers(comp, param)
+    return returned or any(r and not (inst.op == "get-tuple-element" and tuple(inst.ins) == (param,))
+                           for r, inst in zip(reads, comp.instructions))
+
+
+def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: Sequence[str],
+                     body: Computation, body_steps: Sequence[Step], body_names: Sequence[str], *,
+                     size: int, overdue: Callable[[float, int], None],
+                     own: Callable[[Any, bool], Any] | None) -> Callable[[Any], Any]:
+    """A while loop over a tuple state of `size` elements as one function of the initial state.
+
+    `overdue(start, chunks)` raises when the loop ran too long (checked every LOOP_CHUNK
+    iterations); `own(state, always)`, given for loops that update their state in place, makes
+    every array leaf of the state the loop's own (on entry with always=True, after each
+    iteration with False)."""
+    if len(cond.params) != 1 or len(body.params) != 1:
+        raise EmulatorError("a while loop's condition and body take one parameter each")
+    src = _Source({"_copy": np.array, "_overdue": overdue, "_own": own, "_monotonic": time.monotonic,
+                   "_CHUNK": range(LOOP_CHUNK)})
+    state = [f"s{k}" for k in range(size)]
+    packed = f"({', '.join(state)}{',' if size == 1 else ''})"
+
+    # The body first: its lines decide which elements are invariant (passed through unchanged).
+    body_src = _Source(src.env)
+    (bp,) = body.params
+    last = body.instructions[-1] if body.instructions else None
+    root_tuple = last is not None and last.op == "tuple" and last.out == body.result and len(last.ins) == size
+    passed = _passed_through(body, bp, size) if root_tuple else set()
+    hoist = _Hoist({f"s{k}" for k in passed})
+    value = {bp: "bstate"}
+    if _state_uses(body, bp):
+        body_src.add(f"bstate = {packed}", 6)
+    steps, names = list(body_steps), list(body_names)
+    if root_tuple:  # the root tuple becomes the state assignment below
+        steps, names = steps[:-1], names[:-1]
+        body_comp = replace(body, instructions=body.instructions[:-1])
+    else:
+        body_comp = body
+    _emit(body_src, body_comp, steps, names, value, "b", 6, state="bstate", hoist=hoist)
+    nxt = [value[i] for i in last.ins] if root_tuple else None
+    if own is not None and nxt is not None:  # state updated in place must not be a hoisted value
+        nxt = [f"_copy({n})" if n in hoist.invariant and not n.startswith("s") else n for n in nxt]
+
+    (cp,) = cond.params
+    src.add("def loop(state):", 0)
+    src.add("try:", 2)
+    unpack = f"{', '.join(state)}{',' if size == 1 else ''}"
+    src.add(f"{unpack} = _own(state, True)" if own else f"{unpack} = state", 4)
+    for text, label in hoist.lines:
+        src.add(text, 4, label)
+    src.add("start = _monotonic(); chunks = 0", 4)
+    src.add("while True:", 4)
+    src.add("for _ in _CHUNK:", 6)
+    cvalue = {cp: "qstate"}
+    if _state_uses(cond, cp):
+        src.add(f"qstate = {packed}", 8)
+    _emit(src, cond, cond_steps, cond_names, cvalue, "q", 8, state="qstate")
+    src.add(f"if not {cvalue[cond.result]}:", 8)
+    src.add(f"return {packed}", 10)
+    offset = len(src.lines)
+    for n, text in enumerate(body_src.lines, 1):
+        src.lines.append("  " + text)
+        if n in body_src.where:
+            src.where[offset + n] = body_src.where[n]
+    nxt_text = f"{', '.join(nxt)}{',' if size == 1 else ''}" if nxt is not None else value[body.result]
+    src.add(f"{unpack} = _own(({nxt_text}), False)" if own else f"{unpack} = {nxt_text}", 8)
+    src.add("chunks += 1", 6)
+    src.add("_overdue(start, chunks)", 6)
+    src.add("except EmulatorError:", 2)
+    src.add("raise", 4)
+    src.add("except Exception as e:", 2)
+    src.add("raise failed(e) from e", 4)
+    return src.build("loop", f"while loop over {body.name}")
+
+
+def _passed_through(body: Computation, param: int, size: int) -> set[int]:
+    """State elements the body returns unchanged: root tuple operand k is get-tuple-element k of
+    the parameter, and nothing writes into that element in place."""
+    element: dict[int, int] = {}  # slot -> the state element it holds (as read, unchanged)
+    written: set[int] = set()
+    reads, _ = _param_readers(body, param)
+    for inst, from_param in zip(body.instructions[:-1], reads):
+        if inst.reuse >= 0 and inst.ins[inst.reuse] in element:
+            written.add(element[inst.ins[inst.reuse]])
+        element.pop(inst.out, None)
+        if from_param and inst.op == "get-tuple-element" and tuple(inst.ins) == (param,):
+            element[inst.out] = inst.attrs["index"]
+    root = body.instructions[-1]
+    return {k for k, slot in enumerate(root.ins) if element.get(slot) == k and k not in written and k < size}
