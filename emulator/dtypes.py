@@ -80,6 +80,13 @@ RECORDS: tuple[DTypeRecord, ...] = (
     DTypeRecord(_d(np.uint16), UINT, hlo="u16", nki="uint16"),
     DTypeRecord(_d(np.uint32), UINT, hlo="u32", nki="uint32"),
     DTypeRecord(_d(np.uint64), UINT, hlo="u64"),
+    # Sub-byte integers, HLO only (one per byte, as ml_dtypes stores them): the compiler computes
+    # them in 8 bits (neuron_customcall/compiler/subbyte.py), so a program holds them only at its
+    # inputs and outputs.
+    DTypeRecord(_d(ml_dtypes.int4), INT, hlo="s4"),
+    DTypeRecord(_d(ml_dtypes.uint4), UINT, hlo="u4"),
+    DTypeRecord(_d(ml_dtypes.int2), INT, hlo="s2"),
+    DTypeRecord(_d(ml_dtypes.uint2), UINT, hlo="u2"),
     DTypeRecord(_d(ml_dtypes.float8_e5m2), FLOAT, hlo="f8e5m2", nki="float8_e5m2", precision=3),
     DTypeRecord(_d(ml_dtypes.float8_e4m3fn), FLOAT, hlo="f8e4m3fn", nki="float8_e4m3fn",
                 precision=4),

@@ -14,6 +14,7 @@ from neuron_customcall.compiler.custom_op_rules import check_custom_op_limits
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule
+from neuron_customcall.compiler.subbyte import widen_sub_byte_integers
 from neuron_customcall.compiler.types import leaf_paths, value_type
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,9 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
     flags = flags or CompileFlags()
     if module.entry is None:
         raise CompileError(f"module {module.name} has no entry computation")
+    if fingerprint is None:
+        fingerprint = hlo.fingerprint(module)  # of the module as given, before any rewrite
+    module = widen_sub_byte_integers(module)
     ctx = LowerCtx(module)
     ctx.computation(module.entry)
     comps: list[Computation] = []
@@ -217,7 +221,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
         "module_name": module.name,
         "inputs": inputs,
         "outputs": outputs,
-        "hlo_fingerprint": fingerprint if fingerprint is not None else hlo.fingerprint(module),
+        "hlo_fingerprint": fingerprint,
         "compiler_version": COMPILER_VERSION,
         "flags": flags.to_json(),
         "aliases": buffers.output_aliases(module),

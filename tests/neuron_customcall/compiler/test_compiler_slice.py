@@ -134,8 +134,9 @@ ENTRY e {
 
 @pytest.mark.parametrize("text,message", [
     (_PAD, "pad of f32"),
-    (_PAD.replace("f32[3] parameter(0)", "s4[3] parameter(0)").replace("f32[] constant(0)", "s4[] constant(0)")
-     .replace("f32[9]", "s4[7]"), "element type S4 is not supported"),
+    (_PAD.replace("f32[3] parameter(0)", "f6e2m3fn[3] parameter(0)")
+     .replace("f32[] constant(0)", "f6e2m3fn[] constant(0)").replace("f32[9]", "f6e2m3fn[7]"),
+     "element type F6E2M3FN is not supported"),
     ("""
 HloModule m
 ENTRY e {
