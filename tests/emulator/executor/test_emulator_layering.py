@@ -51,7 +51,7 @@ _LAYERS: list[set[str]] = [
     {"compiler"},                        # HLO -> artifact
     {"cache", "debug_dump"},
     {"backend"},                         # compile (cached) and run
-    {"profile", "jax", "torch_xla", "custom_op", "pjrt"},  # user APIs, framework adapters, the PJRT plugin
+    {"profile", "jax", "torch_xla", "custom_op", "pjrt", "distributed"},  # user APIs, framework adapters, the PJRT plugin
     {"cli", "commands", "__main__"},     # the command line
 ]
 #: Upward imports that are allowed, each with the reason.

@@ -1,0 +1,51 @@
+"""One rank of a gloo world (run as a script by test_gloo.py): compiles an HLO text, runs its
+device's part with run_on_process_group and writes the outputs (or the error) to an .npz/.txt.
+
+argv: hlo_path inputs.npz out_prefix mode; torch.distributed's env:// variables name the world.
+mode "run": every rank runs; "die": rank 1 exits before the collective; "hang": rank 1 sleeps;
+"other": rank 1 runs the module with its all-reduce renamed (another instruction)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def main() -> int:
+    hlo_path, inputs_path, out_prefix, mode = sys.argv[1:5]
+    import torch.distributed as dist
+
+    import hlo
+    from emulator import load_artifact
+    from emulator.collectives import CollectiveError
+    from neuron_customcall.compiler import compile_module
+    from neuron_customcall.distributed import GlooCommunicator, run_on_process_group
+
+    dist.init_process_group("gloo", init_method="env://")
+    rank = dist.get_rank()
+    text = open(hlo_path).read()
+    if rank == 1 and mode == "other":
+        text = text.replace(" ar = ", " ar_other = ").replace("(ar, mx", "(ar_other, mx")
+    exe = load_artifact(compile_module(hlo.load(text)))
+    with np.load(inputs_path, allow_pickle=False) as z:
+        inputs = [z[f"r{rank}_{k}"] for k in range(len([n for n in z.files if n.startswith(f"r{rank}_")]))]
+    comm = GlooCommunicator(timeout_s=float(os.environ.get("TEST_COLLECTIVE_TIMEOUT", "60")))
+    if rank == 1 and mode == "die":
+        os._exit(3)
+    if rank == 1 and mode == "hang":
+        time.sleep(600)
+    start = time.monotonic()
+    try:
+        outs = run_on_process_group(exe, inputs, communicator=comm)
+    except CollectiveError as e:
+        with open(f"{out_prefix}{rank}.txt", "w") as f:
+            f.write(f"{type(e).__name__} after {time.monotonic() - start:.1f} s: {e}")
+        return 2
+    np.savez(f"{out_prefix}{rank}.npz", *outs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
