@@ -2,7 +2,7 @@
 
 `NEURON_RT_VISIBLE_CORES` lists core indices ("0", "0-3", "0,2,5-6"), `NEURON_RT_NUM_CORES` asks for
 a count starting at core 0; with neither, one trn1 chip: two NeuronCore-v2 ("NC_v2"). Each core is a
-PJRT device that executes independently (collectives between them are issue 18's work).
+PJRT device; a program of several devices runs them concurrently (their collectives meet).
 """
 from __future__ import annotations
 
@@ -56,3 +56,4 @@ def visible_cores(env: Mapping[str, str] | None = None) -> list[int]:
             raise DeviceConfigError(f"NEURON_RT_NUM_CORES={count!r}: at least one core is needed")
         return list(range(n))
     return list(range(CORES_PER_TRN1_CHIP))
+

@@ -12,6 +12,7 @@ source line where the emulator's error carries them.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -85,6 +86,16 @@ def _core_lock(core: int) -> threading.Lock:
         return _core_locks.setdefault(core, threading.Lock())
 
 
+class _Unowned:
+    """The executable as run_devices calls it: results the caller never writes (owned=False)."""
+
+    def __init__(self, executable: Any) -> None:
+        self._executable = executable
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self._executable.run(inputs, owned=False)
+
+
 class Program:
     """A compiled program and the metadata the plugin reports (attributes read by the C++ side)."""
 
@@ -122,6 +133,25 @@ class Program:
         except Exception as e:
             raise ExecutionError(self._describe_failure(e)) from e
         return [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
+
+    def run_devices(self, inputs_per_device: Sequence[Sequence[np.ndarray]], cores: Sequence[int]) -> list[list[np.ndarray]]:
+        """Runs every device of a program of several (replicas x partitions, device d being
+        replica d // num_partitions, partition d % num_partitions) at once, each in its own thread,
+        so that their collectives meet. Holds the cores' locks for the whole run, taken in
+        ascending core order as every execute takes them: two executes never wait on each other
+        in a circle. A failure in one device ends the others' collectives (NEURON_RT_EXEC_TIMEOUT
+        bounds a wait) and is raised naming that device."""
+        from emulator.collectives.run import run_devices
+
+        with contextlib.ExitStack() as held:
+            for core in sorted(set(cores)):
+                held.enter_context(_core_lock(core))
+            try:
+                outs = run_devices(_Unowned(self.executable), inputs_per_device, self.num_replicas,
+                                   self.num_partitions)  # the wait for a peer: NEURON_RT_EXEC_TIMEOUT
+            except Exception as e:
+                raise ExecutionError(self._describe_failure(e)) from e
+        return [[o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in device] for device in outs]
 
     def _describe_failure(self, e: Exception) -> str:
         """The emulator's message, led by the program and, when it names an instruction of the
@@ -250,20 +280,11 @@ def _hlo_of(code: bytes, fmt: str) -> bytes:
                                   "'hlo' and 'mlir')")
 
 
-#: Opcodes that make replicas depend on each other (or on their index): a program holding one can
-#: not run as independent copies per NeuronCore (issue 18 brings collectives).
-CROSS_REPLICA_OPCODES = frozenset({
-    "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
-    "reduce-scatter", "all-to-all", "collective-permute", "collective-permute-start", "collective-permute-done",
-    "collective-broadcast", "replica-id", "partition-id", "send", "send-done", "recv", "recv-done",
-})
-
-
 def _check_options(opts: options.CompileOptions, num_devices: int) -> None:
-    if opts.num_partitions != 1 or opts.use_spmd_partitioning and opts.num_partitions * opts.num_replicas > 1:
+    if opts.use_spmd_partitioning and opts.num_partitions > 1 and opts.num_replicas > 1:
         raise UnsupportedProgramError(
-            f"a program of {opts.num_replicas} replicas x {opts.num_partitions} partitions: partitioned (SPMD) "
-            "programs are not supported by the neuron device yet; run one program per NeuronCore")
+            f"an SPMD program of {opts.num_replicas} replicas x {opts.num_partitions} partitions: the neuron "
+            "device partitions programs of one replica only")
     if opts.parameter_is_tupled_arguments:
         raise UnsupportedProgramError("tupled arguments (CompileOptions.parameter_is_tupled_arguments) are "
                                       "not supported by the neuron device")
@@ -277,28 +298,44 @@ def _check_options(opts: options.CompileOptions, num_devices: int) -> None:
                                           f"{num_devices} NeuronCores")
 
 
-def _check_replicas(proto: Any, opts: options.CompileOptions) -> None:
-    """Several replicas run as independent copies, one per core, which is exact only when no
-    instruction reaches across replicas."""
-    if opts.num_replicas == 1:
-        return
-    for comp in proto.computations:
-        for inst in comp.instructions:
-            if inst.opcode in CROSS_REPLICA_OPCODES:
-                raise UnsupportedProgramError(
-                    f"{inst.opcode} ({inst.name!r}) in a program of {opts.num_replicas} replicas: collectives "
-                    "and replica ids between NeuronCores are not supported by the neuron device yet")
+def _needs_partitioning(proto: Any, opts: options.CompileOptions) -> bool:
+    """Whether the SPMD pass applies: a partitioned program, or one device's program that still
+    holds sharding custom-calls (a shard_map or sharding constraint on a one-device mesh)."""
+    from neuron_customcall.compiler import spmd
+
+    if not opts.use_spmd_partitioning:
+        return False
+    if opts.num_partitions > 1:
+        return True
+    return any(inst.opcode == "custom-call" and inst.custom_call_target in spmd.CUSTOM_CALLS
+               for comp in proto.computations for inst in comp.instructions)
+
+
+def _partitioned(proto: Any, opts: options.CompileOptions) -> tuple[Any, bytes]:
+    """The per-partition module of an SPMD program (neuron_customcall.compiler.spmd)."""
+    import hlo
+    from neuron_customcall.compiler import spmd
+
+    module = hlo.module_from_proto(proto)
+    try:
+        spmd.partition(module, opts.num_partitions)
+    except spmd.UnsupportedShardingError as e:
+        raise UnsupportedProgramError(f"SPMD program of {opts.num_partitions} partitions: {e}") from e
+    out = module.to_proto()
+    return out, out.SerializeToString(deterministic=True)
 
 
 def compile(code: bytes, fmt: str, compile_options: bytes, num_devices: int) -> Program:  # noqa: A001
-    """Compiles a program (HLO proto or MLIR) with our backend."""
+    """Compiles a program (HLO proto or MLIR) with our backend; an SPMD program becomes the module
+    each partition runs first."""
     import hlo
 
     opts = options.parse(compile_options)
     _check_options(opts, num_devices)
     proto_bytes = _hlo_of(code, fmt)
     proto, _ = hlo.read_module_proto(proto_bytes)
-    _check_replicas(proto, opts)
+    if _needs_partitioning(proto, opts):
+        proto, proto_bytes = _partitioned(proto, opts)
     compiled = backend.compile_cached(proto_bytes)
     fingerprint = hlo.fingerprint(proto)
     return Program(proto, proto_bytes, compiled, opts, fingerprint, proto.name or "neuron_program")

@@ -134,6 +134,12 @@ class PyRef {
     o_ = nullptr;
   }
   PyObject* get() const { return o_; }
+  // Hands the reference over to the caller.
+  PyObject* release() {
+    PyObject* o = o_;
+    o_ = nullptr;
+    return o;
+  }
   explicit operator bool() const { return o_ != nullptr; }
 
  private:
@@ -1188,11 +1194,10 @@ Error* ExecutableMemoryStats(ExecutableMemoryStatsArgs* a) {
   return nullptr;
 }
 
-// Runs the program on one device: the argument arrays in, the result arrays kept as buffers.
-Error* RunOnDevice(Executable* e, Device* device, Buffer* const* args, size_t num_args, Buffer** outs) {
-  if (Error* err = RequirePython()) return err;
-  Gil gil;
+// The argument arrays of one device's execute as a new Python list (GIL held).
+Error* ArgumentList(Executable* e, Device* device, Buffer* const* args, size_t num_args, PyRef* out) {
   PyRef inputs(PyList_New(static_cast<Py_ssize_t>(num_args)));
+  if (!inputs) return ErrorFromPython("building the argument list");
   for (size_t i = 0; i < num_args; ++i) {
     Buffer* b = args[i];
     std::lock_guard<std::mutex> l(b->mu);
@@ -1208,19 +1213,70 @@ Error* RunOnDevice(Executable* e, Device* device, Buffer* const* args, size_t nu
     Py_INCREF(arr);
     PyList_SET_ITEM(inputs.get(), i, arr);
   }
-  PyRef results(PyObject_CallMethod(e->program.get(), "run", "Oi", inputs.get(), device->hardware_id));
-  inputs.ResetLocked();
-  if (!results) return ErrorFromPython(("running " + e->name + " on " + device->to_string).c_str());
-  if (!PyList_Check(results.get()) || static_cast<size_t>(PyList_Size(results.get())) != e->out_types.size()) {
+  *out = std::move(inputs);
+  return nullptr;
+}
+
+// One device's result arrays (a Python list, GIL held) kept as its output buffers; none on error.
+Error* WrapResults(Executable* e, Device* device, PyObject* results, Buffer** outs) {
+  if (!PyList_Check(results) || static_cast<size_t>(PyList_Size(results)) != e->out_types.size()) {
     return MakeError(kInternal, "the program " + e->name + " returned a wrong number of outputs");
   }
   for (size_t k = 0; k < e->out_types.size(); ++k) {
-    PyObject* arr = PyList_GetItem(results.get(), static_cast<Py_ssize_t>(k));
+    PyObject* arr = PyList_GetItem(results, static_cast<Py_ssize_t>(k));
     Py_INCREF(arr);
     if (Error* err = WrapArray(arr, device, e->out_types[k], e->out_dims[k], &outs[k])) {
       for (size_t j = 0; j < k; ++j) {
         delete outs[j];
         outs[j] = nullptr;
+      }
+      return err;
+    }
+  }
+  return nullptr;
+}
+
+// Runs the program on one device: the argument arrays in, the result arrays kept as buffers.
+Error* RunOnDevice(Executable* e, Device* device, Buffer* const* args, size_t num_args, Buffer** outs) {
+  if (Error* err = RequirePython()) return err;
+  Gil gil;
+  PyRef inputs;
+  if (Error* err = ArgumentList(e, device, args, num_args, &inputs)) return err;
+  PyRef results(PyObject_CallMethod(e->program.get(), "run", "Oi", inputs.get(), device->hardware_id));
+  inputs.ResetLocked();
+  if (!results) return ErrorFromPython(("running " + e->name + " on " + device->to_string).c_str());
+  return WrapResults(e, device, results.get(), outs);
+}
+
+// Runs a program of several devices (replicas x partitions) in ONE call into Python
+// (Program.run_devices), which runs every device concurrently: their collectives meet each other.
+Error* RunOnDevices(Executable* e, const std::vector<Device*>& devices, Buffer* const* const* args, size_t num_args,
+                    Buffer** const* outs) {
+  if (Error* err = RequirePython()) return err;
+  Gil gil;
+  PyRef lists(PyList_New(static_cast<Py_ssize_t>(devices.size())));
+  PyRef cores(PyList_New(static_cast<Py_ssize_t>(devices.size())));
+  if (!lists || !cores) return ErrorFromPython("building the argument lists");
+  for (size_t d = 0; d < devices.size(); ++d) {
+    PyRef inputs;
+    if (Error* err = ArgumentList(e, devices[d], args[d], num_args, &inputs)) return err;
+    PyList_SET_ITEM(lists.get(), d, inputs.release());
+    PyList_SET_ITEM(cores.get(), d, PyLong_FromLong(devices[d]->hardware_id));
+  }
+  PyRef results(PyObject_CallMethod(e->program.get(), "run_devices", "OO", lists.get(), cores.get()));
+  lists.ResetLocked();
+  cores.ResetLocked();
+  if (!results) return ErrorFromPython(("running " + e->name + " on " + std::to_string(devices.size()) + " NeuronCores").c_str());
+  if (!PyList_Check(results.get()) || static_cast<size_t>(PyList_Size(results.get())) != devices.size()) {
+    return MakeError(kInternal, "the program " + e->name + " returned results for a wrong number of devices");
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (Error* err = WrapResults(e, devices[d], PyList_GetItem(results.get(), static_cast<Py_ssize_t>(d)), outs[d])) {
+      for (size_t p = 0; p < d; ++p) {
+        for (size_t k = 0; k < e->out_types.size(); ++k) {
+          delete outs[p][k];
+          outs[p][k] = nullptr;
+        }
       }
       return err;
     }
@@ -1256,16 +1312,10 @@ Error* LoadedExecute(LoadedExecuteArgs* a) {
   if (a->options != nullptr && (a->options->num_send_ops != 0 || a->options->num_recv_ops != 0)) {
     return MakeError(kUnimplemented, "host send/recv callbacks (PJRT_ExecuteOptions send/recv) are not supported");
   }
-  for (size_t d = 0; d < devices.size(); ++d) {
-    if (Error* err = RunOnDevice(e, devices[d], a->argument_lists[d], a->num_args, a->output_lists[d])) {
-      for (size_t p = 0; p < d; ++p) {
-        for (size_t k = 0; k < e->out_types.size(); ++k) {
-          delete a->output_lists[p][k];
-          a->output_lists[p][k] = nullptr;
-        }
-      }
-      return err;
-    }
+  if (devices.size() == 1) {
+    if (Error* err = RunOnDevice(e, devices[0], a->argument_lists[0], a->num_args, a->output_lists[0])) return err;
+  } else if (Error* err = RunOnDevices(e, devices, a->argument_lists, a->num_args, a->output_lists)) {
+    return err;
   }
   // Donated arguments are consumed, as on XLA:CPU: the framework sees them deleted. The results
   // never alias them (the emulator returns fresh arrays), so this only frees their memory.

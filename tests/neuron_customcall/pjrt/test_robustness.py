@@ -90,32 +90,6 @@ def test_kernel_errors_inside_threads_are_reported_to_each_caller():
             assert value == [3.0 * i for i in range(16)]
 
 
-def test_refused_programs_name_the_feature():
-    got = run_json("""
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-        messages = {}
-        try:
-            jax.pmap(lambda t: jax.lax.psum(t, "i"), axis_name="i", devices=NEURON)(jnp.ones((2, 3)))
-        except Exception as e:
-            messages["psum"] = str(e)
-        try:
-            mesh = Mesh(np.array(NEURON), ("x",))
-            xs = jax.device_put(jnp.ones((4, 2)), NamedSharding(mesh, P("x")))
-            jax.jit(lambda t: t.sum())(xs).block_until_ready()
-        except Exception as e:
-            messages["sharded"] = str(e)
-        try:
-            jax.pmap(lambda t: t * 2, devices=NEURON)(jnp.arange(4.0).reshape(2, 2))
-        except Exception as e:
-            messages["pmap"] = str(e)
-        report(messages=messages)
-    """)
-    assert "partitioned (SPMD) programs are not supported by the neuron device" in got["messages"]["psum"]
-    assert "partition" in got["messages"]["sharded"] and "not supported" in got["messages"]["sharded"]
-    # jax 0.10's pmap is a partitioned jit: refused until issue 18 (SPMD partitioning)
-    assert "partitioned (SPMD) programs are not supported" in got["messages"]["pmap"]
-
-
 def test_jax_platforms_cpu_turns_the_plugin_off_and_unset_makes_it_the_default():
     off = run_json("report(platforms=sorted({d.platform for d in jax.devices()}), default=jax.default_backend())",
                    platforms="cpu")
