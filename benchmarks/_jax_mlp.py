@@ -28,6 +28,33 @@ def functions() -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(infer, train_step), not jitted: softmax of the ReLU MLP, and one SGD step (lr 0.01) on
     its cross-entropy returning (new params, loss)."""
     import jax
+
+    forward, loss = _model()
+
+    def infer(ps, x):
+        return jax.nn.softmax(forward(ps, x))
+
+    def train_step(ps, x, y):
+        value, grads = jax.value_and_grad(loss)(ps, x, y)
+        return sgd(ps, grads), value
+
+    return infer, train_step
+
+
+def loss_function() -> Callable[..., Any]:
+    """The cross-entropy train_step differentiates, (params, x, one-hot y) -> scalar."""
+    return _model()[1]
+
+
+def sgd(ps: Any, grads: Any) -> Any:
+    """train_step's update: p - 0.01 * g."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, grads)
+
+
+def _model() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    import jax
     import jax.numpy as jnp
 
     def forward(ps, x):
@@ -37,14 +64,7 @@ def functions() -> tuple[Callable[..., Any], Callable[..., Any]]:
         w, b = ps[-1]
         return h @ w + b
 
-    def infer(ps, x):
-        return jax.nn.softmax(forward(ps, x))
-
     def loss(ps, x, y):
         return -jnp.mean(jnp.sum(jax.nn.log_softmax(forward(ps, x)) * y, axis=-1))
 
-    def train_step(ps, x, y):
-        value, grads = jax.value_and_grad(loss)(ps, x, y)
-        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, grads), value
-
-    return infer, train_step
+    return forward, loss

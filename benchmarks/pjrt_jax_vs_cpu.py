@@ -95,12 +95,17 @@ def measure(sizes: tuple[int, ...], runs: int) -> list[tuple[str, tuple[float, f
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=15, help="timed runs per measurement (medians reported)")
-    parser.add_argument("--quick", action="store_true", help="a 10x smaller MLP and 5 runs, to check the script")
+def parse_args(doc: str, argv: list[str] | None, runs: int, quick: str) -> argparse.Namespace:
+    """--runs, --quick and --json, as the JAX benchmarks take them."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=runs, help="timed runs per measurement (medians reported)")
+    parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv, 15, "a 10x smaller MLP and 5 runs, to check the script")
     sizes, runs = (SIZES, args.runs) if not args.quick else ((78, 409, 204, 10), 5)
     results = measure(sizes, runs)
     print(f"MLP {'-'.join(map(str, sizes))}, batch {BATCH}, float32; medians of {runs} alternating runs; "

@@ -47,6 +47,7 @@ SCRIPTS = (
     Script("examples_peers.py"),
     Script("pjrt_jax_vs_cpu.py"),
     Script("torch_xla_device.py"),
+    Script("spmd_data_parallel.py"),
 )
 
 
