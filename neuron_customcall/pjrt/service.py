@@ -141,11 +141,13 @@ class Program:
         ascending core order as every execute takes them: two executes never wait on each other
         in a circle. A failure in one device ends the others' collectives (NEURON_RT_EXEC_TIMEOUT
         bounds a wait) and is raised naming that device."""
+        from emulator.blas import blas_threads_for_devices
         from emulator.collectives.run import run_devices
 
         with contextlib.ExitStack() as held:
             for core in sorted(set(cores)):
                 held.enter_context(_core_lock(core))
+            held.enter_context(blas_threads_for_devices(len(inputs_per_device)))
             try:
                 outs = run_devices(_Unowned(self.executable), inputs_per_device, self.num_replicas,
                                    self.num_partitions)  # the wait for a peer: NEURON_RT_EXEC_TIMEOUT

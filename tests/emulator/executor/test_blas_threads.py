@@ -64,3 +64,24 @@ def test_off_leaves_blas_alone_and_auto_follows_the_free_cores(getter, monkeypat
 def test_a_bad_setting_falls_back_to_auto(monkeypatch):
     monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "many")
     assert blas._wanted() is None
+
+
+def test_concurrent_devices_share_the_cores_and_their_runs_keep_that(getter, monkeypatch):
+    """run of several devices at once (the PJRT plugin's run_devices): a share each, which the
+    runs inside (auto, every core free: leave BLAS alone) neither change nor restore."""
+    before = getter()
+    monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "auto")
+    with blas.blas_threads_for_devices(2):
+        assert getter() == {2}
+        with blas.blas_threads_for_run():
+            assert getter() == {2}
+        assert getter() == {2}
+    assert getter() == before
+    with blas.blas_threads_for_devices(8):
+        assert getter() == {1}
+    monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "3")  # a number wins, "off" leaves BLAS alone
+    with blas.blas_threads_for_devices(4):
+        assert getter() == {3}
+    monkeypatch.setenv("NEURON_EMULATOR_BLAS_THREADS", "off")
+    with blas.blas_threads_for_devices(4):
+        assert getter() == before
