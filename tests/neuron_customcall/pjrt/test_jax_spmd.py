@@ -155,13 +155,18 @@ def test_sharded_mlp_training_step(cores):
     _check(got)
 
 
-def test_pmap_psum_on_two_cores():
+def test_pmap_psum_on_two_cores_and_one_device_meshes():
     got = run_json(MESHES + dedent("""
         x = np.arange(6, dtype=np.float32).reshape(2, 3)
         def make(devs):
             return jax.pmap(lambda t: (jax.lax.psum(t, "i"), t * jax.lax.axis_index("i")), axis_name="i",
                             devices=devs[:2])
-        report(pmap=on_both(make, x))
+        # one partition, still holding the sharding custom-calls (shard_map, sharding constraint)
+        one = smap(lambda a: jax.lax.psum(a, "x") * 2, P("x"), P("x"), (1,))
+        def constrained(devs):
+            m = mesh(devs, (1,), ("x",))
+            return jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 3, NamedSharding(m, P("x"))))
+        report(pmap=on_both(make, x), one_device=on_both(one, x), constraint=on_both(constrained, x))
     """), env=_env(2))
     _check(got)
 
