@@ -111,6 +111,12 @@ def test_jit_with_named_shardings():
             "int": (named(lambda a: (a * 3) // 2, (P(None, "x"),), P("x"), (4,)),
                     (np.arange(96, dtype=np.int32).reshape(8, 12),)),
         }
+        # meshes whose devices are not the first cores in order: shardings name logical ids
+        shuffled = lambda make: lambda devs: make([devs[3], devs[1], devs[2], devs[0]])
+        cases["shuffled_mesh"] = (shuffled(named(lambda a: a * 2 + jnp.sum(a), (P("x"),), P(None, "x"), (4,))), (x,))
+        cases["shuffled_ring"] = (shuffled(smap(lambda a: jax.lax.ppermute(a, "x", [(0, 1), (1, 2), (2, 3), (3, 0)])
+                                                + jax.lax.axis_index("x"), P("x"), P("x"), (4,))), (x,))
+        cases["last_two_cores"] = (lambda devs: named(lambda a: a.T @ a, (P("x"),), P("x"), (2,))(devs[2:]), (x,))
         out = {name: on_both(make, *args) for name, (make, args) in cases.items()}
         # unspecified shardings: the compiler's choice (replicated here), read back by JAX
         free = jax.jit(lambda a: a.T @ a)
