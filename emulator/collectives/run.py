@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,11 +58,31 @@ def run_devices(executable: Any, inputs_per_device: Sequence[Sequence[np.ndarray
                    for d in range(world)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
-    if any(e is not None for e in errors):
+        _join(threads, comm)
+    if any(e is not None for e in errors) or comm.origin is not None:
         raise _first_failure(errors, comm, num_partitions)
     return [r for r in results if r is not None]
+
+
+#: Seconds the devices still running get to finish once the world failed (they stop at their
+#: next collective; one stuck in a long computation is left behind, a daemon thread).
+ABORT_GRACE_S = 2.0
+
+
+def _join(threads: list[threading.Thread], comm: ThreadCommunicator) -> None:
+    """Wait for every device; once one failed, wait for the rest only ABORT_GRACE_S more, so a
+    device that hangs outside any collective does not hang the caller after the others failed."""
+    deadline = None
+    for t in threads:
+        while t.is_alive():
+            if deadline is None and comm.origin is not None:
+                deadline = time.monotonic() + ABORT_GRACE_S
+            if deadline is not None and time.monotonic() >= deadline:
+                stuck = [u.name for u in threads if u.is_alive()]
+                log.warning("run_devices: %s still running after device %d failed; left behind", stuck,
+                            comm.origin[0] if comm.origin else -1)
+                return
+            t.join(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
 
 
 def _first_failure(errors: list[BaseException | None], comm: ThreadCommunicator, num_partitions: int) -> BaseException:

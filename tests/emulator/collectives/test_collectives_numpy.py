@@ -249,3 +249,17 @@ ENTRY e {{
 }}"""
     with pytest.raises(CompileError, match=message):
         _compile(text)
+
+
+def test_a_device_hanging_outside_any_collective_does_not_hang_the_caller():
+    exe = _compile(FAILING)
+
+    class Hanging:
+        def run(self, inputs):
+            if current().device == 1:
+                time.sleep(8)  # stands for a device stuck in a long computation
+            return exe.run(inputs)
+    t0 = time.monotonic()
+    with pytest.raises(CollectiveTimeout, match=r"devices \[1\] did not arrive"):
+        run_devices(Hanging(), _inputs(4), 4, 1, timeout_s=0.5)
+    assert time.monotonic() - t0 < 6  # the timeout and the abort grace, not the 8 s

@@ -102,6 +102,41 @@ _PARTITIONED = {
                                 "source_target_pairs={{0,1}}", 2, 2),
 }
 
+#: whole modules: name -> (text with {t}, replicas)
+_MODULES = {
+    "all_reduce_in_a_while_loop": ("""HloModule m, replica_count=4
+add {
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] add(a, b)
+}
+cond {
+  s = (s32[], {t}[4,6]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], {t}[4,6]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = {t}[4,6] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = {t}[4,6] all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=add
+  z = {t}[4,6] collective-permute(y), source_target_pairs={{0,2},{2,0},{1,3},{3,1}}
+  w = {t}[4,6] subtract(z, x)
+  ROOT t = (s32[], {t}[4,6]) tuple(j, w)
+}
+ENTRY e {
+  p = {t}[4,6] parameter(0)
+  zero = s32[] constant(0)
+  s = (s32[], {t}[4,6]) tuple(zero, p)
+  l = (s32[], {t}[4,6]) while(s), condition=cond, body=body
+  ROOT x = {t}[4,6] get-tuple-element(l), index=1
+}
+""", 4),
+}
+
 _TYPES = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32}
 
 
@@ -123,6 +158,9 @@ def _cases() -> dict[str, dict]:
         for t in ("f32", "s32"):
             cases[f"{name}-{nr}x{npart}-{t}"] = {"hlo": _module(body, t, nr, npart), "replicas": nr,
                                                  "partitions": npart, "t": t}
+    for name, (text, n) in _MODULES.items():
+        for t in ("f32", "s32"):
+            cases[f"{name}-{n}-{t}"] = {"hlo": text.replace("{t}", t), "replicas": n, "partitions": 1, "t": t}
     return cases
 
 
