@@ -9,6 +9,7 @@ the output comes back as a typed NumPy array viewing shared memory (`output_arra
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -89,6 +90,7 @@ class OpCall:
         self._runner: GpSimdRunner | None = None
         #: Per operand (dtype, shape) key, the runner's prepared call (None: not prepared).
         self._prepared: dict[tuple, tuple[PreparedCall | None, np.ndarray | None]] = {}
+        self._lock = threading.Lock()  # one prepared call (and output buffer) per key: one user at a time
 
     @property
     def runner(self) -> GpSimdRunner:
@@ -123,5 +125,8 @@ class OpCall:
             result = invoke(runner, self.op, self.arguments, map(array_value, arrays), self.out)
             self.last = result
             return np.array(output_array(result), copy=True)
-        self.last = runner.call(prepared, arrays)
-        return output.copy()
+        # The prepared call's output is one buffer per OpCall: a second thread running this op
+        # (devices of run_devices, PJRT executes) would overwrite it before this copy.
+        with self._lock:
+            self.last = runner.call(prepared, arrays)
+            return output.copy()
