@@ -85,27 +85,42 @@ def _package(ctx: HandlerContext, operands: Sequence[np.ndarray], results: list[
     return (ins, value, *extra)
 
 
-def _combiner(ctx: HandlerContext, dt: np.dtype) -> tuple[np.dtype, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
-    """(accumulation dtype, the reducer as a binary function on whole arrays): a NumPy ufunc when
-    recognised, accumulating the narrow floats in f32 and rounding once at the end as XLA:CPU
-    does (checked against it: rounding each step to bf16 differs), else the lifted computation
-    in the element type."""
-    name = ctx.attrs["reducer"]
-    if name:
-        uf = reducer_ufunc(name, dt)
-        return compute_dtype(dt), lambda a, b: np.asarray(uf(a, b))
-    f = lifted(ctx.computation("computation"), 1)
-    return dt, lambda a, b: np.asarray(f(a, b)[0])
+class _Combiner:
+    """The reducer on whole arrays, with its accumulation dtype: a recognised reducer is a NumPy
+    ufunc, accumulating the narrow floats in f32 and rounding once at the end as XLA:CPU does
+    (checked against it: rounding each step to bf16 differs), and accumulates in place; any
+    other is the lifted computation in the element type."""
+
+    def __init__(self, ctx: HandlerContext, dt: np.dtype) -> None:
+        name = ctx.attrs["reducer"]
+        self.ufunc = reducer_ufunc(name, dt) if name else None
+        self.cdt = compute_dtype(dt) if name else dt
+        self._lifted = None if name else lifted(ctx.computation("computation"), 1)
+
+    def fold(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        """values[0] op values[1] op ... left to right (the same order, so the same bits, on every
+        device), as a new array."""
+        cdt = self.cdt
+        if len(values) == 1:
+            return np.array(values[0], dtype=cdt, copy=True)
+        if self.ufunc is not None:
+            acc = np.asarray(self.ufunc(values[0].astype(cdt, copy=False), values[1].astype(cdt, copy=False)))
+            for v in values[2:]:
+                self.ufunc(acc, v.astype(cdt, copy=False), out=acc)
+            return acc
+        acc = values[0]
+        for v in values[1:]:
+            acc = np.asarray(self._lifted(acc, v)[0])
+        return acc
 
 
-def _reduce_in_order(values: Sequence[np.ndarray], combiner: tuple[np.dtype, Callable], dt: np.dtype,
+def _reduce_in_order(values: Sequence[np.ndarray], combiner: _Combiner, dt: np.dtype,
                      shape: tuple[int, ...]) -> np.ndarray:
-    """values[0] op values[1] op ... left to right: the same order, so the same bits, everywhere."""
-    cdt, combine = combiner
-    acc = values[0].astype(cdt, copy=False)
-    for v in values[1:]:
-        acc = combine(acc, v.astype(cdt, copy=False))
-    return np.array(np.broadcast_to(np.asarray(acc).astype(dt, copy=False), shape), dtype=dt, copy=True)
+    """The fold of `values`, of the declared dtype and shape, the caller's own."""
+    acc = combiner.fold(values)
+    if acc.dtype == dt and acc.shape == shape and acc.flags.writeable and acc.flags.c_contiguous:
+        return acc
+    return np.array(np.broadcast_to(acc.astype(dt, copy=False), shape), dtype=dt, copy=True)
 
 
 def _check_shapes(what: str, group: tuple[int, ...], results: Sequence[np.ndarray],
@@ -120,14 +135,16 @@ def _check_shapes(what: str, group: tuple[int, ...], results: Sequence[np.ndarra
 
 def _exchange(dev: DeviceContext, group: tuple[int, ...], xs: Sequence[np.ndarray], what: str) -> list[list[np.ndarray]]:
     """Per operand, every group member's value in group order (one exchange per operand)."""
-    return [dev.communicator.all_gather(group, np.asarray(x), op=f"{what}[{k}]") for k, x in enumerate(xs)]
+    arrays = [np.asarray(x) for x in xs]
+    return [dev.communicator.all_gather(group, a, op=f"{what}[{k}] {a.dtype}{list(a.shape)}")
+            for k, a in enumerate(arrays)]
 
 
 def _reducing(ctx: HandlerContext, scatter: bool) -> Callable:
     """all-reduce, or reduce-scatter (`scatter`: this device keeps its piece along `dim`)."""
     find = _group_finder(ctx)
     outs = _results(ctx)
-    combiners = [_combiner(ctx, dt) for dt, _ in outs]
+    combiners = [_Combiner(ctx, dt) for dt, _ in outs]
     dim = ctx.attrs["dim"] if scatter else 0
     what = _what(ctx)
 
