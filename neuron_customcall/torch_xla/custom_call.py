@@ -150,8 +150,11 @@ def _call_of(config: str) -> build.NkiCall:
 def nki_call_op(args: list[torch.Tensor], config: str) -> list[torch.Tensor]:
     """Runs the NKI kernel of `config` on its operands: a custom-call on XLA, the emulator on CPU."""
     call = _call_of(config)
-    if args and args[0].device.type == "xla":
-        return custom_call(args, call.config, call.outputs)
+    xla = next((a.device for a in args if a.device.type == "xla"), None)
+    if xla is not None:
+        # A tensor the traced function made itself (torch.ones(...) inside torch.compile) is a
+        # CPU constant of the graph beside XLA arguments: it joins them on the device.
+        return custom_call([a if a.device == xla else a.to(xla) for a in args], call.config, call.outputs)
     outs = run_kernel(call.traced.program, [to_numpy(a) for a in args])
     device = args[0].device if args else torch.device("cpu")
     return [from_numpy(np.array(o, copy=True)).to(device) for o in outs]
@@ -162,6 +165,42 @@ def _nki_call_fake(args: list[torch.Tensor], config: str) -> list[torch.Tensor]:
     call = _call_of(config)
     device = args[0].device if args else torch.device("cpu")
     return [torch.empty(o.shape, dtype=_HLO_TO_TORCH[o.dtype], device=device) for o in call.outputs]
+
+
+# --- Autograd: a kernel has no derivative we could compute --------------------------------------
+# Without a formula torch refuses neuron::nki_call as soon as an input requires grad, and
+# AOTAutograd traces the backward of every graph whose inputs do (a torch.compile'd module with
+# trainable parameters), so even inference failed. The formula registered here makes the backward
+# one call of neuron::nki_no_backward: its fake gives zero-shaped results, so tracing succeeds,
+# and running it (a backward that is really taken) raises an error naming the kernel and the fix.
+# Never a silent zero gradient. Kernels with a backward go through torch.autograd.Function.
+
+
+@torch.library.custom_op("neuron::nki_no_backward", mutates_args=())
+def nki_no_backward(inputs: list[torch.Tensor], config: str) -> list[torch.Tensor]:
+    """Stands for the gradient of NKI call `config` with respect to `inputs`: raises when run."""
+    raise NotImplementedError(
+        f"NKI kernel {decode(config).name!r} has no backward, and a gradient through it was asked for. "
+        "Pair it with a backward kernel in a torch.autograd.Function (docs/frameworks.md), or call it "
+        "under torch.no_grad() or on detached tensors")
+
+
+@nki_no_backward.register_fake
+def _nki_no_backward_fake(inputs: list[torch.Tensor], config: str) -> list[torch.Tensor]:
+    return [torch.empty_like(t) for t in inputs]
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    args, config = inputs
+    ctx.config = config
+    ctx.save_for_backward(*args)
+
+
+def _backward(ctx: Any, grads: list[torch.Tensor]) -> tuple:
+    return list(torch.ops.neuron.nki_no_backward(list(ctx.saved_tensors), ctx.config)), None
+
+
+nki_call_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 @nki_call_op.register_vmap
