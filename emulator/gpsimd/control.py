@@ -22,6 +22,7 @@ word 8     reply sequence number (the worker writes it last, after word 9)
 word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
 word 10    1 while the worker sleeps on the request pipe
 word 11    printf text length (size_t, written by the runtime)
+word 12    the sequence number of the call the worker has taken and is running
 words 16+  struct ncc_counters (8 x uint64, written by the runtime)
 byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
 byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
@@ -47,7 +48,7 @@ import time
 from emulator.gpsimd import abi
 
 REQUEST, CALL, HOST_WAITING = 0, 1, 2
-REPLY, CODE, WORKER_WAITING, TEXT_LEN = 8, 9, 10, 11
+REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
 COUNTERS_OFFSET = 16 * 8
 ERROR_OFFSET = 4096
 TEXT_OFFSET = 8192
@@ -59,8 +60,13 @@ REFUSED = 1000
 #: How long the host polls for a reply before it sleeps (a 32x120 ReLU's reply comes in about
 #: 12 us; a long kernel costs at most this much spinning per call).
 HOST_SPIN = 300e-6
-#: How long the worker polls for the next call after a reply before it sleeps: the gap between
-#: two custom-calls of one graph on a training step's sizes is tens of microseconds.
+#: How long the host polls for the worker to take a call before it sleeps: a polling worker
+#: takes it within a microsecond, a sleeping one must be woken, and one that waits for a CPU on
+#: a busy machine takes longer than it is worth polling for.
+TAKE_SPIN = 30e-6
+#: The longest the worker polls for the next call after a reply before it sleeps (how long it
+#: does: worker.spin_after): the gap between two custom-calls of one graph on a training step's
+#: sizes is tens of microseconds.
 WORKER_SPIN = 200e-6
 #: A gap between two looks at the clock that means the poller lost its CPU, and how long it
 #: then sleeps without polling (Spinner).

@@ -211,7 +211,9 @@ class WorkerProcess:
             words[control.REQUEST] = sequence
             if words[control.WORKER_WAITING]:
                 os.write(self.req_w, control.WAKE_TOKEN)
-            if not self._spinner.poll(words, control.REPLY, sequence, timeout):
+            # Poll for the reply only while the worker runs the call (it took it in time).
+            if not (self._spinner.poll(words, control.TAKEN, sequence, min(control.TAKE_SPIN, timeout))
+                    and self._spinner.poll(words, control.REPLY, sequence, timeout)):
                 self._sleep_for_reply(sequence, deadline)
         except TimeoutError:
             self.kill()

@@ -212,3 +212,33 @@ def test_argument_descriptions_are_checked(fields, message) -> None:
     with pytest.raises(ValueError, match=message.replace("*", r"\*").replace(".", r"\.")):
         args.check(fields, 64)
     assert args.check({"kind": 0, "dtype": 6, "shape": [4], "offset": 48}, 64) == 16
+
+
+def test_the_worker_polls_after_a_call_as_long_as_the_next_one_came_last_time() -> None:
+    from emulator.gpsimd.worker import spin_after
+
+    assert spin_after(None) == control.WORKER_SPIN  # not known yet: poll, and learn
+    assert spin_after(10e-6) == pytest.approx(40e-6)
+    assert spin_after(control.WORKER_SPIN * 0.9) == control.WORKER_SPIN
+    assert spin_after(control.WORKER_SPIN * 1.5) == 0.0  # the end of a graph: sleep at once
+
+
+def test_calls_with_short_and_long_gaps_between_them_give_their_results() -> None:
+    double, _ = _op_call("access_ops", "double_it", (1000,))
+    copy, _ = _op_call("access_ops", "copy_tcm", (1000,))
+    for k in range(6):  # a graph's pattern: two close calls, then the host's work until the next run
+        assert np.array_equal(double(X + k), 2 * (X + k))
+        assert np.array_equal(copy(X - k), X - k)
+        time.sleep(0.01 if k % 2 else 0.0)
+
+
+def test_a_host_that_does_not_wait_for_the_worker_to_take_a_call_sleeps_and_is_woken(private_runner,
+                                                                                     monkeypatch) -> None:
+    monkeypatch.setattr(control, "TAKE_SPIN", 0.0)
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    for k in range(5):
+        result = runner.call(prepared, [X * k])
+        assert np.array_equal(result.output.view(np.float32), 2 * X * k)
+        assert runner._worker.control.words[control.TAKEN] == runner._worker.sequence
