@@ -184,6 +184,22 @@ def build(request: BuildRequest) -> Path:
     return request.output
 
 
+def check_built(request: BuildRequest, library: Path) -> None:
+    """The return-type check for a build that does not load its library (setuptools'
+    BuildExtension, which only ships it): the registration table is read in a worker of its own
+    (the library's code never runs in this process), which is stopped again, then the compute
+    sources are checked as custom_op.load checks them."""
+    from emulator.gpsimd.library import HostLibrary
+    from emulator.gpsimd.runner import evict, runner_for
+
+    runner = runner_for(library)
+    try:
+        names = [op.compute for op in HostLibrary(library, runner).descriptor.ops]
+    finally:
+        evict(runner)
+    check_compute_returns(request, names)
+
+
 def check_compute_returns(request: BuildRequest, names: Sequence[str]) -> None:
     """Refuses compute functions (`names`, from the library's registration table) that do not
     return torch::Tensor, by compiling each compute source once more (see returns.py); cached

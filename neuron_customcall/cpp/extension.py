@@ -82,6 +82,7 @@ class BuildExtension(build_ext):
             extra_cflags=ext.extra_cflags,
         )
         built = cpp_build.build(request)
+        cpp_build.check_built(request, built)  # compute functions must return torch::Tensor
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built, target)

@@ -62,3 +62,16 @@ def test_missing_source_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(BuildError, match="no such source file.*absent.cpp"):
         _build(project, ext, monkeypatch)
     assert os.path.isdir(project / "pkg")
+
+
+def test_a_compute_function_returning_double_fails_the_build(tmp_path, monkeypatch):
+    # Its symbol does not carry its return type: without the check the wheel would ship a library
+    # whose call crashes the worker (custom_op.load checks the same; docs/gpsimd.md).
+    project = _project(tmp_path)
+    (project / "csrc" / "bad.cpp").write_text(
+        "#include <torch/torch.h>\n"
+        "double relu_forward(const torch::Tensor& t) { return 1.0; }\n"
+        "torch::Tensor relu_backward(const torch::Tensor& g, const torch::Tensor& t) { return g; }\n")
+    ext = NeuronLibrary("pkg", "neuron_relu", ["csrc/bad.cpp"], ["csrc/relu_shape.cpp"])
+    with pytest.raises(BuildError, match="compute function 'relu_forward': a compute function must return"):
+        _build(project, ext, monkeypatch)
