@@ -44,6 +44,7 @@ SCRIPTS = (
     Script("nki_peers.py"),
     Script("gpsimd_relu.py"),
     Script("gpsimd_call.py"),
+    Script("gpsimd_multicore.py"),
     Script("examples_peers.py"),
     Script("pjrt_jax_vs_cpu.py"),
     Script("torch_xla_device.py"),

@@ -1,0 +1,26 @@
+"""benchmarks/gpsimd_multicore.py: a quick run gives a row per ReLU variant (emulator wall time
+against the cost model's estimate), and the published trn1 figures' implied split is consistent
+(not a timed test)."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import gpsimd_multicore
+from benchmarks._results import read_json
+from tests.sdk.subproc import ROOT, check, run_python
+
+
+def test_a_quick_run_gives_a_row_per_variant(tmp_path):
+    out = tmp_path / "rows.json"
+    check(run_python([str(ROOT / "benchmarks" / "gpsimd_multicore.py"), "--quick", "--json", str(out)]))
+    rows = read_json(out)
+    assert [r.workload.split(":")[0] for r in rows] == ["element-wise accessor", "TCM accessor", "TCM on 8 cores"]
+    assert all(r.ours_s > 0 and r.peer_s > 0 for r in rows)
+
+
+def test_the_implied_split_reproduces_the_published_throughputs():
+    published = [v[4] for v in gpsimd_multicore.VARIANTS]
+    split = gpsimd_multicore.implied_relu_seconds(*published)
+    for (name, *_), throughput in zip(gpsimd_multicore.VARIANTS, published):
+        assert 1 / (split["dense"] + split[name]) == pytest.approx(throughput)
+    assert split["multicore"] == pytest.approx(split["tcm"] / 8)
