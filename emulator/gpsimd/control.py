@@ -45,7 +45,7 @@ import os
 import struct
 import time
 
-from emulator.gpsimd import abi
+from emulator.gpsimd import abi, protocol
 
 REQUEST, CALL, HOST_WAITING = 0, 1, 2
 REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
@@ -70,7 +70,7 @@ TAKE_SPIN = 30e-6
 WORKER_SPIN = 200e-6
 #: A gap between two looks at the clock that means the poller lost its CPU, and how long it
 #: then sleeps without polling (Spinner).
-PREEMPTED = 30e-6
+PREEMPTED = protocol.PREEMPTED
 BACKOFF = 0.1
 #: The first sleep of either side, after which it reads the other side's word again (see above).
 FIRST_SLICE = 1e-3

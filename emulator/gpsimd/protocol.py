@@ -101,12 +101,21 @@ def receive_body(fd: int, timeout: float | None = None, spin: float = 0.0,
             return _read_exact(fd, length, deadline, watch) if length else b""
 
 
+#: A gap between two looks at the clock that means a poller lost its CPU: polling on a busy
+#: machine costs the time slices it loses (control.Spinner), so such a poll stops.
+PREEMPTED = 30e-6
+
+
 def _poll(fd: int, seconds: float) -> None:
-    """Returns once `fd` is readable (or closed), or after `seconds`, without sleeping."""
-    end = time.monotonic() + seconds
+    """Returns once `fd` is readable (or closed), after `seconds`, or when the poll finds it was
+    preempted, without sleeping."""
+    last = time.monotonic()
+    end = last + seconds
     while not select.select([fd], [], [], 0)[0]:
-        if time.monotonic() >= end:
+        now = time.monotonic()
+        if now >= end or now - last > PREEMPTED:
             return
+        last = now
 
 
 def align(n: int) -> int:

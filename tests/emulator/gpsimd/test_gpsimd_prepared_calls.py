@@ -242,3 +242,48 @@ def test_a_host_that_does_not_wait_for_the_worker_to_take_a_call_sleeps_and_is_w
         result = runner.call(prepared, [X * k])
         assert np.array_equal(result.output.view(np.float32), 2 * X * k)
         assert runner._worker.control.words[control.TAKEN] == runner._worker.sequence
+
+
+class _SteppingClock:
+    """time.monotonic for a poller that is preempted between every two looks at the clock."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step, self.reads = 1000.0, step, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        self.now += self.step
+        return self.now
+
+
+def test_a_poll_that_finds_itself_preempted_stops_and_the_side_sleeps_for_a_while(monkeypatch) -> None:
+    import mmap
+
+    page = mmap.mmap(-1, 4096)
+    words = memoryview(page).cast("q")
+    clock = _SteppingClock(2 * control.PREEMPTED)
+    monkeypatch.setattr(control.time, "monotonic", clock)
+    spinner = control.Spinner(1.0)
+    assert not spinner.poll(words, 0, 1)
+    assert clock.reads == 2  # stopped at the first gap, not after a second of polling
+    reads = clock.reads
+    assert not spinner.poll(words, 0, 1)  # within the back-off: no polling at all
+    assert clock.reads == reads + 1
+    words[0] = 1
+    assert spinner.poll(words, 0, 1)  # a word already there is seen whatever the back-off
+    words.release()
+    page.close()
+
+
+def test_a_json_reply_poll_that_finds_itself_preempted_stops(monkeypatch) -> None:
+    import os
+
+    read_fd, write_fd = os.pipe()
+    try:
+        clock = _SteppingClock(2 * protocol.PREEMPTED)
+        monkeypatch.setattr(protocol.time, "monotonic", clock)
+        protocol._poll(read_fd, 1.0)
+        assert clock.reads == 2
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
