@@ -75,8 +75,8 @@ BACKOFF = 0.1
 #: The first sleep of either side, after which it reads the other side's word again (see above).
 FIRST_SLICE = 1e-3
 
-WAKE_TOKEN = b"\0\0\0\0"
-_COUNTERS = struct.Struct(f"={len(abi.COUNTER_FIELDS)}Q")  # an empty frame: "look at the page"
+WAKE_TOKEN = b"\0\0\0\0"  # an empty frame: "look at the page"
+_COUNTERS = struct.Struct(f"={len(abi.COUNTER_FIELDS)}Q")
 
 
 class ControlPage:

@@ -230,18 +230,19 @@ class WorkerProcess:
 
     def _sleep_for_reply(self, sequence: int, deadline: float) -> None:
         """Waits on the reply pipe (wake tokens) and the worker's pidfd until the page holds the
-        reply to `sequence`: the first sleep is a short slice (control.py: lost wake-ups)."""
+        reply to `sequence`: sleeps are short slices until one passes without a token (control.py:
+        lost wake-ups; a token left from an earlier call must not use the slice up)."""
         words = self.control.words
         words[control.HOST_WAITING] = 1
         try:
-            first = True
+            sliced = True
             while words[control.REPLY] != sequence:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
-                wait = min(control.FIRST_SLICE, remaining) if first else remaining
-                first = False
+                wait = min(control.FIRST_SLICE, remaining) if sliced else remaining
                 ready = select.select([self.resp_r, self.pidfd], [], [], wait)[0]
+                sliced = bool(ready)
                 if self.resp_r in ready:
                     body = protocol.receive_body(self.resp_r, max(remaining, 1e-3), tokens=True)
                     if body is None:

@@ -287,3 +287,46 @@ def test_a_json_reply_poll_that_finds_itself_preempted_stops(monkeypatch) -> Non
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_a_reply_whose_wake_token_was_lost_is_seen_after_a_slice_even_behind_a_stale_token(monkeypatch) -> None:
+    # The host sleeps in slices until one passes without a token: a token left by an earlier call
+    # must not use the slice up, or a reply whose token was lost (flag and reply crossing,
+    # control.py) would leave the host asleep until the time-out.
+    import os
+    import select
+    import subprocess
+    import sys
+    import types
+
+    from emulator.gpsimd import process
+
+    fd, page = control.create()
+    os.close(fd)
+    resp_r, resp_w = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pidfd = os.pidfd_open(child.pid)
+    waits = []
+
+    def crossing(rlist, wlist, xlist, timeout):
+        waits.append(timeout)
+        if len(waits) == 2:  # the reply lands, with no token, just after the host looked
+            page.words[control.REPLY] = 7
+        return select.select(rlist, wlist, xlist, timeout)
+
+    monkeypatch.setattr(process, "select", types.SimpleNamespace(select=crossing))
+    try:
+        host = WorkerProcess.__new__(WorkerProcess)
+        host.control, host.resp_r, host.pidfd = page, resp_r, pidfd
+        os.write(resp_w, control.WAKE_TOKEN)  # left by an earlier call
+        start = time.monotonic()
+        host._sleep_for_reply(7, start + 3)
+        assert time.monotonic() - start < 2
+        assert waits[1] == control.FIRST_SLICE and page.words[control.HOST_WAITING] == 0
+    finally:
+        child.kill()
+        child.wait()
+        os.close(pidfd)
+        os.close(resp_r)
+        os.close(resp_w)
+        page.close()
