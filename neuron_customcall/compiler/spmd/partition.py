@@ -10,7 +10,8 @@ program would:
   partition-id (a replicated result is returned whole);
 - `xla.sdy.GlobalToLocalShape` (a shard_map's entry) slices the partition's tile of the global
   value per the manual computation's in_shardings; the manual body runs per partition with its own
-  collectives; `xla.sdy.LocalToGlobalShape` all-gathers the bodies' tiles into global values;
+  collectives; `xla.sdy.LocalToGlobalShape` all-gathers the bodies' tiles into global values
+  (GSPMD's `SPMDFullToShardShape` / `SPMDShardToFullShape` likewise);
 - sharding annotations (`Sharding`, `xla.sdy.FuncResultSharding` custom-calls) are the identity.
 
 The cost: the work outside manual regions is done N times over instead of once split N ways, plus
@@ -44,8 +45,14 @@ _OpSharding = xla_data_pb2.OpSharding
 ANNOTATIONS = frozenset({"Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.ShardingConstraint"})
 GLOBAL_TO_LOCAL = "xla.sdy.GlobalToLocalShape"
 LOCAL_TO_GLOBAL = "xla.sdy.LocalToGlobalShape"
+#: GSPMD's spelling of the same pair (JAX without Shardy, torch_xla's manual sharding): the tiling
+#: is the operand's `Sharding` annotation, resp. the instruction's own sharding.
+FULL_TO_SHARD = "SPMDFullToShardShape"
+SHARD_TO_FULL = "SPMDShardToFullShape"
+TO_LOCAL = frozenset({GLOBAL_TO_LOCAL, FULL_TO_SHARD})
+TO_GLOBAL = frozenset({LOCAL_TO_GLOBAL, SHARD_TO_FULL})
 #: Every custom-call target the pass rewrites.
-CUSTOM_CALLS = ANNOTATIONS | {GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL}
+CUSTOM_CALLS = ANNOTATIONS | TO_LOCAL | TO_GLOBAL
 
 
 @dataclass
@@ -208,20 +215,30 @@ def _source(inst: Any) -> tuple[Any, int] | None:
     for _ in range(64):  # bounded: plumbing chains are short
         if inst.opcode == "custom-call" and inst.attributes.custom_call_target in ANNOTATIONS:
             inst = inst.operands[0]
-        elif inst.opcode == "custom-call" and inst.attributes.custom_call_target == LOCAL_TO_GLOBAL:
+        elif inst.opcode == "custom-call" and inst.attributes.custom_call_target in TO_GLOBAL:
             return (inst, 0) if not inst.shape.is_tuple else None
         elif inst.opcode == "get-tuple-element":
             src = inst.operands[0]
             k = inst.attributes.tuple_index
             if src.opcode == "tuple":
                 inst = src.operands[k]
-            elif src.opcode == "custom-call" and src.attributes.custom_call_target == LOCAL_TO_GLOBAL:
+            elif src.opcode == "custom-call" and src.attributes.custom_call_target in TO_GLOBAL:
                 return src, k
             else:
                 return None
         else:
             return None
     return None
+
+
+def _annotated(full_to_shard: Any) -> _OpSharding:
+    """The tiling a GSPMD SPMDFullToShardShape cuts: its operand's `Sharding` annotation."""
+    op = full_to_shard.operands[0] if full_to_shard.operands else None
+    if op is None or op.opcode != "custom-call" or op.attributes.custom_call_target != "Sharding" or \
+            not op.attributes.HasField("sharding"):
+        raise UnsupportedShardingError(f"{FULL_TO_SHARD} {full_to_shard.name}: its operand is not a Sharding "
+                                       "annotation")
+    return op.attributes.sharding
 
 
 def _drop_unused(comp: Any, made: set[int]) -> None:
@@ -292,6 +309,7 @@ class _Pass:
         self.inferred: dict[int, TileLayout] = {}  # parameter layouts chosen for unspecified shardings
         self.inferred_results: dict[int, TileLayout] = {}  # the same for results, by result index
         self.root_sharding: _OpSharding | None = None  # the program's result sharding, if it gives one
+        self.full_to_shard: dict[int, _OpSharding] = {}  # SPMDFullToShardShape -> its operand's sharding
         self.local_of: dict[int, tuple[TileLayout, Any]] = {}  # global value -> (layout, its local tile)
 
     def builder(self, comp: Any, origin: Any = None) -> _Builder:
@@ -302,6 +320,10 @@ class _Pass:
     def run(self) -> Partitioned:
         out = Partitioned(self.module)
         entry = self.module.entry
+        for comp in self.module.computations:
+            for inst in comp.instructions:
+                if inst.opcode == "custom-call" and inst.attributes.custom_call_target == FULL_TO_SHARD:
+                    self.full_to_shard[id(inst)] = _annotated(inst)
         if entry.root.attributes.HasField("sharding"):
             self.root_sharding = _OpSharding()
             self.root_sharding.CopyFrom(entry.root.attributes.sharding)
@@ -338,6 +360,10 @@ class _Pass:
         """The layouts of the values of a GlobalToLocalShape (in_shardings) or LocalToGlobalShape
         (out_shardings) custom-call, over its manual axes."""
         target = inst.attributes.custom_call_target
+        if target in (FULL_TO_SHARD, SHARD_TO_FULL):
+            s = self.full_to_shard[id(inst)] if target == FULL_TO_SHARD else inst.attributes.sharding
+            rank = len(inst.shape.dimensions)
+            return [sh.from_op_sharding(s, rank, self.n, f"{target} {inst.name}")]
         attrs = inst.frontend_attributes_dict
         key = "xla.sdy.in_shardings" if target == GLOBAL_TO_LOCAL else "xla.sdy.out_shardings"
         manual = frozenset(_manual_axes(attrs.get("xla.sdy.manual_axes", ""), inst.name))
@@ -362,7 +388,7 @@ class _Pass:
                 continue
             found = []
             for user, k in _through_annotations(p, users):
-                if user.opcode != "custom-call" or user.attributes.custom_call_target != GLOBAL_TO_LOCAL:
+                if user.opcode != "custom-call" or user.attributes.custom_call_target not in TO_LOCAL:
                     found = []
                     break
                 found.append(self._manual_layouts(user)[k])
@@ -381,7 +407,7 @@ class _Pass:
             _replace_uses(comp, inst, inst.operands[0], users[inst])
             self.dead.add(id(inst))
             return True
-        if target not in (GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL):
+        if target not in TO_LOCAL | TO_GLOBAL:
             if target.startswith("xla.sdy.") or target.startswith("SPMD"):
                 raise UnsupportedShardingError(f"custom-call {target!r} ({inst.name}) is not supported by the "
                                                "SPMD pass")
@@ -396,7 +422,7 @@ class _Pass:
         values = []
         for k, (operand, out_shape, layout) in enumerate(zip(inst.operands, outs, layouts)):
             what = f"{target} {inst.name} value {k}"
-            if target == GLOBAL_TO_LOCAL:
+            if target in TO_LOCAL:
                 value = b.local_tile(operand, layout, what)
             else:
                 value = b.global_value(operand, layout, tuple(out_shape.dimensions), what)

@@ -134,20 +134,18 @@ ENTRY main {
     np.testing.assert_array_equal(outs[1][0][:, :1], -x[:, 2:])  # column 1 of partition 1 is padding
 
 
+def _all_reduce_body(groups: str) -> str:
+    """A manual body as both spellings call it: an all-reduce (sum) over `groups`."""
+    return ("add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+            "body {\n  a = f32[2,8]{1,0} parameter(0)\n  ROOT r = f32[2,8]{1,0} all-reduce(a), channel_id=1, "
+            f"replica_groups={groups}, use_global_device_ids=true, to_apply=add\n}}\n")
+
+
 def test_manual_regions_slice_and_gather_and_annotations_vanish():
     # a shard_map as JAX lowers it (Shardy export): manual over "x" of a 2x2 mesh, a psum inside
     x = np.arange(32, dtype=np.float32).reshape(4, 8)
     outs, part = _run("""HloModule m, frontend_attributes={xla.sdy.meshes="{mesh = #sdy.mesh<[\\"x\\"=2, \\"y\\"=2]>}"}
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-body {
-  a = f32[2,8]{1,0} parameter(0)
-  ROOT r = f32[2,8]{1,0} all-reduce(a), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=add
-}
-ENTRY main {
+""" + _all_reduce_body("{{0,1},{2,3}}") + """ENTRY main {
   p = f32[4,8]{1,0} parameter(0)
   s = f32[4,8]{1,0} custom-call(p), custom_call_target="Sharding", sharding={replicated}
   l = f32[2,8]{1,0} custom-call(s), custom_call_target="xla.sdy.GlobalToLocalShape", frontend_attributes={xla.sdy.in_shardings="#sdy.sharding_per_value<[<@mesh, [{\\"x\\"}, {}]>]>",xla.sdy.manual_axes="#sdy<manual_axes{\\"x\\"}>"}
@@ -167,11 +165,34 @@ ENTRY main {
     assert targets == set() and "all-gather" not in opcodes  # tiles in, tiles out: no gather at the edges
 
 
+def test_gspmd_manual_regions():
+    # the same shard_map as JAX lowers it without Shardy: Sharding + SPMDFullToShardShape in,
+    # SPMDShardToFullShape out; manual over x of a 2x2 mesh (y a replicated subgroup)
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    outs, part = _run("""HloModule m
+""" + _all_reduce_body("{{0,2},{1,3}}") + """ENTRY main {
+  p = f32[4,8]{1,0} parameter(0)
+  s = f32[4,8]{1,0} custom-call(p), custom_call_target="Sharding", sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+  l = f32[2,8]{1,0} custom-call(s), custom_call_target="SPMDFullToShardShape", sharding={devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}
+  c = f32[2,8]{1,0} call(l), to_apply=body
+  m = f32[2,8]{1,0} custom-call(c), custom_call_target="Sharding", sharding={devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}
+  ROOT g = f32[2,8]{1,0} custom-call(m), custom_call_target="SPMDShardToFullShape", sharding={replicated}
+}
+""", 4, [x])
+    # partitions {0, 1} hold rows 0-1, {2, 3} rows 2-3; the all-reduce over {0, 2} and {1, 3} adds them
+    assert [lay.tile_counts for lay in part.parameters] == [(2, 1)]
+    for p in range(4):
+        np.testing.assert_array_equal(outs[p][0], x[:2] + x[2:])
+    assert not [i for i in part.module.instructions() if i.opcode == "custom-call"]
+
+
 @pytest.mark.parametrize("text,match", [
     ("p = f32[4,6]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}\n  ROOT r = f32[4,6]{1,0} negate(p)",
      "partitions, each once"),
-    ("p = f32[4,6]{1,0} parameter(0)\n  ROOT r = f32[4,6]{1,0} custom-call(p), custom_call_target=\"SPMDFullToShardShape\"",
-     "SPMDFullToShardShape"),
+    ("p = f32[4,6]{1,0} parameter(0)\n  ROOT r = f32[2,6]{1,0} custom-call(p), custom_call_target=\"SPMDFullToShardShape\"",
+     "SPMDFullToShardShape r: its operand is not a Sharding annotation"),
+    ("p = f32[4,6]{1,0} parameter(0)\n  ROOT r = f32[4,6]{1,0} custom-call(p), custom_call_target=\"xla.sdy.Other\"",
+     "'xla.sdy.Other'"),
     ("p = (f32[4]{0}, f32[4]{0}) parameter(0)\n  ROOT r = f32[4]{0} get-tuple-element(p), index=0",
      "only arrays"),
 ])

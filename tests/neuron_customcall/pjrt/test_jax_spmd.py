@@ -198,3 +198,22 @@ def test_a_failure_on_one_partition_is_an_error_naming_it_not_a_hang():
     assert message is not None
     assert "partition 1" in message and "op 'segfault'" in message and "SIGSEGV" in message, message
     assert got["after"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_without_shardy_the_gspmd_forms_run():
+    """jax_use_shardy_partitioner=False: shard_map lowers to GSPMD's Sharding /
+    SPMDFullToShardShape / SPMDShardToFullShape custom-calls instead of Shardy's."""
+    got = run_json("jax.config.update('jax_use_shardy_partitioner', False)\n" + MESHES + dedent("""
+        x = np.arange(48, dtype=np.float32).reshape(4, 12)
+        w = np.arange(24, dtype=np.float32).reshape(12, 2) / 10
+        cases = {
+            "psum_2x2": (smap(lambda a: jax.lax.psum(a, ("x", "y")), P("x", "y"), P(), (2, 2), ("x", "y")), (x,)),
+            "all_gather": (smap(lambda a: jax.lax.all_gather(a, "x", tiled=True), P("x"), P(), (4,)), (x,)),
+            "partial": (lambda devs: jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, "x"), mesh=mesh(devs, (2, 2),
+                        ("x", "y")), in_specs=P("x"), out_specs=P(), axis_names={"x"}, check_vma=False)), (x,)),
+            "named": (named(lambda a, b: jnp.tanh(a @ b), (P("x", "y"), P("y")), P("x"), (2, 2), ("x", "y")), (x, w)),
+            "pmap": (lambda devs: jax.pmap(lambda t: jax.lax.psum(t, "i"), axis_name="i", devices=devs[:4]), (x,)),
+        }
+        report(**{name: on_both(make, *args) for name, (make, args) in cases.items()})
+    """), env=_env(4))
+    _check(got, free=frozenset({"partial"}))
