@@ -36,7 +36,10 @@ class Form(enum.Enum):
 
 # Leading comments and blank space that may precede the first token of a text form.
 _LEADING = re.compile(r"(?:\s+|//[^\n]*\n?|#[^\n]*\n?|/\*.*?\*/)*", re.S)
-_PBTXT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s*(?::|\{|<)")
+_PBTXT_START = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(:|\{|<)")
+# HLO text without its `HloModule` header (XLA's parser takes it: XLA's own test files start so):
+# a computation `name {`, `%name {` or `ENTRY ...` (`word {` is told from protobuf text below).
+_HEADERLESS_TEXT = re.compile(r"ENTRY\b|%[\w.\-]+\s*\{")
 
 
 def detect_form(data: bytes) -> Form:
@@ -48,9 +51,14 @@ def detect_form(data: bytes) -> Form:
             return Form.PROTO
         text = data[: e.start].decode("utf-8")
     head = text[_LEADING.match(text).end():]
-    if head.startswith("HloModule"):
+    if head.startswith("HloModule") or _HEADERLESS_TEXT.match(head):
         return Form.TEXT
-    if _PBTXT_START.match(head) and "\x00" not in text:
+    m = _PBTXT_START.match(head)
+    if m and "\x00" not in text:
+        # `word {` is a message field of protobuf text only if HloModuleProto has that field;
+        # otherwise it is a computation of header-less HLO text (`add {`, `fusion {`)
+        if m.group(2) == "{" and m.group(1) not in hlo_pb2.HloModuleProto.DESCRIPTOR.fields_by_name:
+            return Form.TEXT
         return Form.PBTXT
     return Form.PROTO
 

@@ -120,11 +120,15 @@ class _ModuleReader:
     # -- module ------------------------------------------------------------------------------------
     def read(self) -> hlo_pb2.HloModuleProto:
         cur = self.cur
-        cur.expect_keyword("HloModule", "at start of module")
-        self.module.name = cur.expect_name("as module name")
-        cur.accept(":")  # `HloModule name:`, which XLA's lexer reads as a label
-        while cur.accept(","):
-            self._read_header_attribute()
+        # XLA's parser also takes computations without the `HloModule` header (its own test files
+        # are written so) and names the module `module_<entry computation>`, as here in _finish
+        headerless = not cur.at_word("HloModule")
+        if not headerless:
+            cur.expect_keyword("HloModule", "at start of module")
+            self.module.name = cur.expect_name("as module name")
+            cur.accept(":")  # `HloModule name:`, which XLA's lexer reads as a label
+            while cur.accept(","):
+                self._read_header_attribute()
         self._read_stack_frame_sections()
         while not cur.at_eof():
             self._read_computation()
@@ -660,6 +664,8 @@ class _ModuleReader:
         self._propagate_execution_threads()
         entry = next((c for c in self.computations if c.is_entry), self.computations[-1])
         m.entry_computation_name = entry.proto.name
+        if not m.name:
+            m.name = f"module_{entry.proto.name}"
         placed: Set[int] = set()
         for comp in self.computations:
             if comp.proto.id in placed:

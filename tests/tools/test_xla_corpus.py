@@ -1,0 +1,124 @@
+"""tools/xla_corpus.py: splitting a corpus directory, comparing outputs, rewriting for XLA:CPU,
+and the whole driver on a few hand-written modules (each in its own subprocess)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tools import xla_corpus as xc
+
+ADD = """add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+
+GOOD = "// RUN: some_tool %s | FileCheck %s\n" + ADD + """
+fusion {
+  x = f32[4,6] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4] reduce(x, z), dimensions={1}, to_apply=add
+}
+// CHECK: something
+"""
+
+# two modules in one file; the second is invalid for XLA (transpose result shape is wrong)
+SPLIT = """HloModule one
+ENTRY e {
+  p = s32[3] parameter(0)
+  ROOT n = s32[3] negate(p)
+}
+// -----
+HloModule two
+ENTRY e {
+  p = f32[2,3] parameter(0)
+  ROOT t = f32[2,3] transpose(p), dimensions={1,0}
+}
+"""
+
+FUSED = """f {
+  p = f32[2,6] parameter(0)
+  b = f32[12] bitcast(p)
+  ROOT e = f32[12] exponential(b)
+}
+ENTRY main {
+  x = f32[2,6] parameter(0)
+  ROOT r = f32[12] fusion(x), kind=kLoop, calls=f
+}
+"""
+
+# the init value of the reduce is a parameter: XLA may apply it more than once
+PARAM_INIT = ADD + """
+fusion {
+  x = s32[4,4096] parameter(0)
+  i = s32[] parameter(1)
+  ROOT r = s32[4] reduce(x, i), dimensions={1}, to_apply=add_s32
+}
+""".replace("to_apply=add_s32", "to_apply=add2").replace("fusion {", """add2 {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+
+fusion {""")
+
+
+def test_modules_in_splits_files_and_drops_test_directives(tmp_path):
+    (tmp_path / "good.hlo").write_text(GOOD)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "split.hlo").write_text(SPLIT)
+    mods = dict(xc.modules_in(tmp_path))
+    assert sorted(mods) == ["good", "sub/split#0", "sub/split#1"]
+    assert "RUN" not in mods["good"] and "CHECK" not in mods["good"]
+    assert mods["sub/split#1"].startswith("HloModule two")
+
+
+def test_as_calls_rewrites_fusions_and_bitcasts():
+    out = xc.as_calls(FUSED)
+    assert "fusion(" not in out and "bitcast(" not in out and "kind=" not in out
+    assert "call(x), to_apply=f" in out and "reshape(p)" in out
+
+
+def test_compare_classifies_differences():
+    f = np.array([1.0, 2.0, np.nan, np.inf], np.float32)
+    assert xc.compare([f], [f.copy()])[0]
+    assert xc.compare([f + 1e-7], [f])[0]
+    assert not xc.compare([f + np.float32(0.01)], [f])[0]
+    g = f.copy()
+    g[2] = 0
+    assert "NaN" in xc.compare([g], [f])[1]
+    assert not xc.compare([np.array([1, 2], np.int32)], [np.array([1, 3], np.int32)])[0]
+    assert "dtype" in xc.compare([np.zeros(2, np.int32)], [np.zeros(2, np.int64)])[1]
+    assert "shape" in xc.compare([np.zeros(2)], [np.zeros(3)])[1]
+    assert "outputs" in xc.compare([], [np.zeros(1)])[1]
+
+
+def test_random_inputs_are_seeded_and_typed():
+    import hlo
+
+    m = hlo.load(SPLIT.split("// -----")[0])
+    a = xc.random_inputs([p.shape for p in m.entry.parameters])
+    b = xc.random_inputs([p.shape for p in m.entry.parameters])
+    assert a[0].dtype == np.int32 and a[0].shape == (3,) and np.array_equal(a[0], b[0])
+    assert a[0].min() >= 0
+
+
+@pytest.mark.slow
+def test_driver_classifies_a_small_corpus(tmp_path):
+    (tmp_path / "good.hlo").write_text(GOOD)
+    (tmp_path / "split.hlo").write_text(SPLIT)
+    (tmp_path / "fused.hlo").write_text(FUSED)
+    (tmp_path / "param_init.hlo").write_text(PARAM_INIT)
+    report = tmp_path / "r.json"
+    code = xc.main([str(tmp_path), "--jobs", "2", "--timeout", "120", "--runs", "1", "--json", str(report)])
+    results = {r["name"]: r for r in json.loads(report.read_text())["results"]}
+    assert code == 0
+    assert results["good"]["cls"] in ("match", "slow")
+    assert results["split#0"]["cls"] in ("match", "slow")
+    assert results["split#1"]["cls"] == "xla_refused"
+    # XLA:CPU's jaxlib path takes no fusion: the reference is the module with calls, and says so
+    assert results["fused"]["cls"] in ("match", "slow") and "fusions as calls" in results["fused"]["detail"]
+    assert results["param_init"]["cls"] in ("match", "slow", "undefined")
