@@ -45,12 +45,36 @@ def _descending(shape: Any) -> bool:
     return shape.layout is None or tuple(shape.layout.minor_to_major) in ((), tuple(range(shape.rank - 1, -1, -1)))
 
 
+def _major_to_minor(shape: Any) -> list[int]:
+    if shape.layout is None or not tuple(shape.layout.minor_to_major):
+        return list(range(shape.rank))
+    return list(reversed(shape.layout.minor_to_major))
+
+
+def _bitcast_as_transpose(inst: Any) -> list[int] | None:
+    """The permutation a same-type bitcast is, when both shapes have the same dimensions in
+    physical (major-to-minor) order: what layout normalisation writes, e.g. f32[512,64]{0,1} ->
+    f32[64,512]{1,0}. Output dim i is the operand dim that sits at i's physical position."""
+    src, dst = inst.operands[0].shape, inst.shape
+    a, b = _major_to_minor(src), _major_to_minor(dst)
+    if len(a) != len(b) or [src.dimensions[k] for k in a] != [dst.dimensions[k] for k in b]:
+        return None
+    position = {axis: j for j, axis in enumerate(b)}
+    return [a[position[i]] for i in range(len(b))]
+
+
 @lowers("reshape", "bitcast")
 def _reshape(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     if inst.opcode == "bitcast":
         src = inst.operands[0].shape
-        if src.element_type != inst.shape.element_type or not (_descending(src) and _descending(inst.shape)):
-            raise CompileError("bitcast that changes the element type or the layout is not supported", inst)
+        if src.element_type != inst.shape.element_type:
+            raise CompileError("bitcast that changes the element type is not supported (bitcast-convert is)", inst)
+        if not (_descending(src) and _descending(inst.shape)):
+            perm = _bitcast_as_transpose(inst)
+            if perm is None:
+                raise CompileError("bitcast that changes both the layout and the physical shape is not supported",
+                                   inst)
+            return ("copy", {}) if perm == list(range(len(perm))) else ("transpose", {"perm": perm})
     if _same_shape(inst):
         return "copy", {}
     return "reshape", {}
