@@ -11,7 +11,8 @@ from typing import Any
 
 from emulator.collectives.groups import GroupError, group_mode, iota_groups
 from neuron_customcall.compiler.lowering.context import LowerCtx, binary_reducer, called
-from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_rule, shapes
+from neuron_customcall.compiler.lowering.registry import (fail, leaf_types, lowers, same_as_operand, shape_rule,
+                                                          shapes)
 
 #: Opcodes without a use_global_device_ids field in XLA (their mode only depends on channel_id).
 _NO_GLOBAL_IDS = frozenset({"all-to-all", "collective-permute", "collective-permute-start", "collective-broadcast"})
@@ -210,8 +211,4 @@ def _done_shapes(inst: Any) -> None:
         fail(inst, f"{inst.opcode} of {operand} gives {inner}, not {out}")
 
 
-@shape_rule("all-reduce-done")
-def _all_reduce_done_shapes(inst: Any) -> None:
-    (operand,), out = shapes(inst)
-    if leaf_types(operand) != leaf_types(out):
-        fail(inst, f"all-reduce-done of {operand} gives it, not {out}")
+shape_rule("all-reduce-done")(same_as_operand)  # the all-reduce ran at -start

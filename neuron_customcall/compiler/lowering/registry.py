@@ -51,6 +51,14 @@ def shape_rule(*opcodes: str) -> Callable[[ShapeRule], ShapeRule]:
     return _register(SHAPE_RULES, "shape rule", opcodes)
 
 
+def same_as_operand(inst: Any) -> None:
+    """The shape rule of an instruction whose result is its one operand's value (domain,
+    all-reduce-done): the same leaf types, tuples included."""
+    (operand,), out = shapes(inst)
+    if leaf_types(operand) != leaf_types(out):
+        fail(inst, f"{inst.opcode} result {out} differs from its operand {operand}")
+
+
 def _generic(inst: Any, ctx: Any) -> tuple[str, dict]:
     return inst.opcode, {}
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx
-from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_dims, shape_rule, shapes
+from neuron_customcall.compiler.lowering.registry import (fail, leaf_types, lowers, same_as_operand, shape_dims,
+                                                          shape_rule, shapes)
 
 
 @lowers("constant")
@@ -263,11 +264,7 @@ def _device_id_shapes(inst: Any) -> None:
         fail(inst, f"{inst.opcode} gives u32[], not {inst.shape}")
 
 
-@shape_rule("domain")
-def _domain_shapes(inst: Any) -> None:
-    (operand,), out = shapes(inst)
-    if leaf_types(operand) != leaf_types(out):
-        fail(inst, f"domain result {out} differs from its operand {operand}")
+shape_rule("domain")(same_as_operand)
 
 
 @shape_rule("after-all")
