@@ -38,7 +38,7 @@ import numpy as np
 
 from emulator import blas, fpenv
 from emulator.host import free_cpus
-from emulator.kernel_ir import KernelIR
+from emulator.kernel_ir import KernelIR, walk_instructions
 from emulator.kernel_ir.ir import program_symbol
 
 from .vectorise import iteration_disjoint, shared_writes
@@ -48,6 +48,10 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 log = logging.getLogger(__name__)
+
+#: Instructions that exchange data with other NeuronCores: a kernel holding one runs on the
+#: thread of its core (the one whose DeviceContext names it), in the same order on every core.
+EXCHANGES = frozenset({"collective", "rank_id"})
 
 #: Tiles (bytes, over the whole grid) below which a launch stays on one host thread.
 MIN_PARALLEL_BYTES = 8 << 20
@@ -77,6 +81,9 @@ def parallel_reason(kernel: KernelIR, grid_reason: str | None) -> str | None:
         return "grid axis 0 has one program"
     if grid_reason is not None:
         return "the grid does not run vectorised"
+    exchange = next((i for i in walk_instructions(kernel.body) if i.op in EXCHANGES), None)
+    if exchange is not None:  # every core must exchange in the same order (kernel_exec/collective.py)
+        return f"{exchange.op} at {exchange.loc} exchanges data with other NeuronCores"
     p0 = program_symbol(0)
     for ins, ext in shared_writes(kernel):
         if "indirect" in ins.attrs or not iteration_disjoint(ins.dst, {p0}, ext):

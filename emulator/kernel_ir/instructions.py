@@ -206,6 +206,20 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("device_print", DMA, (Source("data"),), attrs=(Attr("prefix", "text", True),),
                     doc="write `prefix` and the tile's values (any memory) to the debug stream, "
                         "one line per program and iteration; dst is a one-element token"),
+    InstructionSpec("collective", DMA, (Source("src"), Source("src1")), min_sources=1,
+                    attrs=(Attr("kind", "text", True), Attr("groups", "ints"),
+                           Attr("group_size", "int"), Attr("pairs", "ints"), Attr("op", "alu"),
+                           Attr("dim", "int")),
+                    doc="exchange with the other NeuronCores (nki.collectives; "
+                        "emulator/kernel_exec/collective.py): `kind` all_reduce, all_gather, "
+                        "reduce_scatter, all_to_all over the replica `groups` (flat, "
+                        "`group_size` ranks each) along `dim`, reduced with `op`; permute along "
+                        "`pairs` (flat source, target); ring / ring_reduce to the successor in "
+                        "the group (ring_reduce sends op(src, src1))"),
+    InstructionSpec("rank_id", DMA, attrs=(Attr("groups", "ints"), Attr("group_size", "int"),
+                                           Attr("step", "affine")),
+                    doc="this NeuronCore's rank as an int32 register; with `groups` and `step`, "
+                        "the rank whose data a ring holds after `step` steps"),
     InstructionSpec("dma_copy", DMA, (Source("src"),), accumulates=True,
                     doc="HBM/SBUF -> HBM/SBUF, converting the dtype; the element counts match and "
                         "the elements are taken in row-major order (shapes may differ)"),

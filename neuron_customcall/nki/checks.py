@@ -110,7 +110,8 @@ def check_instruction(trace, ins: Instruction) -> None:
         if src_mems[0] in hbm:
             raise _fail(trace, "store location",
                         "nl.store takes an on-chip value; HBM to HBM copies are not an instruction")
-    elif op != "device_print":  # device_print reads any memory (a DMA to the debug stream)
+    elif op not in ("device_print", "collective"):  # DMAs of any memory: the debug stream,
+        # the collective engines (nki/collectives.py checks their memories)
         for a, m in [(ins.dst, dst_mem)] + list(zip(ins.srcs, src_mems)):
             if m in hbm:
                 raise _fail(trace, "engine operand location",

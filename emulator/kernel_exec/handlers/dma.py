@@ -11,6 +11,7 @@ from emulator.kernel_ir import Access, Instruction, dtypes
 from emulator.kernel_ir.instructions import DMA
 
 from .. import device_print as printing
+from ..collective import run_collective, run_rank_id
 from ..indirect import gather, is_indirect, scatter
 from .registry import EngineHandlers
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:  # the runner imports this table
     from ..runner import Runner
 
 HANDLERS = EngineHandlers(DMA)
+HANDLERS.register("collective")(run_collective)  # nki.collectives: kernel_exec/collective.py
+HANDLERS.register("rank_id")(run_rank_id)
 
 
 @HANDLERS.register("load")
