@@ -45,25 +45,50 @@ def _digest(text: str) -> int:
 
 
 class GlooCommunicator:
-    """This process's device in a world of one device per torch.distributed rank (device id =
-    rank). The process group must be initialised (torchrun, or init_process_group("gloo")) before
-    it is built; building it creates a gloo group with the collective timeout, which every rank
-    must do at the same point of its program."""
+    """One device's endpoint in a world of one device per process. By default device = rank of
+    torch.distributed's default group (initialised before: torchrun, or init_process_group), over
+    a gloo group built from it, which every rank must build at the same point of its program.
+    With `group` (a ProcessGroup, e.g. rendezvous.gloo_group) and `device_ranks` (the rank of
+    each logical device), devices are a program's logical ids, each on its own process."""
 
-    def __init__(self, timeout_s: float | None = None) -> None:
+    def __init__(self, timeout_s: float | None = None, *, group: Any = None,
+                 device_ranks: Sequence[int] | None = None, rank: int | None = None) -> None:
         import torch.distributed as dist
 
-        if not dist.is_available() or not dist.is_initialized():
-            raise CollectiveError("GlooCommunicator needs an initialised torch.distributed process group "
-                                  "(run under torchrun, or call torch.distributed.init_process_group first)")
-        self._dist = dist
-        self.device = dist.get_rank()
-        self.world_size = dist.get_world_size()
         self.timeout_s = default_timeout() if timeout_s is None else float(timeout_s)
-        timeout = datetime.timedelta(seconds=min(self.timeout_s, 10 * 365 * 86400))
-        self._group = dist.new_group(backend="gloo", timeout=timeout)
+        if group is None:
+            if not dist.is_available() or not dist.is_initialized():
+                raise CollectiveError("GlooCommunicator needs an initialised torch.distributed process group "
+                                      "(run under torchrun, or call torch.distributed.init_process_group first)")
+            timeout = datetime.timedelta(seconds=min(self.timeout_s, 10 * 365 * 86400))
+            group = dist.new_group(backend="gloo", timeout=timeout)
+        # a callable is a group made on the first exchange: a program without collectives, or
+        # one that a single process runs, never waits for the others to join
+        self._group, self._make_group = (None, group) if callable(group) else (group, None)
+        if rank is None:
+            if self._group is None:
+                raise CollectiveError("GlooCommunicator: a group made later needs this process's rank")
+            rank = self._group.rank()
+        size = self._group.size() if self._group is not None else None
+        self._ranks = tuple(int(r) for r in device_ranks) if device_ranks is not None else tuple(range(size or 0))
+        if len(set(self._ranks)) != len(self._ranks) or any(r < 0 or (size and r >= size) for r in self._ranks):
+            raise CollectiveError(f"devices on processes {list(self._ranks)}: a GlooCommunicator carries one device "
+                                  "per process")
+        if rank not in self._ranks:
+            raise CollectiveError(f"process {rank} holds none of the devices (on processes {list(self._ranks)})")
+        self.device = self._ranks.index(rank)
+        self.world_size = len(self._ranks)
         self._seq = 0
         self._failure: CollectiveError | None = None
+
+    def _process_group(self) -> Any:
+        if self._group is None:
+            group = self._make_group()
+            if max(self._ranks) >= group.size():
+                raise self._fail(CollectiveError(f"devices on processes {list(self._ranks)}; the group has "
+                                                 f"{group.size()}"))
+            self._group = group
+        return self._group
 
     # -- the protocol ------------------------------------------------------------------------------
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
@@ -106,7 +131,9 @@ class GlooCommunicator:
 
         if self._failure is not None:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value)
+        if not value.flags.c_contiguous:  # (not np.ascontiguousarray: it makes a scalar 1-d)
+            value = value.copy(order="C")
         if value.ndim > _MAX_DIMS:
             raise CollectiveError(f"{op}: a value of {value.ndim} dimensions (at most {_MAX_DIMS} cross processes)")
         self._seq += 1
@@ -133,19 +160,21 @@ class GlooCommunicator:
         """Point-to-point: `out` to every device of `send_to`, each `into[d]` from device d (all
         posted before any wait, so no order of peers can deadlock). gloo's all_gather was 5-15x
         slower than this on localhost for 16 MB."""
-        dist = self._dist
+        group, ranks = self._process_group(), self._ranks
         sent = torch.from_numpy(out if out.flags.writeable else out.copy())
         try:
-            works = [dist.isend(sent, d, group=self._group, tag=tag) for d in send_to]
-            works += [dist.irecv(torch.from_numpy(buf), d, group=self._group, tag=tag) for d, buf in into.items()]
+            works = [group.send([sent], ranks[d], tag) for d in send_to]
+            works += [group.recv([torch.from_numpy(buf)], ranks[d], tag) for d, buf in into.items()]
             for w in works:
                 w.wait()
         except Exception as e:  # noqa: BLE001 - gloo's errors: a closed connection, a timeout
             text = str(e).splitlines()[0] if str(e) else type(e).__name__
             cls = CollectiveTimeout if "timed out" in text.lower() or "timeout" in text.lower() else CollectiveError
-            raise self._fail(cls(f"{op} (call {self._seq}) over torch.distributed failed: a peer process died, "
+            peers = sorted(set(send_to) | set(into))
+            raise self._fail(cls(f"{op} (call {self._seq}) over torch.distributed failed: a peer process "
+                                 f"(device(s) {peers} on process(es) {sorted({ranks[d] for d in peers})}) died, "
                                  f"hung past {self.timeout_s:g} s (NEURON_RT_EXEC_TIMEOUT) or left: {text}",
-                                 devices=sorted(set(send_to) | set(into)))) from e
+                                 devices=peers)) from e
 
     def _fail(self, error: CollectiveError) -> CollectiveError:
         if self._failure is None:

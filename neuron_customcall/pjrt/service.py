@@ -25,6 +25,7 @@ import numpy as np
 
 from neuron_customcall import backend
 from neuron_customcall.pjrt import devices, options
+from neuron_customcall.pjrt import world as world_mod
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,48 @@ def _dtypes_by_code() -> dict[int, np.dtype]:
 _DTYPES = _dtypes_by_code()
 
 
-def client_info() -> dict[str, Any]:
-    """The platform version and the visible NeuronCores as (hardware index, kind)."""
+#: This process's world (set when the client is created; one client per process in practice).
+_world: world_mod.World | None = None
+
+
+def client_info(options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The platform version, this process's index and every device of its world as (global id,
+    process index, hardware index or -1, kind): the processes of a torchrun / xmp.spawn /
+    jax.distributed run each see all of them, their own addressable (world.py). `options` are
+    the client's create options (JAX passes node_id and num_nodes)."""
+    global _world
     from neuron_customcall import __version__
 
+    _world = world_mod.from_environment(options=options)
+    if _world.num_processes > 1:
+        log.info("neuron device: process %d of %d, devices %d-%d of %d", _world.process_index,
+                 _world.num_processes, _world.first_local_id,
+                 _world.first_local_id + len(_world.local_cores) - 1, _world.num_devices)
     return {"platform_version": f"neuron-customcall {__version__} (emulated NeuronCore)",
-            "cores": [(core, devices.CORE_KIND) for core in devices.visible_cores()]}
+            "process_index": _world.process_index, "devices": _world.devices()}
+
+
+_group: Any = None
+_group_lock = threading.Lock()
+
+
+def process_group() -> Any:
+    """The gloo group of this world's processes (distributed.rendezvous), created on first use by
+    every process at the same program: the first whose collectives cross processes."""
+    global _group
+    with _group_lock:
+        if _group is None:
+            from emulator.collectives.local import default_timeout
+            from neuron_customcall.distributed.rendezvous import gloo_group
+
+            world = current_world()
+            _group = gloo_group(world.process_index, world.num_processes, default_timeout())
+        return _group
+
+
+def current_world() -> world_mod.World:
+    """The world of this process's client (a world of this process alone before one exists)."""
+    return _world if _world is not None else world_mod.from_environment()
 
 
 def new_array(type_code: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -123,10 +160,16 @@ class Program:
         self._origin_of: dict[str, str] | None = None
         self._cost: list[tuple[str, float]] = []
         self._cost_lock = threading.Lock()
+        self._comm: Any = None
+        self._comm_lock = threading.Lock()
 
-    def run(self, inputs: Sequence[np.ndarray], core: int) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], core: int, logical: int = -1) -> list[np.ndarray]:
         """Runs on one core; the results are C-contiguous arrays nobody writes (they may be
-        read-only and share memory with each other: device buffers are immutable)."""
+        read-only and share memory with each other: device buffers are immutable). `logical`
+        is the core's device id in the program (-1: the assignment does not name it); a program
+        whose other devices belong to other processes runs as that device among them."""
+        if logical >= 0 and self._spans_processes():
+            return self.run_devices([inputs], [core], [logical])[0]
         try:
             with _core_lock(core):
                 outs = self.executable.run(inputs, owned=False)
@@ -134,15 +177,21 @@ class Program:
             raise ExecutionError(self._describe_failure(e)) from e
         return [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
 
-    def run_devices(self, inputs_per_device: Sequence[Sequence[np.ndarray]], cores: Sequence[int]) -> list[list[np.ndarray]]:
-        """Runs every device of a program of several (replicas x partitions, device d being
-        replica d // num_partitions, partition d % num_partitions) at once, each in its own thread,
-        so that their collectives meet. Holds the cores' locks for the whole run, taken in
-        ascending core order as every execute takes them: two executes never wait on each other
-        in a circle. A failure in one device ends the others' collectives (NEURON_RT_EXEC_TIMEOUT
-        bounds a wait) and is raised naming that device."""
+    def run_devices(self, inputs_per_device: Sequence[Sequence[np.ndarray]], cores: Sequence[int],
+                    logical: Sequence[int] | None = None) -> list[list[np.ndarray]]:
+        """Runs this process's devices of a program of several (replicas x partitions, device d
+        being replica d // num_partitions, partition d % num_partitions; `logical` lists the d of
+        each, default 0, 1, ...) at once, each in its own thread, so that their collectives meet.
+        Holds the cores' locks for the whole run, taken in ascending core order as every execute
+        takes them: two executes never wait on each other in a circle. A failure in one device
+        ends the others' collectives (NEURON_RT_EXEC_TIMEOUT bounds a wait) and is raised naming
+        that device. When the other devices belong to other processes, see _run_across."""
         from emulator.blas import blas_threads_for_devices
         from emulator.collectives.run import run_devices
+
+        logical = list(range(len(inputs_per_device))) if logical is None else [int(d) for d in logical]
+        if len(logical) != self.num_replicas * self.num_partitions:
+            return self._run_across(inputs_per_device, cores, logical)
 
         with contextlib.ExitStack() as held:
             for core in sorted(set(cores)):
@@ -154,6 +203,51 @@ class Program:
             except Exception as e:
                 raise ExecutionError(self._describe_failure(e)) from e
         return [[o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in device] for device in outs]
+
+    def _spans_processes(self) -> bool:
+        """Whether some device of this program belongs to another process."""
+        world = current_world()
+        return world.num_processes > 1 and len(self.device_ids) > 1 and \
+            any(world.process_of(d) != world.process_index for d in self.device_ids)
+
+    def _run_across(self, inputs_per_device: Sequence[Sequence[np.ndarray]], cores: Sequence[int],
+                    logical: list[int]) -> list[list[np.ndarray]]:
+        """Runs this process's one device of a program whose other devices are other processes':
+        its collectives meet theirs over a gloo group (neuron_customcall.distributed), created
+        by the first program that needs it. A failure here reaches the peers when this process
+        exits (closed connections) or at their NEURON_RT_EXEC_TIMEOUT."""
+        from emulator.collectives.context import DeviceContext, running_as
+
+        if len(logical) != 1:
+            raise UnsupportedProgramError(
+                f"{self.name}: {len(logical)} NeuronCores of this process in a program whose other devices are "
+                "other processes': a multi-process world with several NeuronCores per process is not supported "
+                "yet; give each process one core (NEURON_RT_VISIBLE_CORES=<local rank>)")
+        (d,), (inputs,) = logical, inputs_per_device
+        comm = self._communicator()
+        if comm.device != d:
+            raise ExecutionError(f"{self.name}: asked to run device {d}, but this process holds device {comm.device}")
+        ctx = DeviceContext(d // self.num_partitions, d % self.num_partitions, self.num_replicas,
+                            self.num_partitions, comm)
+        try:
+            with _core_lock(cores[0]), running_as(ctx):
+                outs = self.executable.run(inputs, owned=False)
+        except Exception as e:
+            comm.abort(e)
+            raise ExecutionError(self._describe_failure(e)) from e
+        return [[o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]]
+
+    def _communicator(self) -> Any:
+        """This program's endpoint among the processes (one per program: its calls are numbered
+        in the order every process runs the program)."""
+        with self._comm_lock:
+            if self._comm is None:
+                from neuron_customcall.distributed.gloo import GlooCommunicator
+
+                world = current_world()
+                self._comm = GlooCommunicator(group=process_group, rank=world.process_index,
+                                              device_ranks=world_mod.device_ranks(world, self.device_ids))
+            return self._comm
 
     def _describe_failure(self, e: Exception) -> str:
         """The emulator's message, led by the program and, when it names an instruction of the

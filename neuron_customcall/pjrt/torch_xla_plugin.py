@@ -22,18 +22,29 @@ host-to-device transfer per call (the main job: five executions a step instead o
 from __future__ import annotations
 
 import os
+import socket
 
 import torch_xla._internal.neuron as _torch_xla_neuron
 from torch_xla.experimental import plugins
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class NeuronPlugin(plugins.DevicePlugin):
     """The emulated NeuronCores of neuron_customcall.pjrt as torch_xla's NEURON device."""
 
     def library_path(self) -> str:
-        """``NEURON_LIBRARY_PATH`` when set (torch_xla's own variable), else our plugin library."""
+        """``NEURON_LIBRARY_PATH`` when set (torch_xla's own variable), else our plugin library.
+        Called as the client starts: under torchrun, the world's variables are written first."""
         import neuron_customcall.torch_xla  # noqa: F401  (XLA kernels of C++ and NKI ops; see above)
 
+        from neuron_customcall.pjrt import world
+
+        world.configure_torchrun()
         override = os.environ.get("NEURON_LIBRARY_PATH")
         if override:
             return override
@@ -45,7 +56,29 @@ class NeuronPlugin(plugins.DevicePlugin):
         """One process drives every NeuronCore the plugin lists: nothing to set."""
 
     def physical_chip_count(self) -> int:
-        return 1
+        """The processes ``xmp.spawn`` starts (in its parent): one per NeuronCore
+        (``NEURONCORE_NUM_DEVICES``, else the visible cores), described to the children by
+        NEURON_PJRT_PROCESSES_NUM_DEVICES; their collectives meet at NEURON_RT_ROOT_COMM_ID
+        (localhost and a free port unless set)."""
+        from neuron_customcall.pjrt import devices
+
+        count = os.environ.get("NEURONCORE_NUM_DEVICES", "").strip()
+        n = int(count) if count else len(devices.visible_cores())
+        os.environ["NEURON_PJRT_PROCESSES_NUM_DEVICES"] = ",".join(["1"] * n)
+        os.environ.setdefault("NEURON_RT_ROOT_COMM_ID", f"localhost:{_free_port()}")
+        return n
+
+    def configure_multiprocess(self, local_rank: int, local_world_size: int) -> None:
+        """In each ``xmp.spawn`` child: its index and its one core. torch_xla calls this under
+        torchrun too (``init_process_group("xla", init_method="xla://")``), where the index is
+        the global RANK, not the local one: that case is configure_torchrun's."""
+        from neuron_customcall.pjrt import world
+
+        if os.environ.get("TORCHELASTIC_RUN_ID"):
+            world.configure_torchrun()
+            return
+        os.environ["NEURON_PJRT_PROCESS_INDEX"] = str(local_rank)
+        world.one_core_each(os.environ, local_rank, local_world_size)
 
 
 _torch_xla_neuron.NeuronPlugin = NeuronPlugin

@@ -3,6 +3,11 @@ expanded here), the group mode decided as XLA's GetCollectiveOpGroupMode does, r
 recognised as for reduce. The emulator ops (emulator/ops/collective.py) do the exchange at run
 time, on whatever devices the program runs.
 
+constrain_layout (torch_xla's xm.all_reduce and friends pin it by default) is accepted with any
+layout: in XLA it makes every participant hold the same physical layout because the transport
+moves raw bytes; the emulator exchanges logical arrays (every op but bitcast is layout-free), so
+any layout the participants agree on gives the same values.
+
 Async pairs run the collective at `-start`; `-done` only passes its value on (all-reduce-done is
 an identity, the tuple-valued starts are read at element 1)."""
 from __future__ import annotations
@@ -62,34 +67,25 @@ def _reducer_attrs(inst: Any, ctx: LowerCtx) -> dict:
     return {"computation": ctx.computation(comp, lifted=True), "reducer": "" if reducer == "replace" else reducer}
 
 
-def _constrain_layout(inst: Any) -> None:
-    if inst.attributes.constrain_layout:
-        fail(inst, "constrain_layout on a collective is not supported (the emulator's arrays are row-major)")
-
-
 @lowers("all-reduce", "all-reduce-start")
 def _all_reduce(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-    _constrain_layout(inst)
     return "all-reduce", {**_group_attrs(inst), **_reducer_attrs(inst, ctx)}
 
 
 @lowers("reduce-scatter")
 def _reduce_scatter(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-    _constrain_layout(inst)
     return "reduce-scatter", {**_group_attrs(inst), **_reducer_attrs(inst, ctx),
                               "dim": int(inst.attributes.dimensions[0])}
 
 
 @lowers("all-gather", "all-gather-start")
 def _all_gather(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-    _constrain_layout(inst)
     return "all-gather", {**_group_attrs(inst), "dim": int(inst.attributes.dimensions[0]),
                           "start": inst.opcode == "all-gather-start"}
 
 
 @lowers("all-to-all")
 def _all_to_all(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-    _constrain_layout(inst)
     dims = list(inst.attributes.dimensions)
     return "all-to-all", {**_group_attrs(inst), "split_dim": int(dims[0]) if dims else -1}
 

@@ -317,10 +317,13 @@ struct abi::Memory {
 };
 
 struct abi::Device {
-  int id = 0;             // global id
-  int hardware_id = 0;    // the NeuronCore's index on the host (NEURON_RT_VISIBLE_CORES)
+  int id = 0;             // global id (over every process of the world)
+  int hardware_id = 0;    // the NeuronCore's index on the host (NEURON_RT_VISIBLE_CORES); -1: another process's
+  int process_index = 0;  // the process that owns it
+  bool addressable = true;
   Client* client = nullptr;
   Memory memory;
+  Memory* memory_list[1] = {nullptr};  // PJRT_Device_AddressableMemories: its one memory space
   std::string kind, debug_string, to_string;
   std::vector<NamedValue> attributes;
   std::vector<std::string> attribute_strings;
@@ -342,8 +345,10 @@ struct abi::Device {
 
 struct abi::Client {
   std::vector<std::unique_ptr<Device>> owned;
-  std::vector<Device*> devices;
-  std::vector<Memory*> memories;
+  std::vector<Device*> devices;      // every device of the world, by global id
+  std::vector<Device*> addressable;  // this process's
+  std::vector<Memory*> memories;     // this process's devices' memories
+  int process_index = 0;
   std::string platform_name = "neuron";
   std::string platform_version;
 };
@@ -372,53 +377,96 @@ NamedValue IntValue(const char* name, int64_t value) {
   return v;
 }
 
-// Asks the service for the NeuronCores this process sees: a list of (hardware id, kind).
-Error* CreateClient(Client** out) {
+// The client's create options as a Python dict (GIL held): integers, strings, booleans, floats.
+PyObject* OptionsDict(const NamedValue* options, size_t n) {
+  PyObject* dict = PyDict_New();
+  if (dict == nullptr) return nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const NamedValue& v = options[i];
+    PyObject* value = nullptr;
+    switch (v.type) {
+      case kInt64: value = PyLong_FromLongLong(v.int64_value); break;
+      case kString: value = PyUnicode_FromStringAndSize(v.string_value, static_cast<Py_ssize_t>(v.value_size)); break;
+      case kBool: value = PyBool_FromLong(v.bool_value); break;
+      case kFloat: value = PyFloat_FromDouble(v.float_value); break;
+      default: continue;  // int64 lists: none the plugin reads
+    }
+    PyObject* key = value ? PyUnicode_FromStringAndSize(v.name, static_cast<Py_ssize_t>(v.name_size)) : nullptr;
+    int failed = key == nullptr || PyDict_SetItem(dict, key, value) != 0;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    if (failed) {
+      Py_DECREF(dict);
+      return nullptr;
+    }
+  }
+  return dict;
+}
+
+// Asks the service for the devices of this process's world: a list of (global id, process index,
+// hardware id, kind); this process's own are addressable.
+Error* CreateClient(const NamedValue* create_options, size_t num_options, Client** out) {
   if (Error* e = RequirePython()) return e;
   Gil gil;
   if (Error* e = EnsureService()) return e;
-  PyRef info(PyObject_CallMethod(g_service, "client_info", nullptr));
+  PyRef options(OptionsDict(create_options, num_options));
+  if (!options) return ErrorFromPython("reading the client's create options");
+  PyRef info(PyObject_CallMethod(g_service, "client_info", "O", options.get()));
+  options.ResetLocked();
   if (!info) return ErrorFromPython("client_info");
   auto client = std::make_unique<Client>();
   PyObject* version = PyDict_GetItemString(info.get(), "platform_version");
-  PyObject* cores = PyDict_GetItemString(info.get(), "cores");
-  if (version == nullptr || cores == nullptr || !PyList_Check(cores)) {
+  PyObject* process = PyDict_GetItemString(info.get(), "process_index");
+  PyObject* devices = PyDict_GetItemString(info.get(), "devices");
+  if (version == nullptr || process == nullptr || devices == nullptr || !PyList_Check(devices)) {
     return MakeError(kInternal, "client_info returned a malformed description");
   }
   client->platform_version = PyUnicode_AsUTF8(version);
-  Py_ssize_t n = PyList_Size(cores);
+  client->process_index = static_cast<int>(PyLong_AsLong(process));
+  Py_ssize_t n = PyList_Size(devices);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* core = PyList_GetItem(cores, i);  // (hardware_id, kind)
+    PyObject* dev = PyList_GetItem(devices, i);  // (global id, process index, hardware id, kind)
+    if (!PyTuple_Check(dev) || PyTuple_Size(dev) != 4) return MakeError(kInternal, "client_info: malformed device");
     auto d = std::make_unique<Device>();
-    d->id = static_cast<int>(i);
-    d->hardware_id = static_cast<int>(PyLong_AsLong(PyTuple_GetItem(core, 0)));
-    d->kind = PyUnicode_AsUTF8(PyTuple_GetItem(core, 1));
+    d->id = static_cast<int>(PyLong_AsLong(PyTuple_GetItem(dev, 0)));
+    d->process_index = static_cast<int>(PyLong_AsLong(PyTuple_GetItem(dev, 1)));
+    d->hardware_id = static_cast<int>(PyLong_AsLong(PyTuple_GetItem(dev, 2)));
+    const char* kind = PyUnicode_AsUTF8(PyTuple_GetItem(dev, 3));
+    if (kind == nullptr || d->id != static_cast<int>(i)) return MakeError(kInternal, "client_info: malformed device");
+    d->kind = kind;
+    d->addressable = d->process_index == client->process_index;
     d->client = client.get();
-    d->debug_string = "NeuronCore(id=" + std::to_string(d->id) + ", core=" +
-                      std::to_string(d->hardware_id) + ", kind=" + d->kind + ")";
+    std::string where = d->addressable ? "core=" + std::to_string(d->hardware_id)
+                                       : "process=" + std::to_string(d->process_index);
+    d->debug_string = "NeuronCore(id=" + std::to_string(d->id) + ", " + where + ", kind=" + d->kind + ")";
     d->to_string = "NeuronDevice(id=" + std::to_string(d->id) + ")";
     d->memory.id = d->id;
     d->memory.device = d.get();
     d->memory.debug_string = "device memory of NeuronCore " + std::to_string(d->id) + " (HBM, host-emulated)";
     d->memory.to_string = "MEMORY_SPACE(device, id=" + std::to_string(d->id) + ")";
+    d->memory_list[0] = &d->memory;
     d->attribute_strings = {d->kind};
-    d->attributes = {IntValue("core_on_chip", d->hardware_id % 2),
-                     IntValue("chip_id", d->hardware_id / 2),
+    int hw = d->addressable ? d->hardware_id : 0;
+    d->attributes = {IntValue("core_on_chip", hw % 2),
+                     IntValue("chip_id", hw / 2),
                      IntValue("neuron_core_index", d->hardware_id),
                      StringValue("neuron_core_version", d->attribute_strings[0])};
     client->devices.push_back(d.get());
-    client->memories.push_back(&d->memory);
+    if (d->addressable) {
+      client->addressable.push_back(d.get());
+      client->memories.push_back(&d->memory);
+    }
     client->owned.push_back(std::move(d));
   }
   if (PyErr_Occurred()) return ErrorFromPython("client_info");
-  if (client->devices.empty()) {
+  if (client->addressable.empty()) {
     return MakeError(kFailedPrecondition, "no NeuronCore is visible (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES)");
   }
   *out = client.release();
   return nullptr;
 }
 
-Error* ClientCreate(ClientCreateArgs* a) { return CreateClient(&a->client); }
+Error* ClientCreate(ClientCreateArgs* a) { return CreateClient(a->create_options, a->num_options, &a->client); }
 
 Error* ClientDestroy(ClientArgs* a) {
   delete a->client;
@@ -438,13 +486,19 @@ Error* ClientPlatformVersion(ClientStringArgs* a) {
 }
 
 Error* ClientProcessIndex(ClientProcessIndexArgs* a) {
-  a->process_index = 0;
+  a->process_index = a->client->process_index;
   return nullptr;
 }
 
 Error* ClientDevices(ClientDevicesArgs* a) {
   a->devices = a->client->devices.data();
   a->num_devices = a->client->devices.size();
+  return nullptr;
+}
+
+Error* ClientAddressableDevices(ClientDevicesArgs* a) {
+  a->devices = a->client->addressable.data();
+  a->num_devices = a->client->addressable.size();
   return nullptr;
 }
 
@@ -459,7 +513,7 @@ Error* ClientLookupDevice(ClientLookupDeviceArgs* a) {
 }
 
 Error* ClientLookupAddressableDevice(ClientLookupDeviceArgs* a) {
-  for (Device* d : a->client->devices) {
+  for (Device* d : a->client->addressable) {
     if (d->hardware_id == a->id) {
       a->device = d;
       return nullptr;
@@ -479,10 +533,15 @@ Error* ClientDefaultDeviceAssignment(ClientDefaultDeviceAssignmentArgs* a) {
   if (need > a->client->devices.size()) {
     return MakeError(kInvalidArgument, std::to_string(a->num_replicas) + " replicas x " +
                                            std::to_string(a->num_partitions) + " partitions need " +
-                                           std::to_string(need) + " NeuronCores; this process sees " +
+                                           std::to_string(need) + " NeuronCores; the world has " +
                                            std::to_string(a->client->devices.size()));
   }
-  for (size_t i = 0; i < need && i < a->default_assignment_size; ++i) a->default_assignment[i] = static_cast<int>(i);
+  // This process's devices first: a program of as many devices as it has runs here alone.
+  std::vector<Device*> order(a->client->addressable);
+  for (Device* d : a->client->devices) {
+    if (!d->addressable) order.push_back(d);
+  }
+  for (size_t i = 0; i < need && i < a->default_assignment_size; ++i) a->default_assignment[i] = order[i]->id;
   return nullptr;
 }
 
@@ -492,7 +551,7 @@ Error* DescId(DescIntArgs* a) {
   return nullptr;
 }
 Error* DescProcessIndex(DescIntArgs* a) {
-  a->value = 0;
+  a->value = a->description->process_index;
   return nullptr;
 }
 Error* DescAttributes(DescAttributesArgs* a) {
@@ -520,7 +579,7 @@ Error* DeviceGetDescription(DeviceGetDescriptionArgs* a) {
   return nullptr;
 }
 Error* DeviceIsAddressable(DeviceIsAddressableArgs* a) {
-  a->is_addressable = true;
+  a->is_addressable = a->device->addressable;
   return nullptr;
 }
 Error* DeviceLocalHardwareId(DeviceIntArgs* a) {
@@ -528,10 +587,9 @@ Error* DeviceLocalHardwareId(DeviceIntArgs* a) {
   return nullptr;
 }
 Error* DeviceMemories(DeviceMemoriesArgs* a) {
-  // One memory space per core: the client's memories are in device order, so the entry of this
-  // device is a stable one-element array.
-  a->memories = &a->device->client->memories[a->device->id];
-  a->num_memories = 1;
+  // One memory space per core (none reachable from here for another process's core).
+  a->memories = a->device->memory_list;
+  a->num_memories = a->device->addressable ? 1 : 0;
   return nullptr;
 }
 Error* DeviceDefaultMemory(DeviceDefaultMemoryArgs* a) {
@@ -654,8 +712,18 @@ Error* WrapArray(PyObject* array, Device* device, BufferType type, std::vector<i
   return nullptr;
 }
 
+// Buffers live on this process's devices only: another process's core holds its own.
+Error* RequireAddressable(Device* device) {
+  if (device == nullptr || device->addressable) return nullptr;
+  return MakeError(kInvalidArgument, "a buffer on " + device->to_string + ", a NeuronCore of process " +
+                                         std::to_string(device->process_index) + ": this process (" +
+                                         std::to_string(device->client->process_index) +
+                                         ") holds buffers on its own NeuronCores only");
+}
+
 // A fresh array for `dims` of `type` (GIL held).
 Error* NewBuffer(Device* device, BufferType type, const int64_t* dims, size_t num_dims, Buffer** out) {
+  if (Error* e = RequireAddressable(device)) return e;
   if (ElementBits(type) == 0) {
     return MakeError(kUnimplemented, "element type " + std::to_string(static_cast<int>(type)) +
                                          " (PJRT_Buffer_Type) is not supported by the neuron device");
@@ -672,7 +740,7 @@ Error* NewBuffer(Device* device, BufferType type, const int64_t* dims, size_t nu
 Device* DeviceOf(Client* client, Device* device, Memory* memory) {
   if (device != nullptr) return device;
   if (memory != nullptr) return memory->device;
-  return client->devices.front();
+  return client->addressable.front();
 }
 
 // Copies a strided host array into dense row-major memory.
@@ -882,6 +950,7 @@ Error* BufferCopyRawToHost(BufferCopyRawToHostArgs* a) {
 // Another device's buffer shares the (immutable) array: no copy.
 Error* ShareToDevice(Buffer* b, Device* device, Buffer** out) {
   if (device == nullptr) return MakeError(kInvalidArgument, "copy to a null device");
+  if (Error* e = RequireAddressable(device)) return e;
   if (Error* e = RequirePython()) return e;
   Gil gil;
   PyObject* array;
@@ -925,7 +994,9 @@ struct abi::Executable {
   std::vector<NamedValue> cost;
   std::vector<int64_t> donated;  // parameters the program may overwrite (input_output_alias)
   int64_t code_size = 0, argument_bytes = 0, output_bytes = 0, temp_bytes = 0;
-  std::vector<Device*> devices;  // addressable devices, from the device assignment
+  std::vector<Device*> devices;  // this process's devices of the device assignment
+  std::vector<int> logical;      // their logical ids (positions in the assignment: replica * partitions + partition)
+  std::vector<int> assignment;   // the assignment's global device ids, by logical id
 };
 
 struct abi::LoadedExecutable {
@@ -992,7 +1063,14 @@ Error* FillExecutable(Executable* e) {
                                              "; this process has " + std::to_string(e->client->devices.size()) +
                                              " NeuronCores");
     }
-    e->devices.push_back(e->client->devices[id]);
+    Device* d = e->client->devices[id];
+    e->assignment.push_back(d->id);
+    if (!d->addressable) continue;  // another process runs it
+    e->devices.push_back(d);
+    e->logical.push_back(static_cast<int>(i));
+  }
+  if (e->devices.empty()) {
+    return MakeError(kInvalidArgument, "the device assignment names only other processes' NeuronCores");
   }
   e->out_kinds_storage.assign(e->out_types.size(), "device");
   for (const std::string& k : e->out_kinds_storage) {
@@ -1236,36 +1314,41 @@ Error* WrapResults(Executable* e, Device* device, PyObject* results, Buffer** ou
   return nullptr;
 }
 
-// Runs the program on one device: the argument arrays in, the result arrays kept as buffers.
-Error* RunOnDevice(Executable* e, Device* device, Buffer* const* args, size_t num_args, Buffer** outs) {
+// Runs the program on one device (its logical id in the program, -1 when the assignment does not
+// name it): the argument arrays in, the result arrays kept as buffers.
+Error* RunOnDevice(Executable* e, Device* device, int logical, Buffer* const* args, size_t num_args, Buffer** outs) {
   if (Error* err = RequirePython()) return err;
   Gil gil;
   PyRef inputs;
   if (Error* err = ArgumentList(e, device, args, num_args, &inputs)) return err;
-  PyRef results(PyObject_CallMethod(e->program.get(), "run", "Oi", inputs.get(), device->hardware_id));
+  PyRef results(PyObject_CallMethod(e->program.get(), "run", "Oii", inputs.get(), device->hardware_id, logical));
   inputs.ResetLocked();
   if (!results) return ErrorFromPython(("running " + e->name + " on " + device->to_string).c_str());
   return WrapResults(e, device, results.get(), outs);
 }
 
-// Runs a program of several devices (replicas x partitions) in ONE call into Python
-// (Program.run_devices), which runs every device concurrently: their collectives meet each other.
-Error* RunOnDevices(Executable* e, const std::vector<Device*>& devices, Buffer* const* const* args, size_t num_args,
-                    Buffer** const* outs) {
+// Runs this process's devices of a program of several (replicas x partitions) in ONE call into
+// Python (Program.run_devices), which runs them concurrently: their collectives meet each other
+// and, in a world of several processes, those of the other processes' devices.
+Error* RunOnDevices(Executable* e, const std::vector<Device*>& devices, const std::vector<int>& logical,
+                    Buffer* const* const* args, size_t num_args, Buffer** const* outs) {
   if (Error* err = RequirePython()) return err;
   Gil gil;
   PyRef lists(PyList_New(static_cast<Py_ssize_t>(devices.size())));
   PyRef cores(PyList_New(static_cast<Py_ssize_t>(devices.size())));
-  if (!lists || !cores) return ErrorFromPython("building the argument lists");
+  PyRef ids(PyList_New(static_cast<Py_ssize_t>(devices.size())));
+  if (!lists || !cores || !ids) return ErrorFromPython("building the argument lists");
   for (size_t d = 0; d < devices.size(); ++d) {
     PyRef inputs;
     if (Error* err = ArgumentList(e, devices[d], args[d], num_args, &inputs)) return err;
     PyList_SET_ITEM(lists.get(), d, inputs.release());
     PyList_SET_ITEM(cores.get(), d, PyLong_FromLong(devices[d]->hardware_id));
+    PyList_SET_ITEM(ids.get(), d, PyLong_FromLong(logical[d]));
   }
-  PyRef results(PyObject_CallMethod(e->program.get(), "run_devices", "OO", lists.get(), cores.get()));
+  PyRef results(PyObject_CallMethod(e->program.get(), "run_devices", "OOO", lists.get(), cores.get(), ids.get()));
   lists.ResetLocked();
   cores.ResetLocked();
+  ids.ResetLocked();
   if (!results) return ErrorFromPython(("running " + e->name + " on " + std::to_string(devices.size()) + " NeuronCores").c_str());
   if (!PyList_Check(results.get()) || static_cast<size_t>(PyList_Size(results.get())) != devices.size()) {
     return MakeError(kInternal, "the program " + e->name + " returned results for a wrong number of devices");
@@ -1296,13 +1379,17 @@ Error* LoadedExecute(LoadedExecuteArgs* a) {
   if (loaded->deleted) return MakeError(kFailedPrecondition, "PJRT_LoadedExecutable_Execute: the executable was deleted");
   Executable* e = loaded->exe.get();
   std::vector<Device*> devices;
+  std::vector<int> logical;
   if (a->execute_device != nullptr) {
     if (a->num_devices != 1) {
       return MakeError(kInvalidArgument, "execute_device set with " + std::to_string(a->num_devices) + " argument lists");
     }
     devices.push_back(a->execute_device);
+    auto at = std::find(e->assignment.begin(), e->assignment.end(), a->execute_device->id);
+    logical.push_back(at == e->assignment.end() ? -1 : static_cast<int>(at - e->assignment.begin()));
   } else {
     devices = e->devices;
+    logical = e->logical;
     if (a->num_devices != devices.size()) {
       return MakeError(kInvalidArgument, "the program was compiled for " + std::to_string(devices.size()) +
                                              " device(s), Execute got " + std::to_string(a->num_devices) +
@@ -1313,8 +1400,10 @@ Error* LoadedExecute(LoadedExecuteArgs* a) {
     return MakeError(kUnimplemented, "host send/recv callbacks (PJRT_ExecuteOptions send/recv) are not supported");
   }
   if (devices.size() == 1) {
-    if (Error* err = RunOnDevice(e, devices[0], a->argument_lists[0], a->num_args, a->output_lists[0])) return err;
-  } else if (Error* err = RunOnDevices(e, devices, a->argument_lists, a->num_args, a->output_lists)) {
+    if (Error* err = RunOnDevice(e, devices[0], logical[0], a->argument_lists[0], a->num_args, a->output_lists[0])) {
+      return err;
+    }
+  } else if (Error* err = RunOnDevices(e, devices, logical, a->argument_lists, a->num_args, a->output_lists)) {
     return err;
   }
   // Donated arguments are consumed, as on XLA:CPU: the framework sees them deleted. The results
@@ -1384,7 +1473,7 @@ Api MakeApi() {
   api.fns[k_Client_ProcessIndex] = AsFn(&ClientProcessIndex);
   api.fns[k_Client_PlatformVersion] = AsFn(&ClientPlatformVersion);
   api.fns[k_Client_Devices] = AsFn(&ClientDevices);
-  api.fns[k_Client_AddressableDevices] = AsFn(&ClientDevices);
+  api.fns[k_Client_AddressableDevices] = AsFn(&ClientAddressableDevices);
   api.fns[k_Client_LookupDevice] = AsFn(&ClientLookupDevice);
   api.fns[k_Client_LookupAddressableDevice] = AsFn(&ClientLookupAddressableDevice);
   api.fns[k_Client_AddressableMemories] = AsFn(&ClientMemories);

@@ -57,6 +57,27 @@ def test_all_reduce_with_a_computation_folds_in_group_order():
         np.testing.assert_array_equal(o[0], want)
 
 
+@pytest.mark.parametrize("layout", ["{1,0}", "{0,1}"])
+def test_constrain_layout_exchanges_logical_values_whatever_the_layout(layout):
+    """torch_xla's xm.all_reduce pins layouts (constrain_layout=true), column-major for a Linear
+    weight's gradient: the values are the logical ones all the same."""
+    text = f"""
+HloModule m, replica_count=2
+{ADD}
+ENTRY e {{
+  p = f32[3,5] parameter(0)
+  t = f32[3,5]{layout} copy(p)
+  r = f32[3,5]{layout} all-reduce(t), replica_groups={{}}, constrain_layout=true, to_apply=add
+  g = f32[6,5]{layout} all-gather(t), replica_groups={{}}, dimensions={{0}}, constrain_layout=true
+  ROOT o = (f32[3,5], f32[6,5]) tuple(r, g)
+}}"""
+    ins = _inputs(2)
+    outs = run_devices(_compile(text), ins, 2, 1, timeout_s=30)
+    for o in outs:
+        np.testing.assert_array_equal(o[0], ins[0][0] + ins[1][0])
+        np.testing.assert_array_equal(o[1], np.concatenate([ins[0][0], ins[1][0]]))
+
+
 def test_collective_broadcast_sends_the_first_device_of_each_group():
     text = """
 HloModule m, replica_count=4
@@ -237,7 +258,6 @@ ENTRY e {
      "needs a channel_id"),
     ("ROOT r = f32[9,5] all-gather(p), replica_groups={{0,1}}, dimensions={0}", "groups of 2"),
     ("ROOT r = f32[2,5] reduce-scatter(p), replica_groups={{0,1,2}}, dimensions={0}, to_apply=add", "groups of 3"),
-    ("ROOT r = f32[3,5] all-reduce(p), constrain_layout=true, to_apply=add", "constrain_layout"),
 ])
 def test_malformed_collectives_are_compile_errors(body, message):
     text = f"""

@@ -43,7 +43,10 @@ ENTRY e_{n} {{
   rs = f32[4,{scattered}] reduce-scatter(x), dimensions={{1}}, replica_groups={groups}, to_apply=add_{n}
   cp = f32[4,{n}] collective-permute(x), source_target_pairs={pairs}
   rid = u32[] replica-id()
-  ROOT t = (f32[4,{n}], s32[3], f32[4,{gathered}], f32[4,{scattered}], f32[4,{n}], u32[]) tuple(ar, mx, ag, rs, cp, rid)
+  zero = f32[] constant(0)
+  total = f32[] reduce(x, zero), dimensions={{0,1}}, to_apply=add_{n}
+  scalar = f32[] all-reduce(total), replica_groups={{}}, to_apply=add_{n}
+  ROOT t = (f32[4,{n}], s32[3], f32[4,{gathered}], f32[4,{scattered}], f32[4,{n}], u32[], f32[]) tuple(ar, mx, ag, rs, cp, rid, scalar)
 }}"""
 
 

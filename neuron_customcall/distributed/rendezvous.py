@@ -1,0 +1,82 @@
+"""A gloo process group of its own for the processes of one run, found from the launcher's variables.
+
+Why a group of its own, not torch.distributed's default one: the PJRT plugin runs collectives
+inside programs the framework executes, while the user's script may have initialised (or will
+initialise) the default group itself, with another backend (``init_process_group("xla")``) or at
+another point of its program. A ProcessGroupGloo built on a store of its own touches nothing of
+the user's: it is created when a program first needs it, by every process at the same collective.
+
+Where its store lives, first match wins:
+
+1. ``NEURON_RT_ROOT_COMM_ID=host:port`` (the Neuron runtime's root communicator address, which
+   torch_xla's Neuron set-up writes): process 0 serves a TCPStore there, the others connect;
+2. under ``torchrun`` (``TORCHELASTIC_USE_AGENT_STORE=True``): the launcher agent's own store at
+   ``MASTER_ADDR:MASTER_PORT``, under a key prefix of this run and restart, so no port is opened;
+3. otherwise an error that names the variables to set.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from emulator.collectives.comm import CollectiveError
+
+log = logging.getLogger(__name__)
+
+#: key prefix in a shared store (torchrun's agent store serves the user's groups as well)
+PREFIX = "neuron_customcall/pjrt"
+
+
+class RendezvousError(CollectiveError):
+    """The processes could not be joined into one group (no address, or a peer never came)."""
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RendezvousError(f"NEURON_RT_ROOT_COMM_ID={text!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _store(rank: int, world_size: int, timeout: datetime.timedelta, env: Mapping[str, str]) -> tuple[Any, str]:
+    """The store and a description of where it is."""
+    import torch.distributed as dist
+
+    root = env.get("NEURON_RT_ROOT_COMM_ID", "").strip()
+    if root:
+        host, port = _address(root)
+        store = dist.TCPStore(host, port, world_size, is_master=rank == 0, timeout=timeout, wait_for_workers=False)
+        return dist.PrefixStore(PREFIX, store), f"NEURON_RT_ROOT_COMM_ID={root}"
+    if env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true" and env.get("MASTER_ADDR") and \
+            env.get("MASTER_PORT", "").isdigit():
+        host, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
+        store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout, wait_for_workers=False)
+        run = f"{env.get('TORCHELASTIC_RUN_ID', 'run')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        return dist.PrefixStore(f"{PREFIX}/{run}", store), f"torchrun's store at {host}:{port}"
+    raise RendezvousError(
+        "the neuron device's processes need a meeting point for their collectives: run under torchrun, "
+        "or set NEURON_RT_ROOT_COMM_ID=host:port (process 0 listens there) in every process")
+
+
+def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, str] | None = None) -> Any:
+    """A ProcessGroupGloo of `world_size` processes in which this one is `rank`; every process
+    must call this (it waits for all of them, at most `timeout_s`)."""
+    import torch.distributed as dist
+
+    env = os.environ if env is None else env
+    if not dist.is_available():
+        raise RendezvousError("collectives between processes need torch.distributed (gloo), which this torch lacks")
+    timeout = datetime.timedelta(seconds=min(timeout_s, 10 * 365 * 86400))
+    try:
+        store, where = _store(rank, world_size, timeout, env)
+        group = dist.ProcessGroupGloo(store, rank, world_size, timeout)
+    except RendezvousError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the store's and gloo's errors: refused, timed out
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise RendezvousError(f"process {rank} of {world_size} could not join the others' gloo group: {first}") from e
+    log.info("neuron device: process %d of %d joined its gloo group (%s)", rank, world_size, where)
+    return group
