@@ -19,6 +19,10 @@ WHILE_TIMEOUT_ENV = "NEURON_EMULATOR_WHILE_TIMEOUT"
 DEFAULT_WHILE_TIMEOUT = 600.0
 MAX_GRID_ENV = "NEURON_EMULATOR_MAX_GRID_PROGRAMS"
 DEFAULT_MAX_GRID = 1 << 22
+#: Iterations one run of a data-dependent NKI loop (``nl.while_loop``, ``while reg:``, register
+#: bounds of ``nl.dynamic_range``/``fori_loop``) may make before it is stopped.
+MAX_KERNEL_LOOP_ENV = "NEURON_EMULATOR_MAX_KERNEL_LOOP_ITERATIONS"
+DEFAULT_MAX_KERNEL_LOOP = 1_000_000
 
 
 class LimitSettingError(ValueError):
@@ -63,6 +67,11 @@ def while_timeout() -> float:
 def max_grid_programs() -> int:
     """The most programs an NKI grid may launch."""
     return int(positive_setting(MAX_GRID_ENV, DEFAULT_MAX_GRID, int))
+
+
+def max_kernel_loop_iterations() -> int:
+    """The most iterations one run of a data-dependent kernel loop may make."""
+    return int(positive_setting(MAX_KERNEL_LOOP_ENV, DEFAULT_MAX_KERNEL_LOOP, int))
 
 
 def check_grid(grid: tuple[int, ...] | list[int]) -> None:

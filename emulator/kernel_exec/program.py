@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from emulator.kernel_ir import (DEFINED, Access, Instruction, KernelIR, Loop, Statement, dtypes,
-                                walk_instructions)
+from emulator.kernel_ir import (DEFINED, Access, Const, Instruction, KernelIR, Loop, Statement,
+                                dtypes, walk_instructions, walk_loops)
 
 from .parallel import parallel_reason
 from .setup import LaunchSetup, build, is_whole
@@ -57,6 +57,9 @@ class Program:
     flat_out: dict = field(default_factory=dict)
     #: id(statement list) -> its statements with what running each looks up (Runner._steps).
     steps: dict[int, list[tuple]] = field(default_factory=dict)
+    #: id(data-dependent ``dynamic`` loop) -> the ``memset`` of its index register the executor
+    #: runs at each iteration's start (emulator/kernel_exec/control.py).
+    loop_index: dict[int, Instruction] = field(default_factory=dict)
 
 
 def prepare(kernel: KernelIR) -> Program:
@@ -72,9 +75,18 @@ def prepare(kernel: KernelIR) -> Program:
 
 def _analyse(kernel: KernelIR) -> Program:
     instrs = list(walk_instructions(kernel.body))
-    written = frozenset(i.dst.tensor for i in instrs if i.dst is not None)
-    prog = Program(kernel, written)
-    prog.grid_reason = grid_reason(kernel) if any(g > 1 for g in kernel.grid) else None
+    dynamic = [lp for lp in walk_loops(kernel.body) if lp.data_dependent]
+    loop_index = {id(lp): Instruction("memset", lp.operands[0], (Const(0),), loc=lp.loc)
+                  for lp in dynamic if lp.kind == "dynamic"}
+    written = frozenset([i.dst.tensor for i in instrs if i.dst is not None]
+                        + [i.dst.tensor for i in loop_index.values()])
+    prog = Program(kernel, written, loop_index=loop_index)
+    if dynamic:
+        # A register holds one value per program: data-dependent loops run program by program.
+        prog.grid_reason = (f"its {dynamic[0].kind} loop at {dynamic[0].loc} has a data-dependent "
+                            "trip count")
+    else:
+        prog.grid_reason = grid_reason(kernel) if any(g > 1 for g in kernel.grid) else None
     prog.parallel_reason = parallel_reason(kernel, prog.grid_reason)
     prog.has_matmul = any(i.op == "matmul" for i in instrs)
     prog.flat = not any(isinstance(st, Loop) for st in kernel.body)
@@ -99,7 +111,10 @@ def _analyse(kernel: KernelIR) -> Program:
         and kernel.tensors[name].role == "internal" and not ws[0].mask and ws[0].acc is None
         and kernel.tensors[name].memory in ("sbuf", "psum")
         and is_whole(ws[0].dst, kernel.tensors[name].shape))
-    prog.dead_after = _dead_after(kernel.body, prog.frozen)
+    # A data-dependent loop reads its registers again before each iteration: never free them.
+    operands = {o.tensor for lp in dynamic for o in lp.operands if isinstance(o, Access)}
+    prog.dead_after = {k: v - operands for k, v in
+                       _dead_after(kernel.body, prog.frozen).items() if v - operands}
     prog.setup = build(kernel, written, prog.covered)
     return prog
 
@@ -142,7 +157,11 @@ def _loops(kernel: KernelIR, body: list[Statement], pos: int, first: dict[str, i
         if isinstance(st, Loop):
             # sequential_range promises nothing, but when no iteration reads what another writes
             # running it as a batch axis gives the same results, so both kinds are analysed.
-            prog.reasons[id(st)] = non_vectorisable_reason(st, kernel, first, pos)
+            inner = next((lp for lp in [st, *walk_loops(st.body)] if lp.data_dependent), None)
+            prog.reasons[id(st)] = (
+                non_vectorisable_reason(st, kernel, first, pos) if inner is None else
+                f"it holds a data-dependent {inner.kind} loop (at {inner.loc}): registers have "
+                "one value per iteration")
             end = _loops(kernel, st.body, pos, first, prog, sizes)
             prog.loop_bytes[id(st)] = sum(n for name, n in sizes.items()
                                           if pos <= first.get(name, -1) < end)

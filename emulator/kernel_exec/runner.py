@@ -19,7 +19,7 @@ from emulator import machine
 from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Operand,
                                 Statement, dtypes)
 
-from . import alu, buffers, parallel
+from . import alu, buffers, control, parallel
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,
                      plan_access)
 from .errors import KernelRuntimeError, OutOfBoundsAccessError
@@ -213,7 +213,22 @@ class Runner:
                  prog.dead_after.get(id(st), ()))
                 for st in body]
 
+    def run_body(self, body: list[Statement]) -> None:
+        """Run a statement list in the current context (control.py runs loop bodies with it)."""
+        self._run_body(body)
+
+    def write_register(self, ins: Instruction, value: int) -> None:
+        """Write ``value`` into ``ins.dst``, a register the running loop sets (``ins`` is the
+        loop's ``memset`` of it, made once by the analysis: plans stay memoised by it)."""
+        self.instruction = ins
+        self.forward = None
+        self._out = self._fresh = None
+        self.write(ins, np.asarray(value))
+
     def _run_loop(self, loop: Loop) -> None:
+        if loop.data_dependent:
+            control.RUNNERS[loop.kind](self, loop)
+            return
         ctx = self.ctx
         ctx.extents[loop.var] = loop.extent
         reason = self.program.reasons[id(loop)]

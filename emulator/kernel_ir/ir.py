@@ -13,7 +13,10 @@ embeds it, and the emulator's kernel executor runs it. It is deliberately small:
 * ``Instruction``: one whole-tile operation ``dst <- op(srcs)``, optionally masked by affine
   predicates (each ``mask`` expression must be ``>= 0``) and optionally accumulating into ``dst``
   (``acc``). Every instruction keeps the source line that produced it.
-* ``Loop``: ``affine`` (independent iterations) or ``sequential`` loops over a body.
+* ``Loop``: ``affine`` (independent iterations) or ``sequential`` loops over a body, with a trip
+  count known while tracing; or a data-dependent loop (``dynamic``: bounds read from registers
+  when the loop starts; ``while``: runs while a register is non-zero), whose operands and run-time
+  meaning ``control.py`` defines.
 
 Symbols are plain strings so that the serialised form is plain JSON.
 """
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 #: (major, minor). A reader accepts any minor of its own major; bump major on breaking changes.
-IR_VERSION: tuple[int, int] = (1, 0)
+IR_VERSION: tuple[int, int] = (1, 1)  # 1.1: data-dependent loops
 
 INPUT = "input"
 OUTPUT = "output"
@@ -37,7 +40,12 @@ MEMORY_SPACES = ("hbm", "shared_hbm", "sbuf", "psum")
 
 AFFINE_LOOP = "affine"
 SEQUENTIAL_LOOP = "sequential"
-LOOP_KINDS = (AFFINE_LOOP, SEQUENTIAL_LOOP)
+#: Data-dependent loops (control.py): no trip count while tracing (``extent`` is 0), their
+#: operands are registers (one-element on-chip int tensors) or constants.
+DYNAMIC_LOOP = "dynamic"
+WHILE_LOOP = "while"
+DATA_DEPENDENT_LOOPS = (DYNAMIC_LOOP, WHILE_LOOP)
+LOOP_KINDS = (AFFINE_LOOP, SEQUENTIAL_LOOP) + DATA_DEPENDENT_LOOPS
 
 #: Tensor initial contents: "uninit" (NaN-filled on chip), or "defined" (fully written by the
 #: instruction that creates it, so the executor may bind that instruction's result directly).
@@ -144,13 +152,22 @@ class Instruction:
 
 @dataclass
 class Loop:
-    """A loop over ``var`` in ``range(extent)``; ``kind`` is "affine" or "sequential"."""
+    """A loop over ``var`` in ``range(extent)``; ``kind`` is "affine" or "sequential". A
+    data-dependent loop (``kind`` in ``DATA_DEPENDENT_LOOPS``) has ``extent`` 0, binds no
+    symbol (``var`` only names it) and reads its ``operands`` at run time; ``step`` is the
+    ``dynamic`` loop's constant stride (see control.py)."""
 
     var: str
     extent: int
     kind: str
     body: list["Statement"] = field(default_factory=list)
     loc: SourceLoc | None = None
+    operands: tuple["Operand", ...] = ()
+    step: int = 1
+
+    @property
+    def data_dependent(self) -> bool:
+        return self.kind in DATA_DEPENDENT_LOOPS
 
 
 Statement = Union[Instruction, Loop]

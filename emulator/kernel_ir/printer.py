@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from .control import describe
 from .ir import Access, Const, Instruction, KernelIR, Loop, Statement
 
 
@@ -48,7 +49,7 @@ def _body(body: list[Statement], depth: int, lines: list[str]) -> None:
     pad = "  " * depth
     for st in body:
         if isinstance(st, Loop):
-            lines.append(_with_loc(f"{pad}for {st.var} in {st.kind}_range({st.extent}):", st.loc))
+            lines.append(_with_loc(f"{pad}{describe(st)}:", st.loc))
             _body(st.body, depth + 1, lines)
         else:
             lines.append(_with_loc(pad + _instruction(st), st.loc))

@@ -158,8 +158,12 @@ def _tensor_from(d: dict) -> TensorDecl:
 
 def _stmt_doc(s: Statement) -> dict:
     if isinstance(s, Loop):
-        return {"loop": {"var": s.var, "extent": s.extent, "kind": s.kind, "loc": _loc_doc(s.loc),
-                         "body": [_stmt_doc(b) for b in s.body]}}
+        doc = {"var": s.var, "extent": s.extent, "kind": s.kind, "loc": _loc_doc(s.loc),
+               "body": [_stmt_doc(b) for b in s.body]}
+        if s.operands or s.step != 1:  # data-dependent loops (control.py)
+            doc["operands"] = [_operand_doc(o) for o in s.operands]
+            doc["step"] = s.step
+        return {"loop": doc}
     return {"op": s.op,
             "dst": None if s.dst is None else _access_doc(s.dst),
             "srcs": [_operand_doc(o) for o in s.srcs],
@@ -175,7 +179,9 @@ def _stmt_from(d: dict) -> Statement:
         if lp["kind"] not in LOOP_KINDS:
             raise KernelIRFormatError(f"unknown loop kind {lp['kind']!r}")
         return Loop(str(lp["var"]), int(lp["extent"]), lp["kind"],
-                    [_stmt_from(b) for b in lp["body"]], _loc_from(lp.get("loc")))
+                    [_stmt_from(b) for b in lp["body"]], _loc_from(lp.get("loc")),
+                    tuple(_operand_from(o) for o in lp.get("operands", [])),
+                    int(lp.get("step", 1)))
     if d["op"] not in SPECS:
         raise KernelIRFormatError(f"unknown instruction {d['op']!r}")
     attrs = d.get("attrs") or {}

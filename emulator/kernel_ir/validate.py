@@ -9,10 +9,11 @@ symbols out of scope, negative shapes.
 from __future__ import annotations
 
 from ..limits import GridLimitError, check_grid
+from . import control
 from . import divmod as divmod_symbols
 from .instructions import AFFINE_KINDS, SPECS
 from .dtypes import DTYPES
-from .ir import (CONSTANT, INPUT, LOOP_KINDS, MEMORY_SPACES, OUTPUT, Access, Const, Instruction,
+from .ir import (CONSTANT, INPUT, MEMORY_SPACES, OUTPUT, Access, Const, Instruction,
                  KernelIR, Loop, Statement)
 
 
@@ -51,12 +52,38 @@ def validate(kernel: KernelIR) -> None:
 def _body(kernel: KernelIR, body: list[Statement], scope: set[str]) -> None:
     for st in body:
         if isinstance(st, Loop):
-            if st.kind not in LOOP_KINDS or st.extent < 0:
-                raise KernelIRValidationError(f"loop {st.var}: kind {st.kind!r}, extent "
-                                              f"{st.extent}")
-            _body(kernel, st.body, scope | {st.var})
+            _loop(kernel, st, scope)
+            _body(kernel, st.body, scope if st.data_dependent else scope | {st.var})
         else:
             _instruction(kernel, st, scope)
+
+
+def _loop(kernel: KernelIR, loop: Loop, scope: set[str]) -> None:
+    """The loop's form (control.py) and its operands' accesses, in the enclosing scope."""
+    where = f"loop {loop.var} at {loop.loc}"
+    lf = control.form(loop.kind)
+    if lf is None:
+        raise KernelIRValidationError(f"{where}: unknown loop kind {loop.kind!r}")
+    problems = lf.problems(loop, kernel.tensors)
+    if problems:
+        raise KernelIRValidationError(f"{where} ({loop.kind}): {'; '.join(problems)}")
+    for op in loop.operands:
+        if isinstance(op, Access):
+            _access(kernel, op, scope, where)
+
+
+def _access(kernel: KernelIR, a: Access, scope: set[str], where: str) -> None:
+    t = kernel.tensors.get(a.tensor)
+    if t is None:
+        raise KernelIRValidationError(f"{where}: unknown tensor {a.tensor!r}")
+    if len(a.index) != len(t.shape):
+        raise KernelIRValidationError(
+            f"{where}: {len(a.index)} indices for tensor {a.tensor!r} of rank {len(t.shape)}")
+    tiles = {f"t{j}" for j in range(len(a.shape))}
+    for expr in a.index:
+        for sym, _ in expr.terms:
+            if _base(sym, where) not in scope and _base(sym, where) not in tiles:
+                raise KernelIRValidationError(f"{where}: symbol {sym!r} is out of scope")
 
 
 def _instruction(kernel: KernelIR, ins: Instruction, scope: set[str]) -> None:
@@ -74,17 +101,7 @@ def _instruction(kernel: KernelIR, ins: Instruction, scope: set[str]) -> None:
         raise KernelIRValidationError(f"{where}: {'; '.join(problems)}")
     accesses = [ins.dst] + [s for s in ins.srcs if isinstance(s, Access)]
     for a in accesses:
-        t = kernel.tensors.get(a.tensor)
-        if t is None:
-            raise KernelIRValidationError(f"{where}: unknown tensor {a.tensor!r}")
-        if len(a.index) != len(t.shape):
-            raise KernelIRValidationError(
-                f"{where}: {len(a.index)} indices for tensor {a.tensor!r} of rank {len(t.shape)}")
-        tiles = {f"t{j}" for j in range(len(a.shape))}
-        for expr in a.index:
-            for sym, _ in expr.terms:
-                if _base(sym, where) not in scope and _base(sym, where) not in tiles:
-                    raise KernelIRValidationError(f"{where}: symbol {sym!r} is out of scope")
+        _access(kernel, a, scope, where)
     # Masks and affine attributes (iota's expression, affine_select's predicates) range over
     # the destination tile's axes.
     dst_tiles = {f"t{j}" for j in range(len(ins.dst.shape))}

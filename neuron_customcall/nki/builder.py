@@ -15,6 +15,7 @@ from typing import Iterator
 from emulator import machine
 from emulator.kernel_ir import (DEFINED, INTERNAL, UNINIT, Access, Const, Instruction, KernelIR,
                                 Loop, SourceLoc, Statement, TensorDecl)
+from emulator.kernel_ir import control
 from emulator.kernel_ir.instructions import UnknownInstructionError, spec
 from emulator.kernel_ir.validate import operand_kinds
 
@@ -49,6 +50,8 @@ class Builder:
         #: Engine registers (key -> tensor name, fill): on-chip tensors that live for the whole
         #: kernel, declared on first use and allocated at the kernel's start by ``finish``.
         self._registers: dict[str, tuple[str, object]] = {}
+        #: id(while loop) -> the VirtualRegister whose ``while reg:`` opened it (registers.py).
+        self.condition_loops: dict[int, object] = {}
 
     # --- errors --------------------------------------------------------------------------------
 
@@ -213,6 +216,7 @@ class Builder:
             del self.extents[n]
         self._counter = cp.counter
         self._loops = cp.loops
+        self.condition_loops = dict(cp.condition_loops)
 
     # --- loops ---------------------------------------------------------------------------------
 
@@ -231,6 +235,34 @@ class Builder:
             if len(self._stack) == depth:
                 self._stack.pop()
 
+    def open_loop(self, kind: str, operands: tuple, step: int = 1) -> Loop:
+        """Open a data-dependent loop (emulator/kernel_ir/control.py: ``dynamic`` or ``while``)
+        whose operands are registers' tiles or ints: what is emitted next goes into its body,
+        until ``close_loop``. It binds no index symbol (its index, if any, is a register)."""
+        self._loops += 1
+        node = Loop(f"l{self._loops}", 0, kind, [], user_location(),
+                    tuple(self._operand(o) for o in operands), int(step))
+        problems = control.form(kind).problems(node, self.tensors)
+        if problems:
+            raise self.error("invalid loop", f"{kind} loop: {'; '.join(problems)}")
+        self._stack[-1].append(node)
+        self._stack.append(node.body)
+        return node
+
+    def close_loop(self, node: Loop) -> None:
+        """Close ``node``, the innermost open loop (``open_loop``)."""
+        if self._stack[-1] is not node.body:
+            raise self.error("unclosed loop", f"{node.kind} loop at {node.loc} closed while an "
+                             "inner loop is still open")
+        self._stack.pop()
+
+    def innermost_loop(self) -> Loop | None:
+        """The open loop whose body is being traced now (None at the kernel's top level)."""
+        if len(self._stack) < 2:
+            return None
+        node = self._stack[-2][-1] if self._stack[-2] else None
+        return node if isinstance(node, Loop) and node.body is self._stack[-1] else None
+
     def hoist_before_loop(self, var: str, ins: Instruction) -> None:
         """Move ``ins`` (just emitted) out of the open loop ``var`` and every loop inside it, to
         right before that loop (``nl.loop_reduce`` initialises its accumulator there)."""
@@ -243,6 +275,13 @@ class Builder:
         raise self.error("loop_reduce loop", f"loop {var} is not an open loop around this call")
 
     def finish(self, outputs: list[str]) -> KernelIR:
+        node = self.innermost_loop()
+        if node is not None and node.data_dependent:
+            raise KernelTraceError(self.name, node.loc, "data-dependent control flow",
+                                   "a VirtualRegister is used as a condition here, but only "
+                                   "`while reg:` makes a loop of it: `if reg:`, `not reg`, "
+                                   "`and`/`or`, or a `while reg:` left with `break`/`return`, "
+                                   "need the register's run-time value while tracing")
         self.finished = True
         self.body[:0] = [
             Instruction("alloc", Access(name, self.tensors[name].shape,
@@ -269,5 +308,6 @@ class _Checkpoint:
         self.extents = set(b.extents)
         self.counter = b._counter
         self.loops = b._loops
+        self.condition_loops = dict(b.condition_loops)
 
 

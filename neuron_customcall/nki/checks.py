@@ -515,7 +515,8 @@ def unwritten_outputs(kernel: KernelIR, covered: frozenset[str] | set[str] = fro
     def visit(body: list[Statement], ext: dict[str, int]) -> None:
         for st in body:
             if isinstance(st, Loop):
-                visit(st.body, {**ext, st.var: st.extent})
+                # A data-dependent loop may run: its stores count once (no false warning).
+                visit(st.body, {**ext, st.var: 1 if st.data_dependent else st.extent})
             elif st.dst is not None and st.dst.tensor in stores and st.acc is None:
                 stores[st.dst.tensor].append((st, ext))
 

@@ -34,7 +34,8 @@ from .lang.elementwise import (  # noqa: F401, A004
     softplus, mish, square, reciprocal, logical_not, invert)
 from .lang.spmd import (  # noqa: F401, A004
     program_id, num_programs, program_ndim, affine_range, sequential_range, static_range,
-    nc, spmd_dim, dynamic_range, fori_loop, while_loop, no_reorder)
+    nc, spmd_dim, no_reorder)
+from .lang.control import dynamic_range, fori_loop, while_loop  # noqa: F401
 from .lang.casts import static_cast, finfo  # noqa: F401
 from .lang.debug import device_print  # noqa: F401
 from .lang.rng import random_seed  # noqa: F401

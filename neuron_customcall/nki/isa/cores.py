@@ -4,8 +4,8 @@ The emulator runs one NeuronCore (LNC=1): a barrier or an exchange whose group i
 alone completes at once (``core_barrier`` over ``(0,)``; ``sendrecv`` to and from rank 0 is a
 copy), and any other group is refused by name until several cores are emulated (issue 18).
 Virtual registers (``register_alloc``/``move``/``load``/``store``) are int32 [1, 1] on-chip
-tensors: their values are data, so they move like tiles; using one in Python control flow is
-the tracer's "data-dependent control flow" error.
+tensors: their values are data, so they move like tiles; they steer the kernel through
+data-dependent loops only (``registers.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import math
 from emulator import machine
 
 from ..lang.operands import operand
+from ..registers import VirtualRegister, new_register
 from ..tile import Tile
 from ..tracer import current
 from ..unsupported import refuse
@@ -90,19 +91,6 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     return dst
 
 
-class VirtualRegister:
-    """An engine register (``nisa.register_alloc``): an int32 [1, 1] on-chip tensor."""
-
-    def __init__(self, t: Tile):
-        self.tile = t
-
-    def __bool__(self) -> bool:
-        return bool(self.tile)  # the tracer's data-dependent control-flow error
-
-    def __repr__(self) -> str:
-        return f"VirtualRegister({self.tile.name})"
-
-
 def _register_value(x, api: str):
     if isinstance(x, VirtualRegister):
         return x.tile
@@ -113,10 +101,9 @@ def _register_value(x, api: str):
 
 
 def register_alloc(x=None, *, api="nki.isa.register_alloc") -> VirtualRegister:
-    tr = current()
-    reg = VirtualRegister(Tile(tr, tr.declare((1, 1), "int32", machine.SBUF)))
-    tr.emit("memset" if x is not None else "alloc", reg.tile,
-            *(() if x is None else (_register_value(x, api),)))
+    reg = new_register()
+    if x is not None:
+        current().emit("memset", reg.tile, _register_value(x, api))
     return reg
 
 

@@ -6,11 +6,8 @@ import builtins
 import contextlib
 import math
 
-import numpy as np
-
 from ..indexing import Idx, symbol
 from ..tracer import current, current_or_none
-from ..unsupported import refuse
 
 # --- SPMD ------------------------------------------------------------------------------------------
 
@@ -112,45 +109,6 @@ class spmd_dim(int):  # noqa: N801
 
     def __repr__(self) -> str:
         return f"nl.spmd_dim{self.factors!r}"
-
-
-# --- dynamic loops (beta 2) --------------------------------------------------------------------------
-
-def _static_bound(api: str, v) -> int:
-    """A loop bound known while tracing; a register (a run-time value) is refused by name."""
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return int(v)
-    refuse(f"nki.language.{api}", f"a bound of type {type(v).__name__} (a run-time register "
-           "value): the kernel IR's loops have trip counts known while tracing")
-
-
-def dynamic_range(start, stop=None, step=1) -> _Range:
-    """A loop that runs on the device: with bounds known while tracing it is a sequential loop
-    (iterations in order, one IR loop)."""
-    args = (start,) if stop is None else (start, stop)
-    args = tuple(_static_bound("dynamic_range", a) for a in args) + (
-        _static_bound("dynamic_range", step),)
-    if args[-1] < 1:
-        raise ValueError("nl.dynamic_range: step must be a positive integer")
-    return _Range(args if stop is not None else (0, args[0], args[1]), "sequential")
-
-
-def fori_loop(lower, upper, body_fun, step=1) -> None:
-    """``for i in range(lower, upper, step): body_fun(i)`` as one sequential IR loop; ``i`` is
-    the loop's index (usable in indices, like a ``sequential_range`` variable)."""
-    lo, hi = _static_bound("fori_loop", lower), _static_bound("fori_loop", upper)
-    st = _static_bound("fori_loop", step)
-    if st < 1:
-        raise ValueError("nl.fori_loop: step must be a positive integer")
-    for i in sequential_range(lo, hi, st):
-        body_fun(i)
-
-
-def while_loop(init, body_fun) -> None:
-    """Refused: the loop's condition is a register value read at run time, and the kernel IR has
-    no data-dependent control flow."""
-    refuse("nki.language.while_loop", "its condition is a run-time register value and the "
-           "kernel IR has no data-dependent loops")
 
 
 @contextlib.contextmanager

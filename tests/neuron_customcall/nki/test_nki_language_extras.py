@@ -167,18 +167,13 @@ def test_dynamic_loops_with_static_bounds_run_in_order(how):
     np.testing.assert_allclose(prefix_sums(a, how), np.cumsum(a, axis=1), rtol=1e-6)
 
 
-@nki.jit
-def uses_while(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    nl.while_loop(1, lambda r: r)
-    return out
-
-
-def test_while_loop_and_register_bounds_are_refused_by_name():
-    with pytest.raises(UnsupportedAPIError, match=r"nki\.language\.while_loop is not supported"):
-        uses_while(np.zeros((2, 2), np.float32))
-    with pytest.raises(UnsupportedAPIError, match=r"nki\.language\.dynamic_range .*register"):
+def test_dynamic_loop_operands_are_checked_by_name():
+    """Register bounds run (test_nki_dynamic_loops.py); other operands are named errors."""
+    with pytest.raises(TypeError, match=r"nki\.language\.dynamic_range: stop must be an int or "
+                       "a VirtualRegister"):
         nl.dynamic_range(object())
+    with pytest.raises(TypeError, match=r"step must be a positive int"):
+        nl.dynamic_range(4, step=0)
 
 
 @nki.jit
