@@ -1,5 +1,6 @@
 """Indirect DMA: loads and stores whose HBM index along one dimension comes from an integer tile
-(NKI's ``nl.load(a[idx_tile, i_f])`` / ``nl.store(a[idx_tile, i_f], value=...)``).
+(NKI's ``nl.load(a[idx_tile, i_f])`` / ``nl.store(a[idx_tile, i_f], value=...)``), and on-chip
+copies at a dynamic offset (``tensor_copy`` with ``indirect``: one register value, broadcast).
 
 The instruction's HBM access gives the affine part of every index; its dimension
 ``attrs["indirect"]`` also adds, at each tile position, the value of the ``offsets`` tile there
@@ -28,6 +29,12 @@ if TYPE_CHECKING:
 
 def is_indirect(ins: Instruction) -> bool:
     return "indirect" in ins.attrs
+
+
+def writes_indirect(ins: Instruction) -> bool:
+    """The offsets address the destination (a scatter: ``store``, or a ``tensor_copy`` with
+    ``indirect_dst``), not the source (a gather)."""
+    return ins.op == "store" or bool(ins.attrs.get("indirect_dst"))
 
 
 def _indices(r: Runner, ins: Instruction, hbm: Access) -> tuple[list[np.ndarray], np.ndarray,
@@ -67,7 +74,7 @@ def _indices(r: Runner, ins: Instruction, hbm: Access) -> tuple[list[np.ndarray]
             shown = ", ".join(str(v) for v in vals[:8]) + (", ..." if len(vals) > 8 else "")
             raise OutOfBoundsAccessError(
                 r.kernel.name, ins.loc,
-                f"indirect {ins.op} {'reads' if ins.op == 'load' else 'writes'} {decl.memory} "
+                f"indirect {ins.op} {'writes' if writes_indirect(ins) else 'reads'} {decl.memory} "
                 f"tensor {hbm.tensor!r} {list(decl.shape)} out of bounds: index "
                 f"{shown} along dimension {a - len(st.batch)} (extent {n})")
     return idx, mask, shape

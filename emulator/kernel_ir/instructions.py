@@ -198,7 +198,8 @@ SPECS: dict[str, InstructionSpec] = _specs(
     # --- DMA ---
     InstructionSpec("load", DMA, (Source("src"), Source("offsets")), min_sources=1,
                     attrs=(_INDIRECT_ATTR, _OOB_SKIP_ATTR),
-                    doc="HBM -> SBUF; `indirect`: an indirect (gather) load, see below"),
+                    doc="HBM -> SBUF; `indirect`: an indirect (gather) load, see below, which "
+                        "may also write HBM (nisa.dma_copy of a view at a dynamic offset)"),
     InstructionSpec("store", DMA, (Source("value", VALUE), Source("offsets")), min_sources=1,
                     accumulates=True, attrs=(_INDIRECT_ATTR, _OOB_SKIP_ATTR),
                     doc="SBUF/PSUM (or a constant) -> HBM; with `acc`, an atomic read-modify-write;"
@@ -224,10 +225,14 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     doc="HBM/SBUF -> HBM/SBUF, converting the dtype; the element counts match and "
                         "the elements are taken in row-major order (shapes may differ)"),
     # --- VectorE ---
-    InstructionSpec("tensor_copy", VECTOR, (Source("src", VALUE),), accumulates=True,
-                    attrs=(Attr("bitcast", "bool"), _ENGINE_ATTR), alt_engines=(SCALAR, GPSIMD),
+    InstructionSpec("tensor_copy", VECTOR, (Source("src", VALUE), Source("offsets")),
+                    min_sources=1, accumulates=True,
+                    attrs=(Attr("bitcast", "bool"), _ENGINE_ATTR, _INDIRECT_ATTR,
+                           Attr("indirect_dst", "bool")), alt_engines=(SCALAR, GPSIMD),
                     doc="on-chip copy converting the dtype, broadcasting; `bitcast` reinterprets "
-                        "the bits instead"),
+                        "the bits instead; `indirect`: a dynamic offset (the `offsets` tile, one "
+                        "register value) added to that dimension of src (dst with "
+                        "`indirect_dst`), bounds checked when it runs"),
     InstructionSpec("memset", VECTOR, (Source("value", CONST),), attrs=(_ENGINE_ATTR,),
                     alt_engines=(GPSIMD,), doc="fill with a constant"),
     InstructionSpec("random", VECTOR, (Source("seed"),), min_sources=0,

@@ -153,6 +153,7 @@ class Builder:
         dst, body = ins.dst, self._stack[-1]
         last = body[-1] if body else None
         if (dst is None or ins.mask or ins.acc is not None or spec(ins.op).reads_dst
+                or ins.attrs.get("indirect_dst")  # a scatter writes where its offset says
                 or not isinstance(last, Instruction)
                 or last.op != "alloc" or last.attrs or last.dst.tensor != dst.tensor):
             return None

@@ -96,7 +96,9 @@ def check_instruction(trace, ins: Instruction) -> None:
     src_mems = [_mem(trace, s) for s in ins.srcs]
     hbm = (machine.HBM, machine.SHARED_HBM)
     if op == "load":
-        if src_mems[0] not in hbm or dst_mem not in machine.ON_CHIP:
+        # an indirect load (a DMA gather, nisa.dma_copy) may also land in HBM
+        dsts = machine.ON_CHIP | (frozenset(hbm) if "indirect" in ins.attrs else frozenset())
+        if src_mems[0] not in hbm or dst_mem not in dsts:
             raise _fail(trace, "load location",
                         f"nl.load moves HBM to SBUF; got {src_mems[0]} -> {dst_mem}")
     elif op == "dma_copy":

@@ -163,7 +163,8 @@ class Tile:
                    self.vshape)
         if offsets is not None:
             out.indirect = _indirect_dim(self, *offsets)
-            _check_indirect_partition(out)
+            if not self.on_chip:  # on chip: one dynamic offset for every element
+                _check_indirect_partition(out)
         return out
 
     def reshape(self, *shape) -> "Tile":
@@ -289,12 +290,13 @@ def _indirect_entry(t: Tile, entries: list, tiles: list) -> tuple[int, Tile]:
         raise tr.error("indirect index", f"{t.decl.name}[...]: only one dimension may be "
                        f"indexed by a tile, got {len(tiles)}")
     pos, idx = tiles[0]
-    if t.on_chip:
+    scalar = t.on_chip and int(np.prod(idx.shape)) == 1
+    if t.on_chip and not scalar:
         raise tr.error("indirect index of an on-chip tile",
                        f"{t.decl.name}[{idx.decl.name}, ...]: the values of a tile may index "
                        "an HBM tensor in nl.load / nl.store (indirect DMA), not an SBUF/PSUM "
-                       "tile (err_copy_dynamic_indirect_indices_not_natively_supported; use "
-                       "nisa.tensor_copy_dynamic_src)")
+                       "tile, except by one value (a dynamic offset: nisa.tensor_copy_dynamic_src"
+                       "/dst) (err_copy_dynamic_indirect_indices_not_natively_supported)")
     if t.cast:
         t.bitcast_use("an index tile in its subscript (indirect DMA)")
     if not idx.on_chip:
@@ -306,14 +308,14 @@ def _indirect_entry(t: Tile, entries: list, tiles: list) -> tuple[int, Tile]:
     if nkd.name_of(idx.dtype_name) not in _INDEX_DTYPES:
         raise tr.error("indirect index dtype", f"index tile {idx.decl.name!r} is "
                        f"{idx.dtype_name}; indices are integers ({', '.join(_INDEX_DTYPES)})")
-    if not idx.shape or int(np.prod(idx.shape[1:])) != 1:
+    if not scalar and (not idx.shape or int(np.prod(idx.shape[1:])) != 1):
         raise tr.error("indirect index on a free dimension",
                        f"index tile {idx.decl.name!r} {list(idx.shape)}: indirect DMA takes one "
                        "index per partition, a [P, 1] (or [P]) tile "
                        "(err_indirect_indices_free_dim)")
     others = [e for e in entries if isinstance(e, Idx) and e.ndim > 0]
     rank = max([2] + [e.ndim for e in others]) if others or len(entries) > 1 else 1
-    placeholder_shape = (idx.shape[0],) + (1,) * (rank - 1)
+    placeholder_shape = (1 if scalar else idx.shape[0],) + (1,) * (rank - 1)
     entries[pos] = Idx(placeholder_shape, 0, {})
     return pos, idx
 

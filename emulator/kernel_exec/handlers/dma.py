@@ -12,7 +12,7 @@ from emulator.kernel_ir.instructions import DMA
 
 from .. import device_print as printing
 from ..collective import run_collective, run_rank_id
-from ..indirect import gather, is_indirect, scatter
+from ..indirect import gather, is_indirect, scatter, writes_indirect
 from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
@@ -29,9 +29,10 @@ def copy(r: Runner, ins: Instruction) -> None:
     """load / store / tensor_copy: element-wise copy with dtype conversion and broadcasting. The
     result may alias the source's memory (zero-copy loads of read-only inputs); ``write`` copies
     when the source can still change. Indirect loads and stores (an index tile's values in the
-    HBM address) gather and scatter (``kernel_exec/indirect.py``)."""
+    HBM address) gather and scatter (``kernel_exec/indirect.py``), and so do on-chip copies
+    with a dynamic offset (``nisa.tensor_copy_dynamic_src/dst``, ``.ap(scalar_offset=)``)."""
     if is_indirect(ins):
-        (gather if ins.op == "load" else scatter)(r, ins)
+        (scatter if writes_indirect(ins) else gather)(r, ins)
         return
     src = ins.srcs[0]
     alias = isinstance(src, Access) and not r.is_immutable(src.tensor)

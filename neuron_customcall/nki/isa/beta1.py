@@ -208,8 +208,16 @@ def sequence_bounds(*, segment_ids, dtype=None, name=None) -> Tile:
 
 
 builtin_custom_op = refusal("nki.isa.builtin_custom_op", WHY["builtin_custom_op"])
-tensor_copy_dynamic_src = refusal("nki.isa.tensor_copy_dynamic_src", WHY["tensor_copy_dynamic_src"])
-tensor_copy_dynamic_dst = refusal("nki.isa.tensor_copy_dynamic_dst", WHY["tensor_copy_dynamic_dst"])
+
+
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown,
+                            name=None) -> Tile:
+    return _mv.tensor_copy_dynamic_src(src, dtype=dtype, mask=mask, engine=engine)
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown,
+                            name=None) -> Tile:
+    return _mv.tensor_copy_dynamic_dst(dst, src, dtype=dtype, mask=mask, engine=engine)
 
 __all__ = [
     "activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats",

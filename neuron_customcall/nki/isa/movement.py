@@ -46,8 +46,59 @@ def tensor_copy(dst, src, *, engine=None, dtype=None, mask=None, api="nki.isa.te
                             or (dst is not None and dst.buffer == machine.PSUM)):
         raise fail("gpsimd operand location", f"{api}: GpSimd can not access PSUM")
     attrs = {"engine": eng} if eng not in (None, "vector") else {}
+    if x.indirect is not None or (isinstance(dst, Tile) and dst.indirect is not None):
+        return _dynamic_copy(dst, x, dtype_name(dtype, x.dtype_name), mask, attrs, api)
     return result(dst, "tensor_copy", x.shape, dtype_name(dtype, x.dtype_name), x, api=api,
                   mask=mask, **attrs)
+
+
+def _dynamic_copy(dst: Tile | None, x: Tile, dtype: str, mask, attrs: dict, api: str) -> Tile:
+    """An on-chip copy whose source or destination is at a dynamic offset (lang/dynamic.py):
+    ``tensor_copy`` with the offset tile and ``indirect`` (``indirect_dst`` for the
+    destination). HBM views at an offset are read and written by ``dma_copy``."""
+    for t, what in ((x, "src"), (dst, "dst")):
+        if t is not None and not t.on_chip:
+            raise fail("dynamic copy location", f"{api}: {what} is in {t.buffer}; an on-chip copy "
+                       "at a dynamic offset reads and writes SBUF/PSUM (nisa.dma_copy moves an "
+                       "HBM view at a dynamic offset)")
+    if x.indirect is not None and dst is not None and dst.indirect is not None:
+        raise fail("dynamic copy", f"{api}: either src or dst may be at a dynamic offset, not "
+                   "both")
+    tr = current()
+    if x.indirect is not None:
+        dim, off = x.indirect
+        return result(dst, "tensor_copy", x.shape, dtype, x.base_access(), off, api=api,
+                      mask=mask, indirect=dim, **attrs)
+    if dst is None:
+        raise fail("dst", f"{api}: a copy to a dynamic offset needs its destination")
+    dim, off = dst.indirect
+    if dst.shape != x.shape:
+        x = fit(x, dst.shape, api)
+    tr.emit("tensor_copy", dst.base_access(), x, off, mask=mask, indirect=dim, indirect_dst=True,
+            **attrs)
+    return dst
+
+
+def tensor_copy_dynamic_src(src, *, dtype=None, mask=None, engine=None,
+                            api="nki.isa.tensor_copy_dynamic_src") -> Tile:
+    """Beta 1: a copy of ``src``, an on-chip view at a dynamic offset (``t[ix, off[0, k]]``)."""
+    x = tile(src, "src", api)
+    if x.indirect is None:
+        raise fail("dynamic copy", f"{api}: src must be indexed by a one-element offset tile "
+                   "(src[i_p, offsets[0, k] ...])")
+    return tensor_copy(None, x, engine=engine, dtype=dtype, mask=mask, api=api)
+
+
+def tensor_copy_dynamic_dst(dst, src, *, dtype=None, mask=None, engine=None,
+                            api="nki.isa.tensor_copy_dynamic_dst") -> Tile:
+    """Beta 1: ``dst = src`` where ``dst`` is an on-chip view at a dynamic offset."""
+    if not isinstance(dst, Tile) or dst.indirect is None:
+        raise fail("dynamic copy", f"{api}: dst must be an on-chip view indexed by a one-element "
+                   "offset tile (dst[i_p, offsets[0, k] ...])")
+    x = tile(src, "src", api)
+    if dtype is not None and dtype_name(dtype, x.dtype_name) != x.dtype_name:
+        x = tensor_copy(None, x, dtype=dtype, api=api)
+    return tensor_copy(dst, x, engine=engine, mask=mask, api=api)
 
 
 def dma_copy(dst, src, *, dst_rmw_op=None, oob_mode=None, dge_mode=None, engine=None, mask=None,
@@ -104,8 +155,7 @@ def _indirect_dma_copy(dst: Tile, x: Tile, acc, skip: bool, same: bool, mask, ap
     if not same:
         raise fail("dma_copy shape", f"{api}: an indirect dma_copy keeps the shape: src "
                    f"{list(x.shape)}, dst {list(dst.shape)}")
-    if x.indirect is not None and dst.indirect is None and dst.buffer in machine.ON_CHIP \
-            and acc is None:
+    if x.indirect is not None and dst.indirect is None and acc is None:
         dim, offsets = x.indirect
         tr.emit("load", fit(dst, x.shape, api), x.base_access(), offsets, mask=mask,
                 indirect=dim, **extra)
@@ -114,8 +164,8 @@ def _indirect_dma_copy(dst: Tile, x: Tile, acc, skip: bool, same: bool, mask, ap
         tr.emit("store", dst.base_access(), x, offsets, mask=mask, acc=acc, indirect=dim, **extra)
     else:
         raise fail("indirect dma_copy", f"{api}: indirect DMA copies HBM rows named by an index "
-                   "tile into SBUF (src indexed) or SBUF into HBM rows (dst indexed); "
-                   "dst_rmw_op only on the store")
+                   "tile (or at a dynamic offset) into SBUF or HBM (src indexed) or SBUF into "
+                   "HBM rows (dst indexed); dst_rmw_op only on the store")
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, *, mask=None,

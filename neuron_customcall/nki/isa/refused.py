@@ -7,16 +7,12 @@ from __future__ import annotations
 
 from ..unsupported import unsupported as refusal
 
-_DATA_DEPENDENT = ("it needs register-based (dynamic) addressing, which the kernel IR does not "
-                   "have yet")
 _SEEDED = ("the emulator's generator is counter-based (nisa.set_rng_seed and nl.random_seed "
            "seed it with one value), without per-lane XORWOW states to set or read")
 
 #: (generation prefix, name) -> why; beta1.py and beta2.py create the functions.
 WHY: dict[str, str] = {
     "topk": "its 16-partition snake layout is not emulated yet (max8 and nc_find_index8 are)",
-    "tensor_copy_dynamic_src": _DATA_DEPENDENT,
-    "tensor_copy_dynamic_dst": _DATA_DEPENDENT,
     "quantize_mx": "MX (microscaling) types are not emulated yet",
     "nc_matmul_mx": "MX (microscaling) types are not emulated yet",
     "rand_set_state": _SEEDED,

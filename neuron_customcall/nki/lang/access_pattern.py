@@ -5,8 +5,10 @@ is ``storage.flatten()[offset + i0 * step0 + i1 * step1 + ...]``).
 The emulator's accesses are per-dimension affine indices, so a pattern becomes one when each
 step splits into whole steps of the tensor's dimensions and no dimension overflows into the next
 over the pattern's counts (the pooling windows of AWS's average-pool example, slices, strided
-rows, repeats). A pattern that wraps across a row, a dtype reinterpretation, dynamic offsets and
-patterns on tensors with block dimensions are refused by name.
+rows, repeats). ``scalar_offset`` (a register or a one-element integer tile) adds its value to
+dimension ``indirect_dim`` when the instruction runs (lang/dynamic.py). A pattern that wraps
+across a row, a dtype reinterpretation, ``vector_offset`` and patterns on tensors with block
+dimensions are refused by name.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from emulator.kernel_ir import Affine
 from ..errors import HardwareRuleError
 from ..tile import Tile
 from ..unsupported import refuse
+from . import dynamic
 
 
 def _row_major_steps(shape: tuple[int, ...]) -> list[int]:
@@ -38,10 +41,9 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
        indirect_dim: int = 0, dtype=None) -> Tile:
     """The view ``pattern`` describes over ``self``'s storage (see the module docstring)."""
     api = "NkiTensor.ap"
-    for given, what in ((scalar_offset, "scalar_offset"), (vector_offset, "vector_offset")):
-        if given is not None:
-            refuse(f"{api}({what}=...)", "dynamic offsets of an access pattern are not emulated "
-                   "(index an HBM tensor by a tile for indirect DMA)")
+    if vector_offset is not None:
+        refuse(f"{api}(vector_offset=...)", "per-partition offsets of an access pattern are not "
+               "emulated (index an HBM tensor by a tile for indirect DMA: t[idx_tile, i_f])")
     if dtype is not None and dtype != self.dtype and str(dtype) != self.decl.dtype:
         refuse(f"{api}(dtype=...)", "reinterpreting storage through an access pattern is not "
                "emulated (use .view(dtype))")
@@ -85,4 +87,11 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
                    "dimension are not emulated")
         index.append(Affine.make(origin[k], {f"t{d}": c[k] for d, c in enumerate(coeffs)
                                              if c[k]}))
-    return Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index))
+    view = Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index))
+    if scalar_offset is None:
+        return view
+    off = dynamic.offset_tile(self.trace, scalar_offset, f"{api}(scalar_offset=...)")
+    if not isinstance(indirect_dim, int) or not 0 <= indirect_dim < len(shape):
+        raise self.trace.error("invalid access pattern", f"{api}: indirect_dim {indirect_dim!r} "
+                               f"is not a dimension of {decl.name!r} {list(shape)}")
+    return dynamic.at_offset(view, indirect_dim, off)
