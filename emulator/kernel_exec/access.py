@@ -51,6 +51,9 @@ class Context:
     extents: dict[str, int]
     #: Value of a batch symbol at index 0 of its axis, when a loop or the grid runs in chunks.
     offsets: dict[str, int] = field(default_factory=dict)
+    #: Iteration number of each running data-dependent loop (kernel_exec/control.py): not an
+    #: index symbol (no access uses it, plans are not keyed by it); random draws mix it in.
+    iterations: dict[str, int] = field(default_factory=dict)
 
     def base_of(self, syms: tuple[str, ...]) -> tuple[int, ...]:
         return tuple(self.offsets.get(s, 0) for s in syms) if self.offsets else ()

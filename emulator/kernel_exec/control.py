@@ -6,6 +6,10 @@ register's value is one number per program, so the analysis (program.py) runs a 
 such a loop one program at a time, and the loops around it as Python loops: when a data-dependent
 loop starts, the context has no batch axes and every register holds exactly one value.
 
+The running iteration's number is ``ctx.iterations[loop.var]`` (not an index symbol): random
+draws in the body mix it in, so each iteration draws new numbers, as the engines' generators
+advance.
+
 Each run of a loop may make at most ``NEURON_EMULATOR_MAX_KERNEL_LOOP_ITERATIONS`` iterations
 (emulator/limits.py); more is a ``KernelRuntimeError`` naming the kernel, the loop's source line
 and the setting, instead of a run that never ends.
@@ -67,9 +71,14 @@ def run_dynamic(r: Runner, loop: Loop) -> None:
         raise _too_many(r, loop, limit, f"dynamic_range({lo}, {hi}, {loop.step}) "
                         f"({len(values)} iterations)")
     index = r.program.loop_index[id(loop)]
-    for i in values:
-        r.write_register(index, i)
-        r.run_body(loop.body)
+    its = r.ctx.iterations
+    try:
+        for k, i in enumerate(values):
+            its[loop.var] = k
+            r.write_register(index, i)
+            r.run_body(loop.body)
+    finally:
+        its.pop(loop.var, None)
 
 
 def run_while(r: Runner, loop: Loop) -> None:
@@ -77,12 +86,17 @@ def run_while(r: Runner, loop: Loop) -> None:
     (cond,) = loop.operands
     limit = limits.max_kernel_loop_iterations()
     n = 0
-    while register_value(r, loop, cond, "condition") != 0:
-        if n == limit:
-            raise _too_many(r, loop, limit, f"while loop on register {cond.tensor!r}"
-                            if not isinstance(cond, Const) else "while loop")
-        r.run_body(loop.body)
-        n += 1
+    its = r.ctx.iterations
+    try:
+        while register_value(r, loop, cond, "condition") != 0:
+            if n == limit:
+                raise _too_many(r, loop, limit, f"while loop on register {cond.tensor!r}"
+                                if not isinstance(cond, Const) else "while loop")
+            its[loop.var] = n
+            r.run_body(loop.body)
+            n += 1
+    finally:
+        its.pop(loop.var, None)
 
 
 #: Loop kind -> how it runs (the data-dependent forms; static loops are the runner's own).

@@ -236,11 +236,12 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("memset", VECTOR, (Source("value", CONST),), attrs=(_ENGINE_ATTR,),
                     alt_engines=(GPSIMD,), doc="fill with a constant"),
     InstructionSpec("random", VECTOR, (Source("seed"),), min_sources=0,
-                    attrs=(Attr("seed", "int"), Attr("bits", "bool")),
+                    attrs=(Attr("seed", "int"), Attr("bits", "bool"), Attr("outer", "ints")),
                     doc="uniform [0, 1) values from a counter-based generator; with a seed tile "
                         "(nl.random_seed), its value and attrs['seed'] (the draw's position "
                         "since seeding) choose the stream; `bits`: the 32 random bits as uint32 "
-                        "instead (nki.isa.rng)"),
+                        "instead (nki.isa.rng); `outer`: loops (N of lN) around the seeding, "
+                        "whose iterations do not change the draw"),
     InstructionSpec("tensor_tensor", VECTOR, (Source("data0"), Source("data1")),
                     attrs=(Attr("op", "alu", True),), doc="op(data0, data1)"),
     InstructionSpec("tensor_scalar", VECTOR,
@@ -308,6 +309,10 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     attrs=(Attr("offset", "int"), Attr("padding", "int")), reads_dst=True,
                     doc="on partitions 0, 16, ..., 112: the positions (+offset) of the non-zero "
                         "elements, padding, then their count; other partitions keep dst"),
+    InstructionSpec("topk", GPSIMD, (Source("src"),), attrs=(Attr("n", "int", True),),
+                    doc="per group of 16 partitions, the snake's first `n` elements (element e at "
+                        "partition e % 16, column e // 16): its K largest, every partition of the "
+                        "group gets them ascending as [P, 2, K] (values, then their indices e)"),
     InstructionSpec("partition_reduce", GPSIMD, (Source("data"),),
                     attrs=(Attr("op", "alu", True),),
                     doc="reduce across partitions: [P, F] -> [1, F]"),

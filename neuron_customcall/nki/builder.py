@@ -52,6 +52,8 @@ class Builder:
         self._registers: dict[str, tuple[str, object]] = {}
         #: id(while loop) -> the VirtualRegister whose ``while reg:`` opened it (registers.py).
         self.condition_loops: dict[int, object] = {}
+        #: The random stream's seed state (lang/rng.py ``_SeedState``), None until seeded.
+        self.rng_seed = None
 
     # --- errors --------------------------------------------------------------------------------
 
@@ -218,6 +220,10 @@ class Builder:
         self._counter = cp.counter
         self._loops = cp.loops
         self.condition_loops = dict(cp.condition_loops)
+        # the random stream (lang/rng.py): a rolled-back draw or seeding never happened
+        self.rng_seed, draws = cp.rng
+        if self.rng_seed is not None:
+            self.rng_seed.draws = draws
 
     # --- loops ---------------------------------------------------------------------------------
 
@@ -256,6 +262,11 @@ class Builder:
             raise self.error("unclosed loop", f"{node.kind} loop at {node.loc} closed while an "
                              "inner loop is still open")
         self._stack.pop()
+
+    def open_loops(self) -> list[Loop]:
+        """The loops being traced now, outermost first."""
+        return [outer[-1] for outer, inner in zip(self._stack, self._stack[1:])
+                if outer and isinstance(outer[-1], Loop) and outer[-1].body is inner]
 
     def innermost_loop(self) -> Loop | None:
         """The open loop whose body is being traced now (None at the kernel's top level)."""
@@ -310,5 +321,7 @@ class _Checkpoint:
         self.counter = b._counter
         self.loops = b._loops
         self.condition_loops = dict(b.condition_loops)
+        seed = b.rng_seed
+        self.rng = (seed, seed.draws if seed is not None else 0)
 
 

@@ -1,7 +1,7 @@
 """GpSimd instructions: ``iota`` (index arithmetic as values), ``affine_select`` (a predicate
 computed on the fly from the element's position), the cross-partition reduction, and the
 data-dependent ones: gathers within a partition (``gather_flattened``) or a group of 16
-(``local_gather``), ``sequence_bounds`` and ``nonzero_with_count``.""" 
+(``local_gather``), ``sequence_bounds``, ``nonzero_with_count`` and ``topk``.""" 
 
 from __future__ import annotations
 
@@ -140,3 +140,34 @@ def nonzero_with_count(r: Runner, ins: Instruction) -> None:
     core = (np.arange(x.shape[-2]) % 16 == 0)[:, None]
     out = np.where(core, new, old)
     r.write(ins, out.reshape(out.shape[:-2] + tuple(ins.dst.shape)))
+
+
+#: Partitions of one ``topk`` snake.
+SNAKE = 16
+
+
+@HANDLERS.register("topk")
+def topk(r: Runner, ins: Instruction) -> None:
+    """The K largest of each 16-partition snake's first ``n`` elements (element ``e`` at
+    partition ``e % 16``, column ``e // 16``), compared in fp32: selected by value, the lower
+    index first among equal values (NaN ranks below every number), then written ascending by
+    value (the lower index first among equal values) with their indices, to every partition of
+    the group: [P, X] -> [P, 2, K]."""
+    src = ins.srcs[0]
+    x = alu.widen(r.read(src)).astype(np.float32)
+    lead = x.shape[:x.ndim - 2]
+    parts, cols = x.shape[-2:]
+    n, k = int(ins.attrs["n"]), int(ins.dst.shape[-1])
+    groups = parts // SNAKE
+    snake = np.swapaxes(x.reshape(lead + (groups, SNAKE, cols)), -1, -2)
+    vals = snake.reshape(lead + (groups, SNAKE * cols))[..., :n]
+    idx = np.broadcast_to(np.arange(n), vals.shape)
+    ranked = np.where(np.isnan(vals), np.inf, -vals)
+    chosen = np.lexsort((idx, ranked), axis=-1)[..., :k]
+    top = np.take_along_axis(vals, chosen, axis=-1)
+    up = np.lexsort((chosen, np.where(np.isnan(top), -np.inf, top)), axis=-1)
+    top = np.take_along_axis(top, up, axis=-1)
+    chosen = np.take_along_axis(chosen, up, axis=-1)
+    out = np.stack([top, chosen.astype(np.float32)], axis=-2)  # [..., groups, 2, K]
+    out = np.broadcast_to(out[..., None, :, :], lead + (groups, SNAKE, 2, k))
+    r.write(ins, out.reshape(lead + (parts, 2, k)))

@@ -34,7 +34,10 @@ def random(r: Runner, ins: Instruction) -> None:
     ``counter_uniform(seed, id)`` with ``id`` the element's mixed-radix number over the full
     extents of the enclosing program ids and loop variables (symbols in name order) and the tile.
     So the values do not depend on how the executor runs the kernel: batched or Python-looped,
-    in memory chunks, or split over host threads (parallel.py)."""
+    in memory chunks, or split over host threads (parallel.py). Iterations of data-dependent
+    loops count too (``ctx.iterations``); loops around the point where a seeded stream was
+    seeded (``attrs["outer"]``: their numbers N of ``lN``) do not, as re-seeding the
+    engine's generator with the same value repeats its numbers in every iteration."""
     ctx = r.ctx
     tile = tuple(ins.dst.shape)
     ident = np.arange(math.prod(tile), dtype=np.uint64).reshape(tile)
@@ -42,7 +45,8 @@ def random(r: Runner, ins: Instruction) -> None:
     nb = len(ctx.batch_syms)
     ident = ident.reshape((1,) * nb + tile)
     axis = {s: i for i, s in enumerate(ctx.batch_syms)}
-    for sym in sorted(set(ctx.batch_syms) | set(ctx.bound), reverse=True):
+    outer = {f"l{n}" for n in ins.attrs.get("outer", ())}
+    for sym in sorted((set(ctx.batch_syms) | set(ctx.bound)) - outer, reverse=True):
         if sym in axis:
             i = axis[sym]
             values = np.arange(ctx.batch_shape[i], dtype=np.uint64) + np.uint64(
@@ -52,6 +56,11 @@ def random(r: Runner, ins: Instruction) -> None:
             values = np.uint64(ctx.bound[sym])
         ident = ident + values * np.uint64(stride)
         stride *= ctx.extents[sym]
+    with np.errstate(over="ignore"):
+        for var, k in sorted(ctx.iterations.items()):  # data-dependent loops: no extent
+            if var not in outer:
+                ident = ident + np.uint64(k) * np.uint64(stride % (1 << 64))
+                stride <<= 32
     shape = ctx.batch_shape + tile
     seed = int(ins.attrs.get("seed", 0))
     if ins.srcs:  # nl.random_seed: the stream is a function of the seed tile's value

@@ -13,6 +13,7 @@ from . import gather as _g
 from . import enums as _enums
 from . import matmul as _mm
 from . import movement as _mv
+from . import random_state as _rs
 from .emit import fail
 from .cores import VirtualRegister, register_alloc
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version,
@@ -282,7 +283,21 @@ def set_rng_seed(src_seeds, name=None) -> NkiInstruction:
     return _done("set_rng_seed")
 
 
-_REFUSED = ("topk", "quantize_mx", "nc_matmul_mx", "rand_set_state", "rand_get_state")
+def topk(val_dst, idx_dst, src, n, name=None) -> NkiInstruction:
+    _g.topk(val_dst, idx_dst, src, n)
+    return _done("topk", val_dst)
+
+
+def rand_set_state(src_seeds, engine=engine.gpsimd, name=None) -> NkiInstruction:
+    _rs.rand_set_state(src_seeds, engine)
+    return _done("rand_set_state")
+
+
+def rand_get_state(dst, engine=engine.gpsimd, name=None) -> NkiInstruction:
+    return _done("rand_get_state", _rs.rand_get_state(dst, engine))
+
+
+_REFUSED = ("quantize_mx", "nc_matmul_mx")
 globals().update({n: refusal(f"nki.isa.{n}", WHY[n]) for n in _REFUSED})
 
 __all__ = [
@@ -297,5 +312,5 @@ __all__ = [
     "unknown_engine", "vector_engine", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
     "nc_stream_shuffle", "sequence_bounds", "nonzero_with_count", "core_barrier", "sendrecv",
     "dma_compute", "register_alloc", "register_move", "register_load", "register_store",
-    "set_rng_seed", *_REFUSED,
+    "set_rng_seed", "rand_set_state", "rand_get_state", "topk", *_REFUSED,
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from emulator import machine
 
 from .. import dtypes as nkd
@@ -139,3 +141,38 @@ def _shuffle_reads_src(mask: list[int], src_parts: int, dst_parts: int, api: str
                        f"{(d // 32) * 32 + m} (shuffle_mask[{d % 32}] = {m}), but src covers "
                        f"{src_parts} partitions")
 
+
+
+def topk(val_dst, idx_dst, src, n, *, api="nki.isa.topk") -> Tile:
+    """The K largest of each 16-partition snake of ``src`` (bf16 [P, X]; element ``e`` at
+    partition ``e % 16``, column ``e // 16``, ``n`` elements) ascending into ``val_dst`` (bf16
+    [P, K]) with their indices ``e`` in ``idx_dst`` (uint32 [P, K]), for every partition of the
+    group. Ties: the lower index is the larger (docs/nki.md)."""
+    x = tile(src, "src", api)
+    for t, what, dt in ((x, "src", "bfloat16"), (val_dst, "val_dst", "bfloat16"),
+                        (idx_dst, "idx_dst", "uint32")):
+        if not isinstance(t, Tile):
+            raise fail("dst", f"{api}: {what} must be an SBUF tile")
+        _sbuf(t, what, api)
+        if t.dtype_name != dt or t.ndim != 2:
+            raise fail("topk operand", f"{api}: {what} is a {dt} [P, ...] tile, got "
+                       f"{t.dtype_name}{list(t.shape)}")
+    parts, cols = x.shape
+    k = val_dst.shape[1]
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 8 <= int(n) < 65536:
+        raise fail("topk n", f"{api}: 8 <= n < 65536, got {n!r}")
+    n = int(n)
+    if parts % 16 or val_dst.shape != (parts, k) or idx_dst.shape != (parts, k):
+        raise fail("topk shape", f"{api}: src has a multiple of 16 partitions and val_dst, "
+                   f"idx_dst are [P, K] with its P; got src {list(x.shape)}, val_dst "
+                   f"{list(val_dst.shape)}, idx_dst {list(idx_dst.shape)}")
+    if not 1 <= k < 32768 or k > n:
+        raise fail("topk k", f"{api}: 1 <= K < 32768 and K <= n; got K={k}, n={n}")
+    if cols < -(-n // 16):
+        raise fail("topk shape", f"{api}: the snake of n={n} elements needs src to have "
+                   f"{-(-n // 16)} columns, got {cols}")
+    tr = current()
+    both = tr.new("topk", (parts, 2, k), "float32", x, n=n)
+    tr.emit("tensor_copy", val_dst, both[:, 0, :])
+    tr.emit("tensor_copy", idx_dst, both[:, 1, :])
+    return val_dst

@@ -385,16 +385,16 @@ def rng(dst, *, engine=None, api="nki.isa.rng") -> Tile:
     if not isinstance(dst, Tile) or nkd.is_float(dst.dtype_name) or dst.dtype_name == "bool":
         raise fail("rng dtype", f"{api}: dst must be an int8/16/32 or uint8/16/32 tile")
     on_chip(dst, "dst", api)
-    srcs, seed = rng_state.draw()
-    current().emit("random", dst, *srcs, seed=seed, bits=True)
+    srcs, attrs = rng_state.draw()
+    current().emit("random", dst, *srcs, **attrs, bits=True)
     return dst
 
 
 def uniform(shape) -> Tile:
     """Uniform [0, 1) fp32 values from the kernel's stream (``nl.random_seed`` /
     ``nisa.set_rng_seed`` seed it)."""
-    srcs, seed = rng_state.draw()
-    return current().new("random", tuple(shape), "float32", *srcs, seed=seed)
+    srcs, attrs = rng_state.draw()
+    return current().new("random", tuple(shape), "float32", *srcs, **attrs)
 
 
 def set_rng_seed(src_seeds, *, api="nki.isa.set_rng_seed") -> None:

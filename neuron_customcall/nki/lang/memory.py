@@ -119,8 +119,8 @@ def rand(shape, dtype=float32, buffer=None, name: str = "") -> Tile:
     """Uniform [0, 1) values (reproducible on the emulator: seeded per instruction)."""
     tr = current()
     t = new_tensor(shape, nkd.name_of(dtype), buffer_name(buffer), name, init="defined")
-    srcs, seed = rng.draw()
-    tr.emit("random", t, *srcs, seed=seed)
+    srcs, attrs = rng.draw()
+    tr.emit("random", t, *srcs, **attrs)
     return t
 
 

@@ -16,11 +16,13 @@ from .operands import is_scalar, scalar_value
 
 
 class _SeedState:
-    """The kernel's current seed tile and how many draws were made since it was set."""
+    """The kernel's current seed tile, how many draws were made since it was set, and the loops
+    open where it was set (their iterations re-seed, so they do not change the draws)."""
 
-    def __init__(self, tile: Tile):
+    def __init__(self, tile: Tile, outer: tuple[int, ...]):
         self.tile = tile
         self.draws = 0
+        self.outer = outer
 
 
 def random_seed(seed, *, mask=None) -> None:
@@ -36,14 +38,15 @@ def random_seed(seed, *, mask=None) -> None:
     if not isinstance(seed, Tile) or not seed.on_chip or tuple(seed.shape) != (1, 1):
         raise tr.error("random_seed operand",
                        f"the seed must be a [1, 1] tile on SBUF or PSUM or an integer, got {seed!r}")
-    tr.rng_seed = _SeedState(seed)
+    tr.rng_seed = _SeedState(seed, tuple(int(lp.var[1:]) for lp in tr.open_loops()))
 
 
-def draw() -> tuple[list[Tile], int]:
-    """The sources and ``seed`` attribute of the next ``random`` instruction."""
+def draw() -> tuple[list[Tile], dict]:
+    """The sources and attributes (``seed``, ``outer``) of the next ``random`` instruction."""
     tr = current()
-    state: _SeedState | None = getattr(tr, "rng_seed", None)
+    state: _SeedState | None = tr.rng_seed
     if state is None:
-        return [], tr.next_seed()
+        return [], {"seed": tr.next_seed()}
     state.draws += 1
-    return [state.tile], state.draws
+    return [state.tile], ({"seed": state.draws, "outer": list(state.outer)} if state.outer
+                          else {"seed": state.draws})

@@ -92,7 +92,7 @@ def test_either_generations_enum_members_are_accepted():
         bad(x)
 
 
-REFUSED_BETA2 = ["topk", "quantize_mx", "nc_matmul_mx", "rand_set_state", "rand_get_state"]
+REFUSED_BETA2 = ["quantize_mx", "nc_matmul_mx"]
 
 
 @pytest.mark.parametrize("name", REFUSED_BETA2)
