@@ -253,6 +253,11 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("select", VECTOR,
                     (Source("cond", VALUE), Source("on_true", VALUE), Source("on_false", VALUE)),
                     doc="where(cond, on_true, on_false)"),
+    InstructionSpec("quantize_mx", VECTOR, (Source("src"),),
+                    attrs=(Attr("scales", "bool"), Attr("element", "text")),
+                    doc="MX quantization of [P, F] in groups of 8 partitions x 4 elements: dst is "
+                        "the packed *_x4 data [P, F/4]; with `scales`, the groups' E8M0 scales "
+                        "[P/8, F/4] for the `element` type instead (kernel_exec/mx.py)"),
     InstructionSpec("tensor_reduce", VECTOR, (Source("data"),),
                     attrs=(Attr("op", "alu", True), Attr("axes", "axes", True),
                            Attr("keepdims", "bool"), Attr("negate", "bool")),
@@ -321,6 +326,12 @@ SPECS: dict[str, InstructionSpec] = _specs(
                     attrs=(Attr("transpose", "bool"),),
                     doc="stationary.T @ moving, fp32 into PSUM; `transpose`: the PE array's "
                         "transpose mode (moving is the identity)"),
+    InstructionSpec("matmul_mx", TENSOR,
+                    (Source("stationary"), Source("moving"), Source("stationary_scale"),
+                     Source("moving_scale")),
+                    doc="dequantized stationary.T @ moving of packed MX tiles [K, M], [K, N] with "
+                        "their scales [K/8, >= M], [K/8, >= N]: fp32 [M, N] into PSUM, contracting "
+                        "the partitions and each word's 4 elements"),
     InstructionSpec("transpose", TENSOR, (Source("data"),), attrs=(_ENGINE_ATTR,),
                     alt_engines=(VECTOR,), doc="swap the partition and free axes of a 2-D tile"),
 )

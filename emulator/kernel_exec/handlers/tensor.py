@@ -1,4 +1,4 @@
-"""TensorE: matmul (``stationary.T @ moving`` into fp32 PSUM) and transpose."""
+"""TensorE: matmul (``stationary.T @ moving`` into fp32 PSUM), its MX form and transpose."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from emulator.kernel_ir import Instruction
 from emulator.kernel_ir.instructions import TENSOR
 
-from .. import alu
+from .. import alu, mx
 from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
@@ -107,3 +107,16 @@ def transpose(r: Runner, ins: Instruction) -> None:
     src = ins.srcs[0]
     x = r.read(src)
     r.write(ins, np.swapaxes(x, -1, -2), may_alias=not r.is_immutable(src.tensor))
+
+
+@HANDLERS.register("matmul_mx")
+def matmul_mx(r: Runner, ins: Instruction) -> None:
+    """Both packed operands dequantized with their scales (kernel_exec/mx.py), then one
+    contraction over the partitions and the 4 elements of each word, in fp32."""
+    tensors = r.kernel.tensors
+    st_op, mv_op, st_sc, mv_sc = ins.srcs
+    st = mx.dequantize(r.read(st_op), tensors[st_op.tensor].dtype, r.read(st_sc),
+                       tensors[st_sc.tensor].dtype)
+    mv = mx.dequantize(r.read(mv_op), tensors[mv_op.tensor].dtype, r.read(mv_sc),
+                       tensors[mv_sc.tensor].dtype)
+    r.write(ins, np.einsum("...kmq,...knq->...mn", st, mv, optimize=True))

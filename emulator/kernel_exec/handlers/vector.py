@@ -11,7 +11,7 @@ import numpy as np
 from emulator.kernel_ir import Instruction
 from emulator.kernel_ir.instructions import VECTOR
 
-from .. import alu
+from .. import alu, mx
 from .dma import copy
 from .registry import EngineHandlers
 
@@ -275,3 +275,19 @@ def stream_shuffle(r: Runner, ins: Instruction) -> None:
     lead = got.ndim - len(ins.dst.shape)
     keep = keep.reshape((1,) * lead + (p,) + (1,) * (got.ndim - lead - 1))
     r.write(ins, np.where(keep, old, got))
+
+
+@HANDLERS.register("quantize_mx")
+def quantize_mx(r: Runner, ins: Instruction) -> None:
+    """MX quantization (kernel_exec/mx.py): the packed data, or with ``scales`` the groups'
+    scales in the destination's form (float8_e8m0fnu values or uint8 codes)."""
+    src = ins.srcs[0]
+    x = alu.widen(r.read(src)).astype(np.float32)
+    dst_dtype = r.kernel.tensors[ins.dst.tensor].dtype
+    if ins.attrs.get("scales"):
+        v = x.reshape(x.shape[:-1] + (x.shape[-1] // mx.LANES, mx.LANES))
+        exp = mx.group_exponents(v, str(ins.attrs.get("element", "")))
+        r.write(ins, mx.exponents_as(exp, dst_dtype))
+    else:
+        words, _ = mx.quantize(x, dst_dtype)
+        r.write(ins, words)

@@ -13,13 +13,13 @@ from . import gather as _g
 from . import enums as _enums
 from . import matmul as _mm
 from . import movement as _mv
+from . import mx as _mx
 from . import random_state as _rs
 from .emit import fail
 from .cores import VirtualRegister, register_alloc
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version,
                     oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                     vector_engine)
-from .refused import WHY, refusal
 
 
 class NkiInstruction:
@@ -283,6 +283,17 @@ def set_rng_seed(src_seeds, name=None) -> NkiInstruction:
     return _done("set_rng_seed")
 
 
+def quantize_mx(dst, src, dst_scale, name=None) -> NkiInstruction:
+    return _done("quantize_mx", _mx.quantize_mx(dst, src, dst_scale))
+
+
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None,
+                 tile_size=None, accumulate=None, name=None) -> NkiInstruction:
+    return _done("nc_matmul_mx", _mx.nc_matmul_mx(dst, stationary, moving, stationary_scale,
+                                                  moving_scale, tile_position, tile_size,
+                                                  accumulate))
+
+
 def topk(val_dst, idx_dst, src, n, name=None) -> NkiInstruction:
     _g.topk(val_dst, idx_dst, src, n)
     return _done("topk", val_dst)
@@ -297,8 +308,6 @@ def rand_get_state(dst, engine=engine.gpsimd, name=None) -> NkiInstruction:
     return _done("rand_get_state", _rs.rand_get_state(dst, engine))
 
 
-_REFUSED = ("quantize_mx", "nc_matmul_mx")
-globals().update({n: refusal(f"nki.isa.{n}", WHY[n]) for n in _REFUSED})
 
 __all__ = [
     "NkiInstruction", "NkiValidationError", "VirtualRegister", "activate2", "activation", "activation_reduce", "affine_select",
@@ -312,5 +321,5 @@ __all__ = [
     "unknown_engine", "vector_engine", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
     "nc_stream_shuffle", "sequence_bounds", "nonzero_with_count", "core_barrier", "sendrecv",
     "dma_compute", "register_alloc", "register_move", "register_load", "register_store",
-    "set_rng_seed", "rand_set_state", "rand_get_state", "topk", *_REFUSED,
+    "set_rng_seed", "rand_set_state", "rand_get_state", "topk", "quantize_mx", "nc_matmul_mx",
 ]

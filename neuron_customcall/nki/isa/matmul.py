@@ -68,28 +68,37 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     dtype = st.dtype_name if is_transpose else "float32"
     attrs = {"transpose": True} if is_transpose else {}
     shape = (st.shape[1], mv.shape[1])
+    if is_transpose and dst is not None and fit(dst, shape, api).dtype_name != st.dtype_name:
+        raise fail("matmul transpose dtype", f"{api}: a transpose-mode result has the "
+                   f"stationary's dtype {st.dtype_name}, dst is {dst.dtype_name}")
+    return into_psum(dst, "matmul", shape, dtype, (st, mv), accumulate, mask, attrs, api,
+                     any_dtype=bool(is_transpose))
+
+
+def into_psum(dst, op: str, shape: tuple[int, int], dtype: str, srcs: tuple, accumulate, mask,
+              attrs: dict, api: str, any_dtype: bool = False) -> Tile:
+    """Emit the TensorE product ``op(*srcs)`` of ``shape`` into ``dst`` (a PSUM tile, or a new
+    one) with the reference's ``accumulate`` (see ``nc_matmul``)."""
+    tr = current()
     if dst is None:
         if accumulate:
             raise fail("accumulate", f"{api}: accumulate needs a dst")
-        return tr.new("matmul", shape, dtype, st, mv, memory=machine.PSUM, mask=mask, **attrs)
+        return tr.new(op, shape, dtype, *srcs, memory=machine.PSUM, mask=mask, **attrs)
     view = fit(dst, shape, api)
     if view.buffer != machine.PSUM:
         raise fail("matmul result location", f"{api}: dst {view.name!r} is in {view.buffer}; "
                    "TensorE writes its result to PSUM")
-    if not is_transpose and view.dtype_name not in ("float32", "bfloat16"):
+    if not any_dtype and view.dtype_name not in ("float32", "bfloat16"):
         raise fail("matmul result dtype", f"{api}: dst is {view.dtype_name}; the result is "
                    "float32 (bfloat16 from NeuronCore-v4)")
-    if is_transpose and view.dtype_name != st.dtype_name:
-        raise fail("matmul transpose dtype", f"{api}: a transpose-mode result has the "
-                   f"stationary's dtype {st.dtype_name}, dst is {view.dtype_name}")
     if accumulate is None:
         accumulate = _start_accumulating(tr, view)
     if accumulate is False or (not isinstance(accumulate, Pred) and not accumulate):
-        tr.emit("matmul", view, st, mv, mask=mask, **attrs)
+        tr.emit(op, view, *srcs, mask=mask, **attrs)
         return view
     # Accumulation: the product in its own PSUM tile, added by a copy (which the executor
     # forwards, so the product is summed straight into dst: no extra pass).
-    prod = tr.new("matmul", shape, dtype, st, mv, memory=machine.PSUM, mask=mask, **attrs)
+    prod = tr.new(op, shape, dtype, *srcs, memory=machine.PSUM, mask=mask, **attrs)
     if isinstance(accumulate, Pred):
         _by_predicate(tr, view, prod, accumulate, api)
     else:

@@ -10,7 +10,5 @@ from ..unsupported import unsupported as refusal
 
 #: (generation prefix, name) -> why; beta1.py and beta2.py create the functions.
 WHY: dict[str, str] = {
-    "quantize_mx": "MX (microscaling) types are not emulated yet",
-    "nc_matmul_mx": "MX (microscaling) types are not emulated yet",
     "builtin_custom_op": "built-in custom ops are compiled libraries of the Neuron compiler",
 }

@@ -12,7 +12,7 @@ import pytest
 from neuron_customcall import nki
 from neuron_customcall.nki import isa as beta1
 from neuron_customcall.nki import language as nl
-from neuron_customcall.nki.errors import HardwareRuleError, UnsupportedAPIError
+from neuron_customcall.nki.errors import HardwareRuleError
 from neuron_customcall.nki.isa import beta2
 from tests.sdk.subproc import check, run_python
 
@@ -92,19 +92,10 @@ def test_either_generations_enum_members_are_accepted():
         bad(x)
 
 
-REFUSED_BETA2 = ["quantize_mx", "nc_matmul_mx"]
-
-
-@pytest.mark.parametrize("name", REFUSED_BETA2)
-def test_unimplemented_apis_refuse_by_name_inside_a_kernel(name):
-    @nki.jit
-    def k(x):
-        getattr(beta2, name)(None, x)
-        return x
-
-    with pytest.raises(NotImplementedError, match=rf"nki\.isa\.{name} is not supported") as e:
-        k(np.zeros((4, 4), np.float32))
-    assert isinstance(e.value, UnsupportedAPIError) and "kernel 'k'" in str(e.value)
+def test_no_beta2_isa_name_is_refused_any_more():
+    """topk, quantize_mx/nc_matmul_mx and rand_get/set_state were the last (issue 13)."""
+    refused = [n for n in beta2.__all__ if getattr(getattr(beta2, n), "unsupported", None)]
+    assert refused == []
 
 
 @pytest.mark.parametrize("name", ["builtin_custom_op"])
