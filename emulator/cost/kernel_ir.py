@@ -91,7 +91,8 @@ def kernel_cost(kernel: ir.KernelIR) -> Cost:
 def _add_body(body: list[Any], tensors: dict[str, ir.TensorDecl], times: int, total: Cost) -> None:
     for st in body:
         if isinstance(st, ir.Loop):
-            _add_body(st.body, tensors, times * st.extent, total)
+            # A data-dependent loop's trip count is data (extent 0): its body counts once.
+            _add_body(st.body, tensors, times * (1 if st.data_dependent else st.extent), total)
             continue
         cost = ENGINE_COST[spec(st.op).engine_of(st.attrs)](st, tensors)
         for engine, cycles in cost.items():

@@ -70,12 +70,13 @@ def run_dynamic(r: Runner, loop: Loop) -> None:
     if len(values) > limit:
         raise _too_many(r, loop, limit, f"dynamic_range({lo}, {hi}, {loop.step}) "
                         f"({len(values)} iterations)")
-    index = r.program.loop_index[id(loop)]
+    index = r.program.loop_index.get(id(loop))  # None: nothing reads the index register
     its = r.ctx.iterations
     try:
         for k, i in enumerate(values):
             its[loop.var] = k
-            r.write_register(index, i)
+            if index is not None:
+                r.write_register(index, i)
             r.run_body(loop.body)
     finally:
         its.pop(loop.var, None)

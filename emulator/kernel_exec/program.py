@@ -58,7 +58,8 @@ class Program:
     #: id(statement list) -> its statements with what running each looks up (Runner._steps).
     steps: dict[int, list[tuple]] = field(default_factory=dict)
     #: id(data-dependent ``dynamic`` loop) -> the ``memset`` of its index register the executor
-    #: runs at each iteration's start (emulator/kernel_exec/control.py).
+    #: runs at each iteration's start (emulator/kernel_exec/control.py); absent when nothing
+    #: reads that register.
     loop_index: dict[int, Instruction] = field(default_factory=dict)
 
 
@@ -76,8 +77,11 @@ def prepare(kernel: KernelIR) -> Program:
 def _analyse(kernel: KernelIR) -> Program:
     instrs = list(walk_instructions(kernel.body))
     dynamic = [lp for lp in walk_loops(kernel.body) if lp.data_dependent]
+    # A dynamic loop's index register is written each iteration only if something reads it.
+    read = {s.tensor for i in instrs for s in i.srcs if isinstance(s, Access)}
+    read |= {o.tensor for lp in dynamic for o in lp.operands[1:] if isinstance(o, Access)}
     loop_index = {id(lp): Instruction("memset", lp.operands[0], (Const(0),), loc=lp.loc)
-                  for lp in dynamic if lp.kind == "dynamic"}
+                  for lp in dynamic if lp.kind == "dynamic" and lp.operands[0].tensor in read}
     written = frozenset([i.dst.tensor for i in instrs if i.dst is not None]
                         + [i.dst.tensor for i in loop_index.values()])
     prog = Program(kernel, written, loop_index=loop_index)

@@ -4,6 +4,8 @@ Python"), per program of a grid, nested with static loops, through the serialise
 their errors (the iteration limit, registers as other conditions, bad operands)."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -365,3 +367,14 @@ def test_through_jax():
     got = ncj.jit(lambda d, c: countdown(d, c) * 2.0)(data, count)
     np.testing.assert_allclose(np.asarray(got), [[18.0]])
     assert jax is not None
+
+
+def test_the_cost_model_counts_a_data_dependent_body_once():
+    from emulator.cost.kernel_ir import kernel_cost
+
+    ir = _traced(countdown, np.array([[1.0]], np.float32), np.array([[3]], np.int32))
+    with_body = kernel_cost(ir)["vector"]
+    ir = copy.deepcopy(ir)
+    (loop,) = walk_loops(ir.body)
+    loop.body.clear()
+    assert with_body > kernel_cost(ir)["vector"]  # the body's tensor_tensor ops count
