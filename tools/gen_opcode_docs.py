@@ -30,7 +30,7 @@ NOTES = {
                    "identity; `TopK`; JAX's LAPACK calls `lapack_*_ffi`, see "
                    "[below](#lapack-custom-calls-jaxs-cpu-linear-algebra))",
     "domain": "(identity)",
-    "get-dimension-size": "(static shapes)",
+    "get-dimension-size": "(a dynamic dimension's size via the dynamic padder)",
     "all-reduce": "(any reducer)",
     "all-to-all": "(array form needs replica_groups)",
     "collective-permute": "(one operand)",
@@ -43,10 +43,12 @@ NOTES = {
 def generate() -> str:
     sys.path.insert(0, str(ROOT))
     from hlo.opcodes import OPCODES
+    from neuron_customcall.compiler.dynamic_padder import REWRITTEN_OPCODES
     from neuron_customcall.compiler.lowering import lowering_for
 
     lowered = sorted(o for o in OPCODES if lowering_for(o) is not None)
-    refused = sorted(o for o in OPCODES if o not in lowered and o != "parameter")
+    rewritten = sorted(REWRITTEN_OPCODES)
+    refused = sorted(o for o in OPCODES if o not in lowered and o not in rewritten and o != "parameter")
     words = " ".join(f"{o} {NOTES[o]}" if o in NOTES else o for o in lowered)
     return "\n".join([
         BEGIN,
@@ -56,6 +58,9 @@ def generate() -> str:
         "`parameter` is a computation's input):",
         "",
         textwrap.fill(words + ".", 100, break_long_words=False, break_on_hyphens=False),
+        "",
+        "Rewritten away before lowering by the dynamic padder (`neuron_customcall/compiler/dynamic_padder.py`,",
+        "bounded dynamic shapes become padded static buffers plus sizes): " + " ".join(rewritten) + ".",
         "",
         "Refused with a `CompileError` naming the opcode, the instruction, its computation and the source",
         "location:",

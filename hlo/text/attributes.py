@@ -90,6 +90,7 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
     AttrSpec("is_reverse", "is_reverse", BoolKind(), _ops("scan")),
     AttrSpec("is_associative", "is_associative", EnumKind(_TRI_STATE), _ops("scan")),
     AttrSpec("iota_dimension", "dimensions", FirstOfListKind(), _ops("iota"), required=True),
+    AttrSpec("inferred_dimension", "dimensions", FirstOfListKind(), _ops("reshape")),
     AttrSpec("slice", "slice_dimensions", InstKind(V.read_slice, V.write_slice, lambda i: True), _ops("slice"), required=True),
     AttrSpec("dynamic_slice_sizes", "dynamic_slice_sizes", IntListKind(always=True), _ops("dynamic-slice"), required=True),
     AttrSpec("padding", "padding_config", MessageKind(V.read_padding, V.write_padding), _ops("pad"), required=True),

@@ -11,6 +11,7 @@ from neuron_customcall import __version__
 from neuron_customcall.compiler import buffers, emit, fusion, memory, verify
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.custom_op_rules import check_custom_op_limits
+from neuron_customcall.compiler.dynamic_padder import pad_dynamic_shapes
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule
@@ -198,7 +199,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
         raise CompileError(f"module {module.name} has no entry computation")
     if fingerprint is None:
         fingerprint = hlo.fingerprint(module)  # of the module as given, before any rewrite
-    module = widen_sub_byte_integers(module)
+    module = widen_sub_byte_integers(pad_dynamic_shapes(module))
     ctx = LowerCtx(module)
     ctx.computation(module.entry)
     comps: list[Computation] = []

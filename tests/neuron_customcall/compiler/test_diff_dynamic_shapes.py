@@ -1,0 +1,285 @@
+"""Bounded dynamic shapes (neuron_customcall/compiler/dynamic_padder.py) against XLA:CPU on the same
+HLO text: set-dimension-size, get-dimension-size, dynamic-reshape, reshape with
+inferred_dimension, and element-wise ops, reductions, dots, concatenates, slices, pads, reverses,
+broadcasts and transposes over a dynamic dimension, for several dynamic sizes (0, partial, the
+bound). XLA:CPU returns a dynamic array compacted (valid elements first, row-major) in a buffer of
+the bound; both sides' valid elements and sizes are compared. What XLA:CPU itself refuses (a dynamic
+entry parameter) and what the pass does not handle is refused by name."""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import hlo  # noqa: E402
+from emulator import load_artifact  # noqa: E402
+from neuron_customcall.compiler import CompileError, compile_module  # noqa: E402
+from neuron_customcall.compiler.dynamic_padder import has_dynamic_shapes, pad_dynamic_shapes  # noqa: E402
+from neuron_customcall.jax.xla_cpu import XlaCpuExecutable  # noqa: E402
+
+_COMPS = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] maximum(a, b)
+}
+"""
+
+# name: (body lines defining `r`, the declared shape of r); parameters: x = f32[8,6], y = f32[8,6],
+# n = s32[], m = s32[] (sizes), and d = x with dimension 0 of size n, e = y with dimension 1 of size m.
+CASES = {
+    "elementwise": ("d2 = f32[<=8,6] exponential(d)\n  r = f32[<=8,6] add(d, d2)", "f32[<=8,6]"),
+    "compare_select": ("d2 = f32[<=8,6] negate(d)\n  c = pred[<=8,6] compare(d, d2), direction=GT\n"
+                       "  r = f32[<=8,6] select(c, d, d2)", "f32[<=8,6]"),
+    "reduce_dynamic_dim": ("z = f32[] constant(0)\n  r = f32[6] reduce(d, z), dimensions={0}, to_apply=add",
+                           "f32[6]"),
+    "reduce_max_dynamic_dim": ("z = f32[] constant(-inf)\n  r = f32[6] reduce(d, z), dimensions={0}, to_apply=max",
+                               "f32[6]"),
+    "reduce_static_dim": ("z = f32[] constant(0)\n  r = f32[<=8] reduce(d, z), dimensions={1}, to_apply=add",
+                          "f32[<=8]"),
+    "reduce_all_of_minor_dynamic": ("z = f32[] constant(0)\n  r = f32[] reduce(e, z), dimensions={0,1}, "
+                                    "to_apply=add", "f32[]"),
+    "dot_contract_dynamic": ("r = f32[6,6] dot(d, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+                             "f32[6,6]"),
+    "dot_free_dynamic": ("r = f32[<=8,8] dot(d, x), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
+                         "f32[<=8,8]"),
+    "dot_one_side_dynamic": ("r = f32[6,6] dot(d, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+                             "f32[6,6]"),
+    "dot_batch_dynamic": ("d3 = f32[<=8,6,1] reshape(d)\n"
+                          "  r = f32[<=8,6,6] dot(d3, d3), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                          "rhs_batch_dims={0}, rhs_contracting_dims={2}", "f32[<=8,6,6]"),
+    "dot_minor_contract": ("r = f32[8,8] dot(e, y), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
+                           "f32[8,8]"),
+    "concat_dynamic_static": ("r = f32[<=16,6] concatenate(d, y), dimensions={0}", "f32[<=16,6]"),
+    "concat_dynamic_dynamic": ("d2 = f32[<=8,6] negate(d)\n  r = f32[<=16,6] concatenate(d, d2), dimensions={0}",
+                               "f32[<=16,6]"),
+    "concat_static_dim": ("r = f32[<=8,12] concatenate(d, d), dimensions={1}", "f32[<=8,12]"),
+    "concat_minor_dynamic": ("r = f32[8,<=12] concatenate(e, y), dimensions={1}", "f32[8,<=12]"),
+    "slice_offset": ("r = f32[<=4,6] slice(d), slice={[2:6], [0:6]}", "f32[<=4,6]"),
+    "slice_prefix": ("r = f32[<=4,6] slice(d), slice={[0:4], [0:6]}", "f32[<=4,6]"),
+    "slice_strided": ("r = f32[<=4,6] slice(d), slice={[1:8:2], [0:6]}", "f32[<=4,6]"),
+    "slice_static_dim": ("r = f32[<=8,3] slice(d), slice={[0:8], [1:6:2]}", "f32[<=8,3]"),
+    "pad_edges": ("z = f32[] constant(-1)\n  r = f32[<=11,6] pad(d, z), padding=1_2x0_0", "f32[<=11,6]"),
+    "pad_interior": ("z = f32[] constant(-1)\n  r = f32[<=16,6] pad(d, z), padding=0_1_1x0_0", "f32[<=16,6]"),
+    "reverse": ("r = f32[<=8,6] reverse(d), dimensions={0,1}", "f32[<=8,6]"),
+    "broadcast": ("r = f32[6,<=8,6] broadcast(d), dimensions={1,2}", "f32[6,<=8,6]"),
+    "transpose": ("r = f32[6,<=8] transpose(d), dimensions={1,0}", "f32[6,<=8]"),
+    "transpose_minor": ("r = f32[<=6,8] transpose(e), dimensions={1,0}", "f32[<=6,8]"),
+    "reshape_inferred": ("r = f32[<=48] reshape(d), inferred_dimension=0", "f32[<=48]"),
+    "reshape_split": ("r = f32[<=8,2,3] reshape(d)", "f32[<=8,2,3]"),
+    "reshape_minor_dynamic": ("r = f32[<=48] reshape(e), inferred_dimension=0", "f32[<=48]"),
+    "dynamic_reshape": ("a = s32[] constant(3)\n  b = s32[] constant(4)\n"
+                        "  r = f32[<=6,<=8] dynamic-reshape(x, a, b)", "f32[<=6,<=8]"),
+    "dynamic_reshape_sizes": ("r = f32[<=8,<=6] dynamic-reshape(d, m, n)", "f32[<=8,<=6]"),
+    "get_dimension_size": ("g = s32[] get-dimension-size(d), dimensions={0}\n  h = s32[] get-dimension-size(d), "
+                           "dimensions={1}\n  r = s32[] multiply(g, h)", "s32[]"),
+    "minor_dynamic_elementwise": ("r = f32[8,<=6] multiply(e, e)", "f32[8,<=6]"),
+    "both_dims": ("b2 = f32[<=8,<=6] set-dimension-size(d, m), dimensions={1}\n  r = f32[<=8,<=6] sine(b2)",
+                  "f32[<=8,<=6]"),
+}
+
+
+def _module(name: str, body: str, shape: str) -> str:
+    rank = len(re.search(r"\[(.*)\]", shape).group(1).split(",")) if "[]" not in shape else 0
+    dynamic = [k for k, dim in enumerate(re.search(r"\[(.*)\]", shape).group(1).split(",")) if "<=" in dim] \
+        if rank else []
+    lines = [ln.strip() for ln in body.splitlines()]
+    sizes = [f"  g{k} = s32[] get-dimension-size(r), dimensions={{{k}}}" for k in dynamic]
+    outs = ["r"] + [f"g{k}" for k in dynamic]
+    types = [shape] + ["s32[]"] * len(dynamic)
+    text = f"""HloModule dyn_{name}
+{_COMPS}
+ENTRY main {{
+  x = f32[8,6] parameter(0)
+  y = f32[8,6] parameter(1)
+  n = s32[] parameter(2)
+  m = s32[] parameter(3)
+  d = f32[<=8,6] set-dimension-size(x, n), dimensions={{0}}
+  e = f32[8,<=6] set-dimension-size(y, m), dimensions={{1}}
+  {chr(10).join('  ' + ln for ln in lines).strip()}
+{chr(10).join(sizes)}
+  ROOT out = ({', '.join(types)}) tuple({', '.join(outs)})
+}}
+"""
+    return text
+
+
+def _xla(text: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from jaxlib import _hlo
+
+    proto = _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    return XlaCpuExecutable(proto).run(inputs)
+
+
+def _valid(result: np.ndarray, sizes: list[int], dynamic: bool) -> np.ndarray:
+    """The logical array of a result: a dynamic one's valid elements lead the buffer, row-major."""
+    if not dynamic:
+        return result
+    return result.ravel()[:math.prod(sizes)].reshape(sizes)
+
+
+def _inputs(n: int, m: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(n * 10 + m)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    y = rng.standard_normal((8, 6)).astype(np.float32)
+    return [x, y, np.int32(n), np.int32(m)]
+
+
+#: XLA does not clamp a slice's dynamic size to [0, bound] (XLA:CPU crashes or corrupts memory
+#: outside it): the sizes n for which these slices stay inside
+_SLICE_N = {"slice_offset": range(2, 7), "slice_prefix": range(0, 5)}
+_SIZES = [(5, 4), (0, 6), (8, 1), (1, 0)]
+_PARAMS = [(name, n, m) for name in sorted(CASES) for n, m in _SIZES if n in _SLICE_N.get(name, range(9))]
+
+
+@pytest.mark.parametrize("name,n,m", _PARAMS)
+def test_against_xla_cpu(name: str, n: int, m: int) -> None:
+    body, shape = CASES[name]
+    text = _module(name, body, shape)
+    inputs = _inputs(n, m)
+    ref = _xla(text, inputs)
+    ours = load_artifact(compile_module(hlo.load(text))).run(inputs)
+    assert len(ours) == len(ref)
+    sizes_ref = [int(v) for v in ref[1:]]
+    sizes_ours = [int(v) for v in ours[1:]]
+    assert sizes_ours == sizes_ref, "dynamic sizes differ"
+    declared = hlo.load(text).entry.root.shape.tuple_shapes[0]
+    assert ours[0].shape == ref[0].shape and ours[0].dtype == ref[0].dtype
+    dims = list(declared.dimensions)
+    for k, flag in enumerate(i for i, f in enumerate(declared.is_dynamic_dimension) if f):
+        dims[flag] = sizes_ref[k]
+    dynamic = any(declared.is_dynamic_dimension)
+    a, b = _valid(ours[0], dims, dynamic), _valid(ref[0], dims, dynamic)
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+
+
+def _ours(name: str, body: str, shape: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return load_artifact(compile_module(hlo.load(_module(name, body, shape)))).run(inputs)
+
+
+def test_reshape_splitting_and_combining_a_dynamic_dimension_against_numpy() -> None:
+    """XLA:CPU refuses this reshape ("both splitted and combined is not supported"); the documented
+    semantics: the valid elements in row-major order, reshaped."""
+    x, y, n, _ = _inputs(5, 4)
+    for m in (4, 2, 0):
+        out = _ours("split", "r = f32[<=24,2] reshape(e), inferred_dimension=0", "f32[<=24,2]", [x, y, n, np.int32(m)])
+        assert int(out[1]) == 8 * m // 2
+        np.testing.assert_array_equal(out[0].ravel()[:8 * m], y[:, :m].ravel())
+
+
+def test_slice_of_one_element_is_static() -> None:
+    """A size-1 slice of a dynamic dimension has a static result (XLA's inference; XLA:CPU aborts
+    on it): the element at the start, whatever the size."""
+    x, y, _, m = _inputs(5, 4)
+    for n in (5, 1):
+        out = _ours("one", "r = f32[1,6] slice(d), slice={[1:2], [0:6]}", "f32[1,6]", [x, y, np.int32(n), m])
+        np.testing.assert_array_equal(out[0], x[1:2])
+
+
+def test_slice_size_is_clamped_to_its_bound() -> None:
+    """XLA leaves a slice's size unclamped (8 - 2 = 6 > bound 4) and XLA:CPU then corrupts memory; the
+    size here is clamped to [0, bound], so no element past the buffer is ever addressed."""
+    x, y, _, m = _inputs(5, 4)
+    for n, want in ((8, 4), (1, 0), (4, 2)):
+        out = _ours("clamp", "r = f32[<=4,6] slice(d), slice={[2:6], [0:6]}", "f32[<=4,6]", [x, y, np.int32(n), m])
+        assert int(out[1]) == want
+        np.testing.assert_array_equal(out[0][:want], x[2:2 + want])
+
+
+def test_static_modules_are_not_rewritten() -> None:
+    m = hlo.load("HloModule s\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] negate(p)\n}\n")
+    assert not has_dynamic_shapes(m) and pad_dynamic_shapes(m) is m
+
+
+def test_rewrite_leaves_the_callers_module_alone() -> None:
+    m = hlo.load(_module("k", *CASES["reduce_dynamic_dim"]))
+    before = m.to_text()
+    out = pad_dynamic_shapes(m)
+    assert m.to_text() == before
+    assert not has_dynamic_shapes(out)
+
+
+def test_reduce_masks_padding_that_holds_nan() -> None:
+    """The padding past the dynamic size is not read: NaN there leaves the sum finite (NumPy)."""
+    text = _module("nan", *CASES["reduce_dynamic_dim"])
+    x, y, _, m = _inputs(5, 4)
+    x[5:] = np.nan
+    out = load_artifact(compile_module(hlo.load(text))).run([x, y, np.int32(5), m])[0]
+    np.testing.assert_allclose(out, x[:5].sum(axis=0), rtol=1e-5)
+
+
+_REFUSED = {
+    "sort": ("r = f32[<=8,6] sort(d), dimensions={0}, to_apply=lt", "sort of an array with a dynamic dimension"),
+    "reduce-window": ("z = f32[] constant(0)\n  r = f32[<=8,6] reduce-window(d, z), window={size=3x1 pad=2_0x0_0}, "
+                      "to_apply=add", "reduce-window of an array with a dynamic dimension"),
+    "reshape_to_static": ("r = f32[48] reshape(d)", "reshape of an array with a dynamic dimension to f32[48]"),
+    "dynamic-slice": ("i = s32[] constant(1)\n  r = f32[2,6] dynamic-slice(d, i, i), dynamic_slice_sizes={2,6}",
+                      "dynamic-slice of an array with a dynamic dimension"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REFUSED))
+def test_refused_by_name(name: str) -> None:
+    body, message = _REFUSED[name]
+    shape = re.search(r"r = (\S+) ", body).group(1)
+    text = _module(name, body, shape).replace(_COMPS, _COMPS + """
+lt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+""")
+    with pytest.raises(CompileError, match=re.escape(message)):
+        compile_module(hlo.load(text))
+
+
+def test_dynamic_entry_parameter_refused() -> None:
+    """XLA:CPU refuses it too (PadToStatic is not implemented there)."""
+    text = "HloModule p\nENTRY e {\n  p = f32[<=8] parameter(0)\n  ROOT r = f32[<=8] negate(p)\n}\n"
+    with pytest.raises(CompileError, match="entry parameter with a dynamic dimension"):
+        compile_module(hlo.load(text))
+
+
+def test_unbounded_dimension_refused() -> None:
+    text = ("HloModule u\nENTRY e {\n  p = f32[8] parameter(0)\n  n = s32[] parameter(1)\n"
+            "  d = f32[?] set-dimension-size(p, n), dimensions={0}\n  ROOT r = f32[?] negate(d)\n}\n")
+    with pytest.raises(CompileError, match="unbounded dynamic dimension"):
+        compile_module(hlo.load(text))
+
+
+def test_dynamic_shape_in_called_computation_refused() -> None:
+    text = """HloModule c
+body {
+  p = f32[8] parameter(0)
+  n = s32[] constant(3)
+  ROOT d = f32[<=8] set-dimension-size(p, n), dimensions={0}
+}
+ENTRY e {
+  p = f32[8] parameter(0)
+  ROOT r = f32[<=8] call(p), to_apply=body
+}
+"""
+    with pytest.raises(CompileError, match="inside a called computation"):
+        compile_module(hlo.load(text))
+
+
+def test_inferred_dimension_reads_as_xla_reads_it() -> None:
+    """`inferred_dimension=k` on reshape is XLA's `dimensions` field of the proto; the text round-trips."""
+    from jaxlib import _hlo
+
+    text = _module("inf", *CASES["reshape_inferred"])
+    theirs = hlo.load(_hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto(), form="proto")
+    ours = hlo.load(text)
+    assert hlo.modules_equal(ours, theirs)
+    assert "inferred_dimension=0" in ours.to_text()
+    assert hlo.modules_equal(hlo.load(ours.to_text()), ours)
