@@ -176,6 +176,68 @@ def uses_parameter_as_reduce_init(module: Any) -> bool:
     return False
 
 
+def with_dynamic_sizes(text: str) -> tuple[str, list[tuple[int, list[int]]]]:
+    """The module with the entry's result flattened into its leaves followed by the
+    `get-dimension-size` of every dynamic dimension of every leaf, and (leaf index, its dynamic
+    dimensions) per dynamic leaf; (text, []) when no result leaf is dynamic.
+
+    Why: a dynamic result's buffer holds its valid elements first and unspecified ones after
+    (XLA:CPU's are whatever memory held); only the valid ones and the sizes can be compared."""
+    import hlo
+    from hlo.ir.module import HloInstruction
+    from hlo.ir.shape import Shape
+
+    module = hlo.load(text)
+    entry = module.entry
+    root = entry.root
+    leaves: list[Any] = []
+
+    def walk(inst: Any, shape: Any) -> None:
+        if not shape.is_tuple:
+            leaves.append(inst)
+            return
+        for k, sub in enumerate(shape.tuple_shapes):
+            gte = HloInstruction(f"{inst.name}.leaf{k}", "get-tuple-element", sub, [inst])
+            gte.attributes.tuple_index = k
+            walk(entry.add(gte), sub)
+
+    walk(root, root.shape)
+    dynamic = [(k, [d for d, flag in enumerate(leaf.shape.is_dynamic_dimension) if flag])
+               for k, leaf in enumerate(leaves) if any(leaf.shape.is_dynamic_dimension)]
+    if not dynamic:
+        return text, []
+    sizes = []
+    for k, dims in dynamic:
+        for d in dims:
+            g = HloInstruction(f"{leaves[k].name}.size{d}", "get-dimension-size", Shape.array("S32", ()), [leaves[k]])
+            g.attributes.dimensions.append(d)
+            sizes.append(entry.add(g))
+    outs = leaves + sizes
+    new_root = HloInstruction(f"{root.name}.with_sizes", "tuple", Shape.tuple_of([o.shape for o in outs]), outs)
+    entry.root = entry.add(new_root)
+    module.attributes.ClearField("host_program_shape")
+    entry.attributes.ClearField("program_shape")
+    return module.to_text(), dynamic
+
+
+def valid_parts(outputs: list[Any], dynamic: list[tuple[int, list[int]]]) -> list[Any]:
+    """Each dynamic leaf of `outputs` (as with_dynamic_sizes made them) cut to its valid elements,
+    read row-major from the start of its buffer; the sizes themselves stay as outputs."""
+    import numpy as np
+
+    n_sizes = sum(len(dims) for _, dims in dynamic)
+    out = [np.asarray(a) for a in outputs]
+    sizes = [int(v) for v in out[len(out) - n_sizes:]]
+    k = 0
+    for leaf, dims in dynamic:
+        shape = list(out[leaf].shape)
+        for d in dims:
+            shape[d] = min(max(sizes[k], 0), shape[d])
+            k += 1
+        out[leaf] = out[leaf].ravel()[:int(np.prod(shape))].reshape(shape)
+    return out
+
+
 def _median_ms(fn: Any, runs: int, budget_s: float) -> tuple[float, float]:
     """Medians of up to `runs` calls of fn (which returns the wall and CPU seconds it measured,
     CPU of every thread of the process: XLA:CPU runs on a thread pool), in ms."""
@@ -232,6 +294,11 @@ def run_one(name: str, text: str, runs: int, budget_s: float, slow_factor: float
     from neuron_customcall.compiler import CompileError, compile_module
     from neuron_customcall.jax.xla_cpu import XlaCpuExecutable
 
+    dynamic: list[tuple[int, list[int]]] = []
+    try:
+        text, dynamic = with_dynamic_sizes(text)
+    except hlo.HloError:
+        pass  # our parser's refusal is reported below, with the module as written
     _stage("xla")
     try:
         proto = xla_parse(as_calls(text) if reference == "calls" else text)
@@ -266,6 +333,12 @@ def run_one(name: str, text: str, runs: int, budget_s: float, slow_factor: float
     except Exception as e:
         return Result(name, "our_crash", f"{stage}: {type(e).__name__}: {_first_line(e)}")
     outputs = [f"{o.dtype}{list(o.shape)}" for o in ours]
+    if dynamic and len(ours) == len(ref):
+        n_sizes = sum(len(dims) for _, dims in dynamic)
+        mine, theirs_sizes = [int(v) for v in ours[len(ours) - n_sizes:]], [int(v) for v in ref[len(ref) - n_sizes:]]
+        if mine != theirs_sizes:
+            return Result(name, "mismatch", f"dynamic sizes {mine}, XLA {theirs_sizes}", outputs=outputs)
+        ours, ref = valid_parts(ours, dynamic), valid_parts(ref, dynamic)
     ok, what, worst = compare(ours, ref)
     if not ok and reference == "calls" and has_layout_changing_bitcast(hlo.load(xla_parse(text), form="proto")):
         return Result(name, "unverified", f"{what}; but the reference wrote a bitcast between layouts as a "
@@ -274,7 +347,10 @@ def run_one(name: str, text: str, runs: int, budget_s: float, slow_factor: float
         scalars = [k for k, p in enumerate(params) if not p.shape.dimensions]
         if scalars and uses_parameter_as_reduce_init(theirs):
             zeroed = [x * 0 if k in scalars else x for k, x in enumerate(inputs)]
-            again, _, _ = compare(exe.run(zeroed), [np.asarray(a) for a in ref_exe.execute(ref_exe.put(zeroed))])
+            mine, xlas = exe.run(zeroed), [np.asarray(a) for a in ref_exe.execute(ref_exe.put(zeroed))]
+            if dynamic:
+                mine, xlas = valid_parts(mine, dynamic), valid_parts(xlas, dynamic)
+            again, _, _ = compare(mine, xlas)
             if again:
                 return Result(name, "undefined", f"{what}; the same with scalar parameters 0 matches: a reduce "
                               "init that is not an identity, whose result XLA leaves implementation-defined",

@@ -9,7 +9,8 @@ buffer of its bound plus one s32 size value per dynamic dimension, and an op tha
 padding is rewritten so that it does not:
 
 - element-wise ops, broadcast, transpose, convert and copies carry the sizes (the padding is
-  computed on and never read);
+  computed on and never read); where two operands' sizes differ, XLA's implicit broadcast (a
+  size-1 operand repeated) and its size rule (the larger when the smaller is 1, else the smaller);
 - `reduce` over a dynamic dimension masks the padding with the reduce's init value, `dot` masks
   the contracting dimensions of both operands with zero (an identity each, as XLA pads);
 - `slice`, `pad` and `concatenate` compute the new size (XLA's arithmetic; a slice's is clamped to
@@ -67,8 +68,9 @@ def _static(shape: Shape) -> Shape:
 
 
 def has_dynamic_shapes(module: HloModule) -> bool:
-    return any(_is_dynamic(inst.shape) or any(_is_dynamic(o.shape) for o in inst.operands)
-               for inst in module.instructions())
+    """Whether the pass has work: a dynamic shape, or an opcode only it removes (a set-dimension-size
+    may declare a static result)."""
+    return any(_is_dynamic(inst.shape) or inst.opcode in REWRITTEN_OPCODES for inst in module.instructions())
 
 
 def _static_sizes(shape: Shape) -> Sizes:
@@ -156,6 +158,39 @@ class _Padder:
         if op in ("add", "subtract") and b == 0:
             return a
         return self.add(op, Shape.array("S32", ()), [self.scalar(a), self.scalar(b)])
+
+    def pred(self, opcode: str, a: HloInstruction, b: HloInstruction, direction: str = "") -> HloInstruction:
+        scalar = Shape.array("PRED", ())
+        if opcode == "compare":
+            return self.add("compare", scalar, [a, b], direction=direction)
+        return self.add(opcode, scalar, [a, b])
+
+    def broadcasts(self, own: Size, other: Size) -> HloInstruction:
+        """Whether an operand of size `own` is implicitly broadcast against one of size `other`."""
+        own_i, other_i = self.scalar(own), self.scalar(other)
+        return self.pred("and", self.pred("compare", own_i, self.const(1), "EQ"),
+                         self.pred("compare", own_i, other_i, "LT"))
+
+    def merged_size(self, a: Size, b: Size) -> Size:
+        """The size of an element-wise result over operand sizes a and b (XLA's dynamic dimension
+        inference): the larger when the smaller is 1, else the smaller."""
+        if a is b:
+            return a
+        need = self.pred("or", self.broadcasts(a, b), self.broadcasts(b, a))
+        larger, smaller = self.arith("maximum", a, b), self.arith("minimum", a, b)
+        return self.add("select", Shape.array("S32", ()), [need, self.scalar(larger), self.scalar(smaller)])
+
+    def implicit_broadcast(self, x: HloInstruction, d: int, own: Size, other: Size) -> HloInstruction:
+        """x, or, when its size `own` along d is 1 and `other` is larger, its first slice along d
+        repeated over the whole dimension (XLA's dynamic padder, for element-wise binary ops)."""
+        dims = x.shape.dimensions
+        et = x.shape.element_type
+        one = tuple(1 if k == d else b for k, b in enumerate(dims))
+        first = self.add("slice", Shape.array(et, one), [x], slice=[(0, b, 1) for b in one])
+        flat = self.add("reshape", Shape.array(et, tuple(b for k, b in enumerate(dims) if k != d)), [first])
+        spread = self.add("broadcast", Shape.array(et, dims), [flat], dimensions=[k for k in range(len(dims)) if k != d])
+        need = self.bcast(self.broadcasts(own, other), dims)
+        return self.add("select", Shape.array(et, dims), [need, spread, x])
 
     def mask(self, x: HloInstruction, sizes: tuple[Size, ...], dims: list[int], fill: HloInstruction) -> HloInstruction:
         """x with the elements past the dynamic size of each of `dims` replaced by the scalar `fill`."""
@@ -268,6 +303,10 @@ def _set_size(d: int, sizes: tuple[Size, ...], size: Size) -> tuple[Size, ...]:
 @_handles("set-dimension-size")
 def _set_dimension_size(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     d = inst.attributes.dimensions[0]
+    assert p.declared is not None
+    if not p.declared.is_dynamic_dimension[d]:
+        # declared static, the dimension keeps its static size (XLA:CPU: get-dimension-size gives it)
+        return p.v(ops[0]), p.s(ops[0])
     return p.v(ops[0]), _set_size(d, p.s(ops[0]), p.v(ops[1]))
 
 
@@ -281,17 +320,32 @@ _CARRY = tuple(op for op, r in OPCODES.items() if r.cls == ELEMENTWISE) + ("bitc
 
 @_handles(*_CARRY)
 def _elementwise(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+    """XLA's rule (dynamic dimension inference): operands' dynamic sizes of one dimension merge
+    pairwise into the larger where the smaller is 1 (an implicit broadcast), else the smaller; a
+    binary op broadcasts an operand whose size is 1 where the other's is larger (dynamic padder)."""
     if inst.opcode == "bitcast-convert" and inst.shape.rank != ops[0].shape.rank:
         raise CompileError("bitcast-convert between element widths of an array with a dynamic dimension is not "
                            "supported", inst)
     rank = inst.shape.rank
     sizes: list[Size] = list(inst.shape.dimensions)
+    merged: list[bool] = [False] * rank
     for o in ops:
-        if o.shape.rank == rank:
-            for d, s in enumerate(p.s(o)):
-                if isinstance(s, HloInstruction) and not isinstance(sizes[d], HloInstruction):
-                    sizes[d] = s
+        if o.shape.rank != rank:
+            continue
+        for d, s in enumerate(p.s(o)):
+            if isinstance(s, HloInstruction):
+                sizes[d] = p.merged_size(sizes[d], s) if merged[d] else s
+                merged[d] = True
+    if len(ops) == 2 and ops[0].shape.rank == ops[1].shape.rank == rank and inst.opcode in _ELEMENTWISE_BINARY:
+        s0, s1 = p.s(ops[0]), p.s(ops[1])
+        for d in range(rank):
+            if isinstance(s0[d], HloInstruction) and isinstance(s1[d], HloInstruction) and s0[d] is not s1[d]:
+                inst.operands = [p.implicit_broadcast(inst.operands[0], d, s0[d], s1[d]),
+                                 p.implicit_broadcast(inst.operands[1], d, s1[d], s0[d])]
     return inst, tuple(sizes)
+
+
+_ELEMENTWISE_BINARY = frozenset(op for op, r in OPCODES.items() if r.cls == ELEMENTWISE and r.arity == 2)
 
 
 @_handles("broadcast")

@@ -122,3 +122,33 @@ def test_driver_classifies_a_small_corpus(tmp_path):
     # XLA:CPU's jaxlib path takes no fusion: the reference is the module with calls, and says so
     assert results["fused"]["cls"] in ("match", "slow") and "fusions as calls" in results["fused"]["detail"]
     assert results["param_init"]["cls"] in ("match", "slow", "undefined")
+
+
+DYNAMIC = """HloModule dyn
+ENTRY e {
+  x = f32[4,3] parameter(0)
+  n = s32[] parameter(1)
+  xs = f32[1,3] slice(x), slice={[0:1], [0:3]}
+  d = f32[<=4,3] set-dimension-size(x, n), dimensions={0}
+  t = f32[3,<=4] transpose(d), dimensions={1,0}
+  row = f32[3] reshape(xs)
+  ROOT r = (f32[<=4,3], f32[3], f32[3,<=4]) tuple(d, row, t)
+}
+"""
+
+
+def test_dynamic_results_get_their_sizes_and_are_cut_to_them() -> None:
+    """A dynamic result is compared on its valid elements only: the module gains the sizes as
+    outputs, and each dynamic leaf is read row-major from the start of its buffer."""
+    out, dynamic = xc.with_dynamic_sizes(DYNAMIC)
+    assert dynamic == [(0, [0]), (2, [1])]
+    import hlo
+
+    m = hlo.load(out)
+    assert [str(s) for s in m.entry.root.shape.tuple_shapes[3:]] == ["s32[]", "s32[]"]
+    buf0 = np.arange(12, dtype=np.float32).reshape(4, 3)
+    buf2 = np.arange(12, dtype=np.float32).reshape(3, 4)
+    parts = xc.valid_parts([buf0, np.zeros(3, np.float32), buf2, np.int32(2), np.int32(2)], dynamic)
+    np.testing.assert_array_equal(parts[0], buf0[:2])
+    np.testing.assert_array_equal(parts[2], np.arange(6, dtype=np.float32).reshape(3, 2))
+    assert xc.with_dynamic_sizes(SPLIT.split("// -----")[0]) == (SPLIT.split("// -----")[0], [])
