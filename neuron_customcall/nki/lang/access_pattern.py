@@ -6,9 +6,11 @@ The emulator's accesses are per-dimension affine indices, so a pattern becomes o
 step splits into whole steps of the tensor's dimensions and no dimension overflows into the next
 over the pattern's counts (the pooling windows of AWS's average-pool example, slices, strided
 rows, repeats). ``scalar_offset`` (a register or a one-element integer tile) adds its value to
-dimension ``indirect_dim`` when the instruction runs (lang/dynamic.py). A pattern that wraps
-across a row, a dtype reinterpretation, ``vector_offset`` and patterns on tensors with block
-dimensions are refused by name.
+dimension ``indirect_dim`` when the instruction runs (lang/dynamic.py); ``vector_offset`` (a
+[P, 1] integer tile, HBM, ``indirect_dim`` 0) makes partition ``p`` read row ``offsets[p]``
+(indirect DMA; the pattern's leading step is ignored, as the reference says). A pattern that
+wraps across a row, a dtype reinterpretation and patterns on tensors with block dimensions are
+refused by name.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 from emulator import machine
 from emulator.kernel_ir import Affine
 
+from .. import dtypes as nkd
 from ..errors import HardwareRuleError
 from ..tile import Tile
 from ..unsupported import refuse
@@ -37,13 +40,31 @@ def _split(value: int, steps: list[int]) -> list[int]:
     return out
 
 
+def _vector_offset(self: Tile, view: Tile, offsets, indirect_dim, api: str) -> Tile:
+    """``vector_offset``: partition ``p`` of the view reads row ``offsets[p]`` of an HBM tensor
+    (indirect DMA, as ``t[idx_tile, i_f]``); only ``indirect_dim`` 0, as the reference says."""
+    if indirect_dim != 0 or view.on_chip:
+        raise self.trace.error("invalid access pattern", f"{api}(vector_offset=...): indexes "
+                               f"dimension 0 of an HBM tensor, got indirect_dim {indirect_dim!r} "
+                               f"of a {view.buffer} tensor")
+    if not isinstance(offsets, Tile) or not offsets.on_chip or \
+            tuple(offsets.shape) != (view.shape[0], 1):
+        raise self.trace.error("invalid access pattern", f"{api}(vector_offset=...): the offsets "
+                               f"are a [{view.shape[0]}, 1] integer tile in SBUF (one row per "
+                               f"partition of the pattern), got {offsets!r}")
+    if nkd.name_of(offsets.dtype_name) not in dynamic.OFFSET_DTYPES:
+        raise self.trace.error("dynamic offset dtype", f"{api}(vector_offset=...): offsets are "
+                               f"integers, got {offsets.dtype_name}")
+    return dynamic.at_offset(view, 0, offsets)
+
+
 def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vector_offset=None,
        indirect_dim: int = 0, dtype=None) -> Tile:
     """The view ``pattern`` describes over ``self``'s storage (see the module docstring)."""
     api = "NkiTensor.ap"
-    if vector_offset is not None:
-        refuse(f"{api}(vector_offset=...)", "per-partition offsets of an access pattern are not "
-               "emulated (index an HBM tensor by a tile for indirect DMA: t[idx_tile, i_f])")
+    if vector_offset is not None and scalar_offset is not None:
+        raise self.trace.error("invalid access pattern", f"{api}: scalar_offset or "
+                               "vector_offset, not both")
     if dtype is not None and dtype != self.dtype and str(dtype) != self.decl.dtype:
         refuse(f"{api}(dtype=...)", "reinterpreting storage through an access pattern is not "
                "emulated (use .view(dtype))")
@@ -58,6 +79,9 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
     except (TypeError, ValueError):
         raise self.trace.error("invalid access pattern", f"{api}: pattern is a list of "
                                f"[step, num] pairs, got {pattern!r}") from None
+    if vector_offset is not None and pairs:
+        # The leading step is ignored: partition p reads row vector_offset[p] (the deep dive).
+        pairs[0] = (0, pairs[0][1])
     if not pairs or any(num < 1 or step < 0 for step, num in pairs):
         raise self.trace.error("invalid access pattern", f"{api}: each [step, num] has num >= 1 "
                                f"and step >= 0, got {pattern!r}")
@@ -88,6 +112,8 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
         index.append(Affine.make(origin[k], {f"t{d}": c[k] for d, c in enumerate(coeffs)
                                              if c[k]}))
     view = Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index))
+    if vector_offset is not None:
+        return _vector_offset(self, view, vector_offset, indirect_dim, api)
     if scalar_offset is None:
         return view
     off = dynamic.offset_tile(self.trace, scalar_offset, f"{api}(scalar_offset=...)")

@@ -40,6 +40,19 @@ def offset_tile(trace, x, api: str) -> Tile:
     return t
 
 
+def tensor_dim(view: Tile, axis: int, api: str) -> int:
+    """The tensor dimension that axis ``axis`` of ``view`` walks, one element per step (so a
+    run-time index along the axis counts that dimension's elements)."""
+    sym = f"t{axis}"
+    dims = [d for d, a in enumerate(view.index) if a.coef(sym)]
+    if len(dims) != 1 or view.index[dims[0]].coef(sym) != 1 or any(
+            s != sym and sym in s for a in view.index for s, _ in a.terms):
+        raise view.trace.error("dynamic select", f"{api}: axis {axis} of this view of "
+                               f"{view.decl.name!r} is not one dimension of the tensor; select "
+                               "on the tensor itself")
+    return dims[0]
+
+
 def at_offset(view: Tile, dim: int, offset: Tile) -> Tile:
     """``view`` with ``offset``'s value added to the index of its tensor's dimension ``dim``."""
     out = Tile(view.trace, view.decl, view.shape, view.index, view.cast, view.vshape)

@@ -17,6 +17,8 @@ from emulator.kernel_ir import divmod as dm
 
 from ..tile import Tile
 from ..unsupported import refuse
+from ..registers import VirtualRegister
+from . import dynamic
 from .access_pattern import ap
 from .memory import expand_dims
 
@@ -96,9 +98,34 @@ def slice_(self: Tile, dim: int, start: int = 0, end: int | None = None, step: i
 
 
 def select(self: Tile, dim: int, index) -> Tile:
-    """``self[..., index, ...]`` along ``dim`` (the axis goes)."""
+    """``self[..., index, ...]`` along ``dim`` (the axis goes). ``index`` may be a run-time value
+    (a VirtualRegister or a one-element integer tile): a view at a dynamic offset
+    (lang/dynamic.py), read or written by ``nisa.dma_copy`` / ``nisa.tensor_copy``."""
     dim = _axis(self, dim, "select")
-    return self[(slice(None),) * dim + (index,)]
+    if not isinstance(index, (Tile, VirtualRegister)) or (
+            isinstance(index, Tile) and math.prod(index.shape) != 1):
+        return self[(slice(None),) * dim + (index,)]  # an int, or an index tile per partition
+    api = "NkiTensor.select"
+    self.indirect_use(api)
+    if self.on_chip and dim == 0:
+        raise self.trace.error("dynamic select", f"{api}: the partition dimension of an on-chip "
+                               "tile can not be selected at run time")
+    off = dynamic.offset_tile(self.trace, index, api)
+    tensor_dim = dynamic.tensor_dim(self, dim, api)
+    return dynamic.at_offset(self[(slice(None),) * dim + (0,)], tensor_dim, off)
+
+
+def vector_select(self: Tile, dim: int, offsets) -> Tile:
+    """Partition ``p`` of the result is ``self``'s row ``offsets[p]`` (a gather of rows of an HBM
+    tensor, as ``self[offsets, ...]`` indexes it): ``dim`` is 0."""
+    api = "NkiTensor.vector_select"
+    if _axis(self, dim, "vector_select") != 0 or self.on_chip:
+        raise self.trace.error("vector_select", f"{api}: selects along dimension 0 of an HBM "
+                               f"tensor, got dimension {dim} of a {self.buffer} tensor")
+    if not isinstance(offsets, Tile):
+        raise self.trace.error("vector_select", f"{api}: offsets is a [P, 1] integer tile in "
+                               f"SBUF, got {type(offsets).__name__}")
+    return self[(offsets,) + (slice(None),) * (self.ndim - 1)]
 
 
 def assert_shape(self: Tile, shape) -> Tile:
@@ -134,7 +161,7 @@ METHODS: dict[str, object] = {
     "broadcast": broadcast, "slice": slice_, "select": select, "assert_shape": assert_shape,
     "size": property(size), "is_indirect": is_indirect,
     "ap": ap,
-    **{n: _refused(n) for n in ("vector_select", "rearrange", "get_pattern",
-                                "is_contiguous")},
+    "vector_select": vector_select,
+    **{n: _refused(n) for n in ("rearrange", "get_pattern", "is_contiguous")},
     **{n: property(_refused(n)) for n in ("strides", "offset")},
 }

@@ -224,3 +224,58 @@ def test_misuse_is_a_named_trace_error():
 
     with pytest.raises(KernelTraceError, match="src must be indexed by a one-element offset"):
         static_src(np.zeros((128, 4), np.float32))
+
+
+@nki.jit
+def rows_by_vector_offset(a, how):
+    """The access-pattern guide's vector dynamic access: partition p reads row 2p."""
+    offsets = nl.ndarray((64, 1), nl.int32, nl.sbuf)
+    nisa.iota(offsets, [[1, 1]], 0, 2)
+    result_sb = nl.ndarray((64, 512), nl.float32, buffer=nl.sbuf)
+    result = nl.ndarray((64, 512), nl.float32, buffer=nl.shared_hbm)
+    src = (a.ap([[512, 64], [1, 512]], 0, vector_offset=offsets, indirect_dim=0)
+           if how == "ap" else a.vector_select(0, offsets))
+    nisa.dma_copy(src=src, dst=result_sb)
+    nisa.dma_copy(dst=result, src=result_sb)
+    return result
+
+
+@pytest.mark.parametrize("how", ["ap", "vector_select"])
+def test_vector_offsets_gather_rows(how):
+    a = RNG.random((128, 512)).astype(np.float32)
+    np.testing.assert_array_equal(rows_by_vector_offset(a, how), a[0:128:2])
+    with pytest.raises(OutOfBoundsAccessError, match=r"index 100, 102, .* along dimension 0 \(extent 100\)"):
+        rows_by_vector_offset(a[:100], how)
+
+
+@nki.jit
+def batch_by_select(a, which):
+    """The guide's scalar dynamic select: a[which] of a (4, 128, 512) tensor, the index in SBUF
+    (the dimension goes)."""
+    batch_idx = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.memset(batch_idx, value=which)
+    src = a.select(0, batch_idx)
+    result = nl.ndarray(src.shape, a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(src=src, dst=result[...])
+    return result
+
+
+@pytest.mark.parametrize("which", [0, 3])
+def test_select_at_a_run_time_index(which):
+    a = RNG.random((4, 128, 512)).astype(np.float32)
+    np.testing.assert_array_equal(batch_by_select(a, which), a[which])
+    with pytest.raises(OutOfBoundsAccessError, match=r"index 4 along dimension 0 \(extent 4\)"):
+        batch_by_select(a, 4)
+
+
+def test_vector_offset_rules():
+    @nki.jit
+    def on_dim1(a):
+        offsets = nl.ndarray((64, 1), nl.int32, nl.sbuf)
+        r = nl.ndarray((64, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(src=a.ap([[512, 64], [1, 4]], 0, vector_offset=offsets, indirect_dim=1),
+                      dst=r)
+        return a
+
+    with pytest.raises(KernelTraceError, match=r"indexes dimension 0 of an HBM tensor"):
+        on_dim1(np.zeros((128, 512), np.float32))
