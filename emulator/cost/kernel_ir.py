@@ -81,9 +81,14 @@ ENGINE_COST: dict[str, InstructionCost] = {
 
 def kernel_cost(kernel: ir.KernelIR) -> Cost:
     """Cycles per engine of one launch: every instruction times its loops' trip counts, times
-    the grid size (grid instances run one after another on the one core)."""
+    the grid size (grid instances run one after another on the one core). On a logical
+    NeuronCore of two (``kernel.lnc``, LNC=2) the cores run their halves of the grid at once,
+    so the launch takes the time of one core's programs."""
     total: Cost = {}
-    _add_body(kernel.body, kernel.tensors, math.prod(kernel.grid) if kernel.grid else 1, total)
+    programs = math.prod(kernel.grid) if kernel.grid else 1
+    if kernel.lnc:
+        programs = -(-programs // kernel.lnc[2])
+    _add_body(kernel.body, kernel.tensors, programs, total)
     total.pop(NONE, None)
     return total
 

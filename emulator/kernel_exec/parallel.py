@@ -50,8 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Instructions that exchange data with other NeuronCores: a kernel holding one runs on the
-#: thread of its core (the one whose DeviceContext names it), in the same order on every core.
-EXCHANGES = frozenset({"collective", "rank_id"})
+#: thread of its core (the one whose DeviceContext names it), in the same order on every core,
+#: and the two cores of an LNC=2 launch run in lockstep (lnc.py).
+EXCHANGES = frozenset({"collective", "rank_id", "core_barrier", "sendrecv"})
 
 #: Tiles (bytes, over the whole grid) below which a launch stays on one host thread.
 MIN_PARALLEL_BYTES = 8 << 20

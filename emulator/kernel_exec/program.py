@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from emulator.kernel_ir import (DEFINED, Access, Const, Instruction, KernelIR, Loop, Statement,
                                 dtypes, walk_instructions, walk_loops)
 
+from . import lnc
 from .parallel import parallel_reason
 from .setup import LaunchSetup, build, is_whole
 from .vectorise import first_appearance, grid_reason, non_vectorisable_reason
@@ -22,6 +23,9 @@ class Program:
     written: frozenset[str]
     #: None when the grid runs as batch axes, else why the programs run one after another.
     grid_reason: str | None = None
+    #: An LNC=2 launch that can not run faithfully: a race between its two cores, or a
+    #: core_barrier / sendrecv outside one program per core (lnc.py). Raised by every run.
+    lnc_error: str | None = None
     #: None when ranges of grid axis 0 may run on separate host threads, else why not
     #: (parallel.py).
     parallel_reason: str | None = "not analysed"
@@ -91,6 +95,15 @@ def _analyse(kernel: KernelIR) -> Program:
                             "trip count")
     else:
         prog.grid_reason = grid_reason(kernel) if any(g > 1 for g in kernel.grid) else None
+    prog.lnc_error = lnc.lockstep_reason(kernel)
+    if kernel.lnc is not None and prog.lnc_error is None:
+        prog.lnc_error = lnc.core_race(kernel)
+        if any(i.op in lnc.LOCKSTEP for i in instrs):
+            if dynamic:  # registers have one value per program: no lockstep
+                prog.lnc_error = (f"core_barrier/sendrecv with a data-dependent {dynamic[0].kind} "
+                                  f"loop (at {dynamic[0].loc}) is not supported")
+            else:
+                prog.grid_reason = None  # the two cores in lockstep: what a barrier means (lnc.py)
     prog.parallel_reason = parallel_reason(kernel, prog.grid_reason)
     prog.has_matmul = any(i.op == "matmul" for i in instrs)
     prog.flat = not any(isinstance(st, Loop) for st in kernel.body)

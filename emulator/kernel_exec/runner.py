@@ -91,6 +91,10 @@ class Runner:
     # --- driving -------------------------------------------------------------------------------
 
     def run(self) -> list[np.ndarray]:
+        if self.program.lnc_error is not None:
+            rule = "core race" if "undefined on hardware" in self.program.lnc_error \
+                else "two NeuronCores"
+            raise KernelRuntimeError(self.kernel.name, None, rule, self.program.lnc_error)
         # Engines do not trap on overflow, 0/0 or log(-1): they produce inf/NaN, and so do we.
         with np.errstate(all="ignore"):
             self._run_grid()

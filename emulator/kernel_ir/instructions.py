@@ -221,6 +221,10 @@ SPECS: dict[str, InstructionSpec] = _specs(
                                            Attr("step", "affine")),
                     doc="this NeuronCore's rank as an int32 register; with `groups` and `step`, "
                         "the rank whose data a ring holds after `step` steps"),
+    InstructionSpec("sendrecv", DMA, (Source("src"),),
+                    attrs=(Attr("send_to", "affine", True), Attr("recv_from", "affine", True)),
+                    doc="LNC=2: dst takes the src of core `recv_from` while this core's src goes "
+                        "to core `send_to` (program-id expressions; emulator/kernel_exec/lnc.py)"),
     InstructionSpec("dma_copy", DMA, (Source("src"),), accumulates=True,
                     doc="HBM/SBUF -> HBM/SBUF, converting the dtype; the element counts match and "
                         "the elements are taken in row-major order (shapes may differ)"),
@@ -321,6 +325,9 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("partition_reduce", GPSIMD, (Source("data"),),
                     attrs=(Attr("op", "alu", True),),
                     doc="reduce across partitions: [P, F] -> [1, F]"),
+    InstructionSpec("core_barrier", GPSIMD, (Source("data"),),
+                    doc="LNC=2: both cores reach it before either goes on; `data` is the shared "
+                        "HBM tensor they synchronise on; dst is a one-element token"),
     # --- TensorE ---
     InstructionSpec("matmul", TENSOR, (Source("stationary"), Source("moving")),
                     attrs=(Attr("transpose", "bool"),),

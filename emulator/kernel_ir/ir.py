@@ -202,6 +202,10 @@ class KernelIR:
     version: tuple[int, int] = IR_VERSION
     #: Constant tensors' contents: C-order raw bytes in the tensor's dtype, by tensor name.
     constants: dict[str, bytes] = field(default_factory=dict)
+    #: A logical NeuronCore of several physical ones (``nl.nc(2)`` in the grid, LNC=2):
+    #: ``(axis, stride, cores)``, program ``p``'s core is ``(p[axis] // stride) % cores``
+    #: (emulator/kernel_exec/lnc.py). None: every program on one core.
+    lnc: tuple[int, int, int] | None = None
 
     def instructions(self) -> list[Instruction]:
         """Every instruction, in program order, loops flattened."""

@@ -89,6 +89,7 @@ def to_document(k: KernelIR) -> dict[str, Any]:
         "outputs": list(k.outputs),
         "tensors": [_tensor_doc(t) for t in k.tensors.values()],
         "body": [_stmt_doc(s) for s in k.body],
+        **({"lnc": list(k.lnc)} if k.lnc else {}),
     }
 
 
@@ -103,6 +104,7 @@ def from_document(doc: dict[str, Any]) -> KernelIR:
             outputs=tuple(doc["outputs"]),
             body=[_stmt_from(s) for s in doc["body"]],
             source=str(doc.get("source", "")),
+            lnc=tuple(int(v) for v in doc["lnc"]) if doc.get("lnc") else None,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise KernelIRFormatError(f"malformed kernel IR document: {e!r}") from e

@@ -45,6 +45,12 @@ def validate(kernel: KernelIR) -> None:
     for name, t in kernel.tensors.items():
         if t.role == CONSTANT and name not in kernel.constants:
             raise KernelIRValidationError(f"constant {name!r} has no data")
+    if kernel.lnc is not None:
+        axis, stride, cores = tuple(kernel.lnc) if len(kernel.lnc) == 3 else (-1, 0, 0)
+        if not (0 <= axis < len(kernel.grid) and stride >= 1 and cores == 2
+                and kernel.grid[axis] % (stride * cores) == 0):
+            raise KernelIRValidationError(f"lnc {list(kernel.lnc)}: (axis, stride, 2 cores) "
+                                          f"that splits grid {list(kernel.grid)}")
     scope = {f"p{i}" for i in range(len(kernel.grid))}
     _body(kernel, kernel.body, scope)
 

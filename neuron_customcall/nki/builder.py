@@ -32,6 +32,9 @@ class Builder:
     def __init__(self, name: str, grid: tuple[int, ...], source: str):
         self.name = name
         self.grid = grid
+        #: Two cores of a logical NeuronCore (KernelIR.lnc), from the grid's nl.nc(2) or set by
+        #: the first core_barrier / sendrecv of a kernel[2] launch (isa/cores.py).
+        self.lnc: tuple[int, int, int] | None = None
         self.source = source
         self.tensors: dict[str, TensorDecl] = {}
         self.inputs: list[str] = []
@@ -301,7 +304,7 @@ class Builder:
                         attrs={} if fill is None else {"fill": fill}, loc=self.tensors[name].loc)
             for name, fill in self._registers.values() if name in self.tensors]
         kernel = KernelIR(self.name, self.grid, self.tensors, tuple(self.inputs), tuple(outputs),
-                          self.body, self.source, constants=dict(self.constants))
+                          self.body, self.source, constants=dict(self.constants), lnc=self.lnc)
         checks.check_kernel(self, kernel)
         checks.warn_store_races(kernel)
         return kernel

@@ -112,8 +112,9 @@ def check_instruction(trace, ins: Instruction) -> None:
         if src_mems[0] in hbm:
             raise _fail(trace, "store location",
                         "nl.store takes an on-chip value; HBM to HBM copies are not an instruction")
-    elif op not in ("device_print", "collective"):  # DMAs of any memory: the debug stream,
-        # the collective engines (nki/collectives.py checks their memories)
+    elif op not in ("device_print", "collective", "core_barrier"):  # any memory: the debug
+        # stream, the collective engines (nki/collectives.py checks their memories), the HBM
+        # tensor two cores synchronise on
         for a, m in [(ins.dst, dst_mem)] + list(zip(ins.srcs, src_mems)):
             if m in hbm:
                 raise _fail(trace, "engine operand location",

@@ -54,8 +54,15 @@ class ReplicaGroup(NKIObject):
         return f"ReplicaGroup({[list(g) for g in self.groups]})"
 
 
+def _one_rank_per_core(api: str) -> None:
+    if current().lnc is not None:
+        refuse(f"nki.collectives.{api}", "inside an LNC=2 launch (ranks of the two cores of a "
+               "logical NeuronCore)")
+
+
 def _group_attrs(api: str, group: Any) -> dict:
     """The IR attributes of a replica group: flat ranks and the common group size."""
+    _one_rank_per_core(api)
     if not isinstance(group, ReplicaGroup):
         raise TypeError(f"nki.collectives.{api}: replica_group must be a ReplicaGroup")
     sizes = {len(g) for g in group.groups}
@@ -196,6 +203,7 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
     if len({s for s, _ in pairs}) != len(pairs) or len({t for _, t in pairs}) != len(pairs):
         raise current().error("source_target_pairs", "nki.collectives.collective_permute: "
                               f"a rank is a source or a target once, got {pairs}")
+    _one_rank_per_core("collective_permute")
     s, d = _one_hbm_each("collective_permute", srcs, dsts)
     current().emit("collective", d, s, kind="permute", pairs=[r for p in pairs for r in p])
 

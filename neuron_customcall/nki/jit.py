@@ -31,6 +31,7 @@ from .errors import KernelTraceError, NKIError, NonAffineIndexError
 from .loops import traceable
 from .tile import Tile
 from .builder import Builder
+from .lang.spmd import lnc_of, nc, spmd_dim
 from .tracer import activate, any_active, current_or_none, deactivate, in_front_end
 
 
@@ -84,6 +85,7 @@ def trace_kernel(func: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     name = getattr(func, "__name__", "kernel")
     source = inspect.getsourcefile(func) or ""
     trace = Builder(name, tuple(int(g) for g in grid), source)
+    trace.lnc = lnc_of(grid)
     trace.func = func  # kernel decorators' marks (nki.compiler.force_auto_alloc)
     try:
         bound = inspect.signature(func).bind(*args, **kwargs)
@@ -265,14 +267,17 @@ class Kernel:
         _LIVE_KERNELS[id(self)] = self
 
     def __getitem__(self, grid) -> "Launch":
+        # nl.nc(2) equals 2 but launches on two cores: such grids are cached by their repr too.
+        key = grid if type(grid) is int or (type(grid) is tuple and all(
+            type(g) is int for g in grid)) else (grid, repr(grid))
         try:
-            hit = self._launches.get(grid)
+            hit = self._launches.get(key)
         except TypeError:  # unhashable (a list): checked and converted below
             hit = None
         if hit is None:
             hit = self._launch(grid)
             try:
-                self._launches[grid] = hit
+                self._launches[key] = hit
             except TypeError:
                 pass
         return hit
@@ -284,7 +289,8 @@ class Kernel:
         if not 1 <= len(grid) <= 3 or any(int(g) < 1 for g in grid):
             raise NKIError(f"kernel {self.func.__name__!r}: grid {grid} must be 1 to 3 positive "
                            "sizes")
-        return Launch(self, tuple(int(g) for g in grid))
+        lnc_of(grid)  # an LNC of more than two cores is an error here, at the launch
+        return Launch(self, tuple(g if isinstance(g, (nc, spmd_dim)) else int(g) for g in grid))
 
     def __call__(self, *args, **kwargs):
         return Launch(self, (1,))(*args, **kwargs)
@@ -295,7 +301,8 @@ class Kernel:
         kwargs = dict(kwargs or {})
         try:
             key = (tuple(_key(a) for a in args),
-                   tuple(sorted((k, _key(v)) for k, v in kwargs.items())), tuple(grid))
+                   tuple(sorted((k, _key(v)) for k, v in kwargs.items())), tuple(grid),
+                   lnc_of(grid))
         except UnknownDtypeError as e:
             raise NKIError(f"kernel {self.func.__name__!r}: an argument has an unsupported dtype: "
                            f"{e}") from None
@@ -312,12 +319,13 @@ class Kernel:
     def cache_size(self) -> int:
         return len(self._cache)
 
-    def numpy_plan(self, grid: tuple[int, ...], args: Sequence[Any]) -> "NumpyLaunch | None":
+    def numpy_plan(self, grid: tuple[int, ...], args: Sequence[Any],
+                   grid_key: Any = None) -> "NumpyLaunch | None":
         """The launch plan for positional NumPy arguments (``None`` if any argument is something
         else): found by shapes, dtypes and static values without building a trace key or binding
         the signature, so repeated small launches cost little more than the run itself."""
         try:
-            key = (grid, tuple([(a.shape, a.dtype) if type(a) is np.ndarray
+            key = (grid_key or grid, tuple([(a.shape, a.dtype) if type(a) is np.ndarray
                                 else ("static", type(a), a) for a in args]))
             hit = self._numpy_plans.get(key)
         except TypeError:
@@ -348,6 +356,8 @@ class Launch:
     def __init__(self, kernel: Kernel, grid: tuple[int, ...]):
         self.kernel = kernel
         self.grid = grid
+        #: The grid as launch plans are keyed: nl.nc(2) equals 2 but runs on two cores.
+        self.grid_key = grid if all(type(g) is int for g in grid) else (grid, repr(grid))
 
     def _inline(self, caller: Builder, args: tuple, kwargs: dict) -> Any:
         """A kernel called from inside another kernel's trace runs as part of it: its body is
@@ -375,7 +385,7 @@ class Launch:
         if not kwargs:
             # NumPy arguments first: a plan only exists for calls whose tensors are all NumPy
             # arrays, so no framework's tensors can match one.
-            plan = self.kernel.numpy_plan(self.grid, args)
+            plan = self.kernel.numpy_plan(self.grid, args, self.grid_key)
             if plan is not None:
                 return plan.run(args)
         values = list(args) + list(kwargs.values())

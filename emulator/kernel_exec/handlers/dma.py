@@ -13,6 +13,7 @@ from emulator.kernel_ir.instructions import DMA
 from .. import device_print as printing
 from ..collective import run_collective, run_rank_id
 from ..indirect import gather, is_indirect, scatter, writes_indirect
+from ..lnc import run_sendrecv
 from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # the runner imports this table
 HANDLERS = EngineHandlers(DMA)
 HANDLERS.register("collective")(run_collective)  # nki.collectives: kernel_exec/collective.py
 HANDLERS.register("rank_id")(run_rank_id)
+HANDLERS.register("sendrecv")(run_sendrecv)  # LNC=2: kernel_exec/lnc.py
 
 
 @HANDLERS.register("load")

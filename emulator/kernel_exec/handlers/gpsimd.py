@@ -15,12 +15,14 @@ from emulator.kernel_ir.instructions import GPSIMD
 
 from .. import alu
 from ..access import eval_affine, eval_mask
+from ..lnc import run_core_barrier
 from .registry import EngineHandlers
 
 if TYPE_CHECKING:  # the runner imports this table
     from ..runner import Runner
 
 HANDLERS = EngineHandlers(GPSIMD)
+HANDLERS.register("core_barrier")(run_core_barrier)  # LNC=2: kernel_exec/lnc.py
 
 
 @HANDLERS.register("iota")

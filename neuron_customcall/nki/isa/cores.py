@@ -1,8 +1,9 @@
 """``core_barrier``, ``sendrecv`` and ``dma_compute``, and virtual registers.
 
-The emulator runs one NeuronCore (LNC=1): a barrier or an exchange whose group is this core
-alone completes at once (``core_barrier`` over ``(0,)``; ``sendrecv`` to and from rank 0 is a
-copy), and any other group is refused by name until several cores are emulated (issue 18).
+On one core a barrier over ``(0,)`` is reached at once and ``sendrecv`` with rank 0 on both sides
+is a copy; between the two cores of a logical NeuronCore (LNC=2: a grid with ``nl.nc(2)``, or
+beta 2's ``kernel[2]``) they are the ``core_barrier`` and ``sendrecv`` instructions
+(emulator/kernel_exec/lnc.py).
 Virtual registers (``register_alloc``/``move``/``load``/``store``) are int32 [1, 1] on-chip
 tensors: their values are data, so they move like tiles; they steer the kernel through
 data-dependent loops only (``registers.py``).
@@ -12,26 +13,49 @@ from __future__ import annotations
 
 import math
 
-from emulator import machine
+import numpy as np
 
+from emulator import machine
+from emulator.kernel_ir import Affine, affine_to_json
+
+from ..indexing import Idx
 from ..lang.operands import operand
 from ..registers import VirtualRegister, new_register
 from ..tile import Tile
 from ..tracer import current
-from ..unsupported import refuse
 from .emit import alu, fail, fit, tile
 from .movement import dma_copy
 
 _HBM = (machine.HBM, machine.SHARED_HBM)
 
 
-def _multi_core(api: str, what: str) -> None:
-    refuse(api, f"{what} needs several NeuronCores; the emulator runs one (multi-core is "
-                "issue 18)")
+def _two_cores(api: str) -> None:
+    """The launch is a logical NeuronCore of two cores: a grid with ``nl.nc(2)``, or beta 2's
+    ``kernel[2]`` (the LNC guide's launch on two cores), which becomes one here."""
+    tr = current()
+    if tr.lnc is None and tuple(tr.grid) == (2,):
+        tr.lnc = (0, 1, 2)
+    if tr.lnc is None:
+        raise fail("two cores", f"{api} between cores 0 and 1 needs a launch on two cores "
+                   f"(kernel[2], or a grid with nl.nc(2)); the grid is {list(tr.grid)}")
+
+
+def _rank(x, what: str, api: str):
+    """A rank as an affine expression of the program ids (an int 0 or 1, or e.g.
+    ``(nl.program_id(0) + 1) % 2``)."""
+    if isinstance(x, Idx):
+        return x.to_affine(2)
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and int(x) in (0, 1):
+        return Affine(int(x), ())
+    raise fail("sendrecv rank", f"{api}: {what} is 0 or 1 (or an expression of program_id), "
+               f"got {x!r}")
 
 
 def core_barrier(data, cores, engine=None, *, api="nki.isa.core_barrier") -> None:
-    """A barrier among ``cores``: with this core alone it is reached at once."""
+    """Both cores of the logical NeuronCore reach this point before either goes on (with this
+    core alone it is reached at once). The emulator runs the two cores in lockstep, so every
+    write before the barrier is visible after it; the barriers delimit the stretches in which
+    the cores must not touch the same shared HBM (emulator/kernel_exec/lnc.py)."""
     t = tile(data, "data", api)
     if t.buffer not in _HBM:
         raise fail("core_barrier data", f"{api}: data is the shared HBM tensor the cores "
@@ -41,14 +65,20 @@ def core_barrier(data, cores, engine=None, *, api="nki.isa.core_barrier") -> Non
     except TypeError:
         raise fail("core_barrier cores", f"{api}: cores is a tuple of core indices, got "
                    f"{cores!r}") from None
-    if group != [0]:
-        _multi_core(api, f"a barrier among cores {tuple(group)}")
+    if group == [0]:
+        return
+    if group != [0, 1]:
+        raise fail("core_barrier cores", f"{api}: only cores=(0, 1) is supported (the two "
+                   f"cores of a logical NeuronCore), got {tuple(cores)}")
+    _two_cores(api)
+    current().new("core_barrier", (1, 1), "uint8", t)
 
 
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, *,
              api="nki.isa.sendrecv") -> Tile:
-    """Send ``src`` to ``send_to_rank`` while receiving ``dst`` from ``recv_from_rank``: with
-    rank 0 (this core) on both sides, ``dst = src``."""
+    """Send ``src`` to core ``send_to_rank`` while receiving ``dst`` from core
+    ``recv_from_rank`` (the two cores of a logical NeuronCore); with rank 0 on both sides on
+    one core, ``dst = src``."""
     s = tile(src, "src", api)
     if not isinstance(dst, Tile):
         raise fail("dst", f"{api}: dst must be an SBUF tile")
@@ -60,9 +90,15 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, *
         raise fail("sendrecv operands", f"{api}: src and dst have the same dtype, partitions and "
                    f"elements per partition; got {s.dtype_name}{list(s.shape)} and "
                    f"{dst.dtype_name}{list(dst.shape)}")
-    if int(send_to_rank) != 0 or int(recv_from_rank) != 0:
-        _multi_core(api, f"an exchange with rank {send_to_rank}/{recv_from_rank}")
-    current().emit("tensor_copy", dst, fit(s, dst.shape, api) if s.shape != dst.shape else s)
+    send, recv = _rank(send_to_rank, "send_to_rank", api), _rank(recv_from_rank,
+                                                                 "recv_from_rank", api)
+    value = fit(s, dst.shape, api) if s.shape != dst.shape else s
+    tr = current()
+    if send == recv == Affine(0, ()) and tr.lnc is None and tuple(tr.grid) != (2,):
+        tr.emit("tensor_copy", dst, value)
+        return dst
+    _two_cores(api)
+    tr.emit("sendrecv", dst, value, send_to=affine_to_json(send), recv_from=affine_to_json(recv))
     return dst
 
 

@@ -111,6 +111,27 @@ class spmd_dim(int):  # noqa: N801
         return f"nl.spmd_dim{self.factors!r}"
 
 
+def lnc_of(grid) -> tuple[int, int, int] | None:
+    """Where a launch grid puts its programs on the two cores of a logical NeuronCore:
+    ``(axis, stride, 2)`` (program ``p`` runs on core ``(p[axis] // stride) % 2``: the
+    ``nl.nc(2)`` factor's digit of its flattened ``spmd_dim``), or None for one core. A logical
+    NeuronCore groups one or two physical cores (the LNC guide), so ``nl.nc(n > 2)`` and two
+    ``nc`` factors are errors."""
+    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
+    found = []
+    for axis, g in enumerate(dims):
+        factors = g.factors if isinstance(g, spmd_dim) else (g,)
+        for k, f in enumerate(factors):
+            if isinstance(f, nc) and int(f) > 1:
+                found.append((axis, math.prod(int(x) for x in factors[k + 1:]), int(f)))
+    if not found:
+        return None
+    if len(found) > 1 or found[0][2] != 2:
+        raise ValueError(f"launch grid {list(dims)}: a logical NeuronCore (LNC) is 1 or 2 "
+                         "physical cores; use one nl.nc(2) factor")
+    return found[0]
+
+
 @contextlib.contextmanager
 def no_reorder():
     """``with nl.no_reorder():`` keeps the block's operations in program order. The emulator

@@ -1,5 +1,5 @@
 """One emulated NeuronCore (LNC=1): ``core_barrier`` over this core alone and ``sendrecv`` with
-rank 0 on both sides complete at once (a copy); any other group is refused by name. Also
+rank 0 on both sides complete at once (a copy); between two cores they need an LNC=2 launch. Also
 ``dma_compute`` (the DMA engines' fp32 sum) and virtual registers."""
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def test_single_core_barrier_and_sendrecv():
 
 
 @pytest.mark.parametrize("call", ["barrier", "sendrecv"])
-def test_groups_beyond_this_core_are_refused(call):
+def test_two_cores_need_a_launch_on_two_cores(call):
+    """core_barrier / sendrecv between cores 0 and 1 in a launch on one core (grid [4], no
+    nl.nc(2)): an error naming the launch (LNC=2 launches: test_nki_lnc.py)."""
     @nki.jit
     def k(x):
         out = nl.ndarray((16, 8), nl.float32, buffer=nl.shared_hbm)
@@ -43,11 +45,11 @@ def test_groups_beyond_this_core_are_refused(call):
             nisa.core_barrier(out, (0, 1))
         else:
             nisa.sendrecv(t, d, send_to_rank=1, recv_from_rank=1, pipe_id=0)
+        nl.store(out, d)
         return out
 
-    with pytest.raises(NotImplementedError, match="needs several NeuronCores") as e:
-        k(np.zeros((16, 8), np.float32))
-    assert isinstance(e.value, UnsupportedAPIError)
+    with pytest.raises(KernelTraceError, match=r"needs a launch on two cores \(kernel\[2\]"):
+        k[4](np.zeros((16, 8), np.float32))
 
 
 @pytest.mark.parametrize("out_dtype", [nl.float32, nl.bfloat16])

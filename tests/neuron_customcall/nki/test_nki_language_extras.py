@@ -126,7 +126,7 @@ def spmd_copy(a):
 
 @pytest.mark.parametrize("dim", [4, nl.spmd_dim(nl.nc(2), 2), nl.nc(2) * 2,
                                  nl.spmd_dim(2, nl.nc(2)), 2 * nl.nc(2)])
-def test_grids_over_neuron_cores_run_every_program_on_one_core(dim):
+def test_grids_over_neuron_cores_give_the_one_core_result(dim):
     a = (np.random.default_rng(5).random((4, 2, 1, 1)) * 100).astype(np.float32)
     assert dim == 4
     np.testing.assert_array_equal(spmd_copy[dim, 2](a), a)
