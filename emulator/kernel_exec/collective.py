@@ -96,6 +96,9 @@ def run_collective(r: Runner, ins: Instruction) -> None:
                 r.write(ins, got)
             return
         group = _my_group(r, ins, rank)
+        if kind in _VARIABLE:
+            _variable(r, ins, comm, group, value, nb, what)
+            return
         values = comm.all_gather(group, value, op=f"{what} in {list(group)}")
     except CollectiveError as e:
         raise _exchange_error(r, ins, e) from e
@@ -116,6 +119,52 @@ def run_collective(r: Runner, ins: Instruction) -> None:
     else:
         raise r.error("unknown collective", f"kind {kind!r}")
     r.write(ins, result)
+
+
+_VARIABLE = frozenset({"all_gather_v", "all_to_all_v", "recv_counts_all_gather_v",
+                       "recv_counts_all_to_all_v"})
+
+
+def _variable(r: Runner, ins: Instruction, comm, group: tuple[int, ...], value: np.ndarray,
+              nb: int, what: str) -> None:
+    """The variable-size forms on flat element buffers, sizes from the uint32 metadata (rows:
+    send counts, send displacements, received counts, received displacements). all_gather_v
+    sends one chunk (column 0 of rows 0 and 1) to every rank; all_to_all_v sends column j's
+    chunk to group rank j. Rank s's chunk lands at ``dst[recv_displs[s]:]`` with ``rdispls``,
+    else at ``s * dst.size / n``; the rest of dst keeps its values. ``recv_counts_*`` (the
+    metadata's row 2 as destination) writes the counts received from each rank instead."""
+    kind = ins.attrs["kind"]
+    gather = kind.endswith("all_gather_v")
+    counts_only = kind.startswith("recv_counts_")
+    me, n = group.index(current().device), len(group)
+    lead = value.shape[:nb]
+    meta_src = ins.srcs[0] if counts_only else ins.srcs[1]
+    meta = np.asarray(r.read(meta_src, meta_src.shape)).astype(np.int64)
+    meta = meta.reshape(lead + meta.shape[-2:])
+    metas = comm.all_gather(group, np.ascontiguousarray(meta), op=f"{what} metadata in {list(group)}")
+    col = (lambda s_idx: 0) if gather else (lambda s_idx: me)
+    if counts_only:
+        got = np.stack([metas[s][..., 0, col(s)] for s in range(n)], axis=-1)
+        r.write(ins, got.reshape(lead + tuple(ins.dst.shape)).astype(np.uint32))
+        return
+    flat = value.reshape(lead + (-1,))
+    values = comm.all_gather(group, np.ascontiguousarray(flat), op=f"{what} in {list(group)}")
+    dst = ins.dst
+    out = np.array(r.read(dst, dst.shape), copy=True).reshape(lead + (-1,))
+    size = out.shape[-1]
+    slot = size // n
+    for pos in np.ndindex(*lead):
+        for s in range(n):
+            count = int(metas[s][pos][0, col(s)])
+            disp = int(metas[s][pos][1, col(s)])
+            at = int(meta[pos][3, s]) if ins.attrs.get("rdispls") else s * slot
+            room = size - at if ins.attrs.get("rdispls") else slot
+            if disp + count > values[s][pos].shape[-1] or count > room or at < 0:
+                raise r.error(f"{kind} sizes", f"rank {group[s]} sends {count} elements from "
+                              f"offset {disp} of {values[s][pos].shape[-1]}, to offset {at} "
+                              f"with room for {room} of {size}")
+            out[pos][at:at + count] = values[s][pos][disp:disp + count]
+    r.write(ins, out.reshape(lead + tuple(dst.shape)))
 
 
 def run_rank_id(r: Runner, ins: Instruction) -> None:

@@ -210,13 +210,15 @@ SPECS: dict[str, InstructionSpec] = _specs(
     InstructionSpec("collective", DMA, (Source("src"), Source("src1")), min_sources=1,
                     attrs=(Attr("kind", "text", True), Attr("groups", "ints"),
                            Attr("group_size", "int"), Attr("pairs", "ints"), Attr("op", "alu"),
-                           Attr("dim", "int")),
+                           Attr("dim", "int"), Attr("rdispls", "bool")), reads_dst=True,
                     doc="exchange with the other NeuronCores (nki.collectives; "
                         "emulator/kernel_exec/collective.py): `kind` all_reduce, all_gather, "
                         "reduce_scatter, all_to_all over the replica `groups` (flat, "
                         "`group_size` ranks each) along `dim`, reduced with `op`; permute along "
                         "`pairs` (flat source, target); ring / ring_reduce to the successor in "
-                        "the group (ring_reduce sends op(src, src1))"),
+                        "the group (ring_reduce sends op(src, src1)); all_gather_v / "
+                        "all_to_all_v of flat chunks placed by the uint32 metadata `src1`, and "
+                        "recv_counts_<that> writing the received counts (metadata row 2)"),
     InstructionSpec("rank_id", DMA, attrs=(Attr("groups", "ints"), Attr("group_size", "int"),
                                            Attr("step", "affine")),
                     doc="this NeuronCore's rank as an int32 register; with `groups` and `step`, "

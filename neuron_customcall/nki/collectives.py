@@ -10,7 +10,9 @@ fails at run time naming the kernel.
 
 Shapes, memories and ``collective_dim`` follow the stubs' docstrings and are checked while
 tracing, with the group size taken from the ``ReplicaGroup`` (every sub-group the same size).
-The variable-size forms (``*_v``) are refused by name.
+The variable-size forms (``*_v``) read their counts from the metadata tensor at run time; the
+hardware-specific limits their docstrings list (LNC=2 only, four ranks per group) are not
+imposed, ``all_gather_v``'s ``has_rdispls=True`` is refused by name as the reference does.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .lang.constants import NKIObject
 from .lang.operands import alu_op_name
 from .tile import Tile
 from .tracer import current
-from .unsupported import refuse, unsupported
+from .unsupported import refuse
 
 _REDUCERS = ("add", "minimum", "maximum")
 
@@ -182,14 +184,15 @@ def all_to_all(srcs, dsts, replica_group, collective_dim, priority=None, name=No
         current().emit("collective", d, s, **attrs)
 
 
-def _one_hbm_each(api: str, srcs, dsts) -> tuple[Tile, Tile]:
+def _one_hbm_each(api: str, srcs, dsts, same_shape: bool = True) -> tuple[Tile, Tile]:
     srcs, dsts = list(srcs), list(dsts)
     if len(srcs) != 1 or len(dsts) != 1 or any(
             not isinstance(t, Tile) or t.on_chip for t in srcs + dsts):
         raise current().error("collective operands", f"nki.collectives.{api}: one HBM source "
                               "and one HBM destination")
     ((s, d),) = _pairs(api, srcs, dsts)
-    _expect(api, s, d, s.shape, "a permutation")
+    if same_shape:
+        _expect(api, s, d, s.shape, "a permutation")
     return s, d
 
 
@@ -284,10 +287,50 @@ def rank_id(name=None) -> VirtualRegister:
     return _register()
 
 
-all_gather_v = unsupported("nki.collectives.all_gather_v", "variable-size collectives (per-rank "
-                           "counts read from a metadata tensor at run time)")
-all_to_all_v = unsupported("nki.collectives.all_to_all_v", "variable-size collectives (per-rank "
-                           "counts read from a metadata tensor at run time)")
+def _variable(api: str, srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool,
+              has_rdispls: bool) -> None:
+    """``all_gather_v`` / ``all_to_all_v``: one HBM source and destination (flat element
+    buffers) and the uint32 metadata, (rows, ranks) on HBM or (1, rows, ranks) on SBUF with 3
+    rows (4 with ``has_rdispls``); unless ``recv_counts_known``, row 2 receives the counts."""
+    attrs = _group_attrs(api, replica_group)
+    s, d = _one_hbm_each(api, srcs, dsts, same_shape=False)
+    m = metadata_tensor
+    rows, n = (4 if has_rdispls else 3), attrs["group_size"]
+    if not isinstance(m, Tile) or m.dtype_name != "uint32" or m.buffer == machine.PSUM:
+        raise current().error("metadata_tensor", f"nki.collectives.{api}: a uint32 tensor on "
+                              f"HBM or SBUF, got {m!r}")
+    want = (rows, n) if not m.on_chip else (1, rows, n)
+    if tuple(m.shape) != want:
+        raise current().error("metadata_tensor", f"nki.collectives.{api}: metadata of shape "
+                              f"{list(want)} for {n} ranks (has_rdispls={has_rdispls}), got "
+                              f"{list(m.shape)}")
+    tr = current()
+    tr.emit("collective", d, s, m, kind=api, rdispls=bool(has_rdispls), **attrs)
+    if not recv_counts_known:
+        row = m[2:3, :] if not m.on_chip else m[0:1, 2:3, :]
+        tr.emit("collective", row, m, kind=f"recv_counts_{api}", **attrs)
+
+
+def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False,
+                 has_rdispls=False, priority=None, name=None) -> None:
+    """Each rank's chunk ``src[send_displ : send_displ + send_count]`` (column 0 of metadata
+    rows 1 and 0) goes to every rank, where sender ``s``'s lands at slot ``s`` of ``dst`` (its
+    elements split in equal slots, one per rank); the rest of each slot keeps its values."""
+    if has_rdispls:
+        refuse("nki.collectives.all_gather_v", "has_rdispls=True (the reference does not "
+               "support it either)")
+    _variable("all_gather_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
+              False)
+
+
+def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False,
+                 has_rdispls=False, priority=None, name=None) -> None:
+    """Rank ``i`` sends ``src[send_displs[j] : send_displs[j] + send_counts[j]]`` to group rank
+    ``j``, which puts it at ``recv_displs[i]`` (row 3, with ``has_rdispls``) or at slot ``i`` of
+    ``dst``'s equal slots; the counts are known only at run time."""
+    _variable("all_to_all_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
+              has_rdispls)
+
 
 __all__ = ["ReplicaGroup", "all_reduce", "all_gather", "all_gather_v", "reduce_scatter",
            "all_to_all", "all_to_all_v", "collective_permute", "collective_permute_implicit",

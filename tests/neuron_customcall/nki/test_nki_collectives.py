@@ -239,6 +239,75 @@ def test_each_program_of_a_grid_makes_its_own_collective():
         np.testing.assert_allclose(outs[d][0], xs[0] + xs[1], rtol=1e-6)
 
 
+@nki.jit
+def variable(x, meta, how, n, rdispls, meta_on_sbuf):
+    """all_gather_v / all_to_all_v into a zeroed destination of n slots of 16 elements; returns
+    the destination and the metadata after the call (row 2: the received counts)."""
+    out = nl.ndarray((n, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.zeros((n, 16), dtype=x.dtype, buffer=nl.sbuf))
+    rows = meta.shape[0]
+    if meta_on_sbuf:
+        m = nl.ndarray((1, rows, n), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=m, src=meta.reshape((1, rows, n)))
+    else:
+        m = nl.ndarray((rows, n), dtype=nl.uint32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=m, src=meta)
+    group = cc.ReplicaGroup([list(range(n))])
+    if how == "all_gather_v":
+        cc.all_gather_v([x], [out], group, m)
+    else:
+        cc.all_to_all_v([x], [out], group, metadata_tensor=m, has_rdispls=rdispls)
+    meta_out = nl.ndarray((rows, n), dtype=nl.uint32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=meta_out, src=m)
+    return out, meta_out
+
+
+def _metadata(how, n, d, rng, rdispls):
+    """Per-rank metadata: counts up to 16 per destination, displacements inside the 40-element
+    source; received displacements (rdispls) at shuffled places of the 16 * n destination."""
+    rows = 4 if rdispls else 3
+    meta = np.zeros((rows, n), np.uint32)
+    meta[0] = rng.integers(0, 9 if rdispls else 17, n)
+    meta[1] = [rng.integers(0, 41 - c) for c in meta[0]]
+    if how == "all_gather_v":
+        meta[0, 1:], meta[1, 1:] = 99, 99  # only column 0 is read
+    if rdispls:
+        meta[3] = rng.permutation(n) * 8 + rng.integers(0, 9 * n - 8 * n + 1)
+    return meta
+
+
+@pytest.mark.parametrize("how, n, rdispls, sbuf", [
+    ("all_gather_v", 2, False, False), ("all_gather_v", 4, False, True),
+    ("all_to_all_v", 2, False, False), ("all_to_all_v", 4, False, True),
+    ("all_to_all_v", 4, True, False)])
+def test_variable_size_collectives_against_numpy(how, n, rdispls, sbuf):
+    rng = np.random.default_rng(21 + n)
+    xs = [rng.standard_normal(40).astype(np.float32) for _ in range(n)]
+    metas = [_metadata(how, n, d, rng, rdispls) for d in range(n)]
+    outs = run_devices(KernelOnEachCore(variable, how=how, n=n, rdispls=rdispls, meta_on_sbuf=sbuf),
+                       [[x, m] for x, m in zip(xs, metas)], n, 1, timeout_s=60)
+    for d in range(n):
+        expect, counts = np.zeros(16 * n, np.float32), []
+        for s in range(n):
+            col = 0 if how == "all_gather_v" else d
+            c, dp = int(metas[s][0, col]), int(metas[s][1, col])
+            at = int(metas[d][3, s]) if rdispls else 16 * s
+            expect[at:at + c] = xs[s][dp:dp + c]
+            counts.append(c)
+        np.testing.assert_array_equal(outs[d][0].ravel(), expect)
+        assert outs[d][1][2].tolist() == counts
+        np.testing.assert_array_equal(np.delete(outs[d][1], 2, axis=0), np.delete(metas[d], 2, axis=0))
+
+
+def test_a_chunk_that_does_not_fit_its_slot_is_an_error():
+    meta = np.array([[17, 0], [0, 0], [0, 0]], np.uint32)
+    with pytest.raises(EmulatorError, match=r"all_to_all_v sizes: rank 0 sends 17 elements from "
+                       r"offset 0 of 40, to offset 0 with room for 16"):
+        run_devices(KernelOnEachCore(variable, how="all_to_all_v", n=2, rdispls=False,
+                                     meta_on_sbuf=False),
+                    [[np.zeros(40, np.float32), meta]] * 2, 2, 1, timeout_s=60)
+
+
 TARGET = 'custom_call_target="AwsNeuronCustomNativeKernel"'
 
 
@@ -369,7 +438,8 @@ def bad(a, how):
         t = nl.load(a)
         cc.all_to_all([t], [nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)], ONE, 0)
     elif how == "v":
-        cc.all_gather_v([a], [out], ONE, a)
+        m = nl.ndarray((4, 1), dtype=nl.uint32, buffer=nl.shared_hbm)
+        cc.all_gather_v([a], [out], ONE, m, has_rdispls=True)
     else:
         cc.all_gather([a], [out], ONE, 1)
     return out
@@ -385,7 +455,7 @@ def bad(a, how):
     ("uneven", UnsupportedAPIError, r"all_reduce is not supported.*different sizes"),
     ("shape", KernelTraceError, r"destination \[128, 8\] for source \[128, 8\]: concatenating 2"),
     ("sbuf_a2a", KernelTraceError, r"collective_dim 0 \(supported: \(\)\)"),
-    ("v", UnsupportedAPIError, r"all_gather_v is not supported.*variable-size"),
+    ("v", UnsupportedAPIError, r"all_gather_v is not supported.*has_rdispls=True"),
 ])
 def test_errors_name_the_rule_or_the_unsupported_form(how, error, message):
     with pytest.raises(error, match=message):
