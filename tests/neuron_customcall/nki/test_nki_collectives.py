@@ -377,6 +377,13 @@ def test_a_missing_group_member_times_out_with_a_collective_error():
                     [[x] for x in _inputs(3, (8, 8))], 3, 1, timeout_s=1)
 
 
+def test_a_rank_in_no_replica_group_is_an_error_naming_it():
+    with pytest.raises(EmulatorError, match=r"rank outside the replica groups: rank 2 is in none "
+                       r"of the replica groups \[\[0, 1\]\]"):
+        run_devices(KernelOnEachCore(hbm_collective, how="all_reduce", groups=[[0, 1]]),
+                    [[x] for x in _inputs(3, (8, 8))], 3, 1, timeout_s=60)
+
+
 # --- one core (rank 0 of a world of one) ----------------------------------------------------------
 
 @nki.jit
