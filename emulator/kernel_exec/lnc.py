@@ -160,10 +160,16 @@ def _touched(kernel: KernelIR, ins: Instruction, a: Access, loops, cores: np.nda
     ctx = Context(syms, shape, {}, dict(zip(syms, shape)))
     tile = tuple(a.shape)
     full = shape + tile
-    strides = np.cumprod((1,) + tuple(kernel.tensors[a.tensor].shape)[:0:-1])[::-1]
-    flat = np.zeros(full, dtype=np.int64)
+    dims = tuple(kernel.tensors[a.tensor].shape)
+    strides = np.cumprod((1,) + dims[:0:-1])[::-1]
+    # int32 positions where the tensor allows (half the memory of a 16M-position access)
+    small = math.prod(dims) < 1 << 30 and all(
+        abs(c) < 1 << 20 for e in a.index for c in (e.const, *(k for _, k in e.terms)))
+    itype = np.int32 if small else np.int64
+    flat = np.zeros((1,) * len(full), dtype=itype)
     for expr, st in zip(a.index, strides):
-        flat = flat + np.broadcast_to(eval_affine(expr, ctx, tile), full) * int(st)
+        flat = flat + eval_affine(expr, ctx, tile).astype(itype) * itype(st)
+    flat = np.broadcast_to(flat, full)
     keep = np.ones(full, dtype=bool)
     if ins.mask and a is ins.dst:
         keep = np.broadcast_to(eval_mask(ins.mask, ctx, tile), full)
