@@ -23,7 +23,7 @@ from emulator import machine
 from emulator.kernel_ir import Affine, affine_to_json
 
 from .indexing import Idx
-from .isa.cores import VirtualRegister
+from .registers import VirtualRegister
 from .lang.constants import NKIObject
 from .lang.operands import alu_op_name
 from .tile import Tile
