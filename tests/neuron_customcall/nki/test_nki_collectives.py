@@ -150,6 +150,25 @@ def test_sbuf_collectives_and_rank_id(n):
 
 
 @nki.jit
+def rows_from_rank(a):
+    """rank_id as a dynamic offset (the nki library's rank_id_kernel pattern): each rank copies
+    the 8 rows starting at row `rank`."""
+    out = nl.ndarray((8, a.shape[1]), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a.ap([[a.shape[1], 8], [1, a.shape[1]]], scalar_offset=cc.rank_id(),
+                                  indirect_dim=0))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_rank_id_as_a_scalar_offset():
+    a = np.arange(32 * 4, dtype=np.float32).reshape(32, 4)
+    outs = on_cores(rows_from_rank, [a] * 4, 4)
+    for d in range(4):
+        np.testing.assert_array_equal(outs[d][0], a[d:d + 8])
+
+
+@nki.jit
 def permute(a, pairs):
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.zeros(a.shape, dtype=a.dtype, buffer=nl.sbuf))
