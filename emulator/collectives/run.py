@@ -25,37 +25,45 @@ log = logging.getLogger(__name__)
 
 
 def run_devices(executable: Any, inputs_per_device: Sequence[Sequence[np.ndarray]], num_replicas: int,
-                num_partitions: int, *, timeout_s: float | None = None) -> list[list[np.ndarray]]:
+                num_partitions: int, *, timeout_s: float | None = None, devices: Sequence[int] | None = None,
+                communicator: Any = None) -> list[list[np.ndarray]]:
     """Each device's outputs of `executable` (anything with `run(inputs)`, e.g. an
     emulator.executor.Executable) run on its own inputs.
+
+    `devices` runs only those logical ids here (one input list each), the others running
+    elsewhere and reached through `communicator` (what ThreadCommunicator offers: endpoint(d),
+    abort(d, error), origin; e.g. neuron_customcall.distributed's ProcessWorld); by default
+    every device runs here over a ThreadCommunicator.
 
     The first real failure is re-raised as an EmulatorError naming its device (with the original
     as its cause); the CollectiveErrors it caused in the other devices are not."""
     world = num_replicas * num_partitions
     if num_replicas < 1 or num_partitions < 1:
         raise ValueError(f"{num_replicas} replicas x {num_partitions} partitions")
-    if len(inputs_per_device) != world:
-        raise ValueError(f"{len(inputs_per_device)} input lists for {num_replicas} replicas x "
+    here = list(range(world)) if devices is None else [int(d) for d in devices]
+    if len(inputs_per_device) != len(here):
+        raise ValueError(f"{len(inputs_per_device)} input lists for {len(here)} of the {num_replicas} replicas x "
                          f"{num_partitions} partitions ({world} devices)")
-    comm = ThreadCommunicator(world, timeout_s)
-    results: list[list[np.ndarray] | None] = [None] * world
+    comm = communicator if communicator is not None else ThreadCommunicator(world, timeout_s)
+    results: list[list[np.ndarray] | None] = [None] * len(here)
     errors: list[BaseException | None] = [None] * world
 
-    def device(d: int) -> None:
+    def device(k: int) -> None:
+        d = here[k]
         ctx = DeviceContext(d // num_partitions, d % num_partitions, num_replicas, num_partitions,
                             comm.endpoint(d))
         try:
             with running_as(ctx):
-                results[d] = executable.run(inputs_per_device[d])
+                results[k] = executable.run(inputs_per_device[k])
         except BaseException as e:  # noqa: BLE001 - every failure must reach the other devices
             errors[d] = e
             comm.abort(d, e)
 
-    if world == 1:
+    if len(here) == 1:
         device(0)
     else:
-        threads = [threading.Thread(target=device, args=(d,), name=f"emulator-device-{d}", daemon=True)
-                   for d in range(world)]
+        threads = [threading.Thread(target=device, args=(k,), name=f"emulator-device-{d}", daemon=True)
+                   for k, d in enumerate(here)]
         for t in threads:
             t.start()
         _join(threads, comm)
@@ -69,7 +77,7 @@ def run_devices(executable: Any, inputs_per_device: Sequence[Sequence[np.ndarray
 ABORT_GRACE_S = 2.0
 
 
-def _join(threads: list[threading.Thread], comm: ThreadCommunicator) -> None:
+def _join(threads: list[threading.Thread], comm: Any) -> None:
     """Wait for every device; once one failed, wait for the rest only ABORT_GRACE_S more, so a
     device that hangs outside any collective does not hang the caller after the others failed."""
     deadline = None
@@ -85,7 +93,7 @@ def _join(threads: list[threading.Thread], comm: ThreadCommunicator) -> None:
             t.join(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
 
 
-def _first_failure(errors: list[BaseException | None], comm: ThreadCommunicator, num_partitions: int) -> BaseException:
+def _first_failure(errors: list[BaseException | None], comm: Any, num_partitions: int) -> BaseException:
     """The failure that started it all: the communicator's first abort, else any device's own."""
     if comm.origin is not None:
         d, error = comm.origin

@@ -28,7 +28,7 @@ import numpy as np
 
 from emulator.collectives.comm import CollectiveError, CollectiveTimeout
 from emulator.collectives.context import DeviceContext, running_as
-from emulator.collectives.local import default_timeout
+from emulator.collectives.local import ThreadCommunicator, default_timeout
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +45,17 @@ def _digest(text: str) -> int:
 
 
 class GlooCommunicator:
-    """One device's endpoint in a world of one device per process. By default device = rank of
-    torch.distributed's default group (initialised before: torchrun, or init_process_group), over
-    a gloo group built from it, which every rank must build at the same point of its program.
-    With `group` (a ProcessGroup, e.g. rendezvous.gloo_group) and `device_ranks` (the rank of
-    each logical device), devices are a program's logical ids, each on its own process."""
+    """One device's endpoint in a world of devices spread over processes. By default device =
+    rank of torch.distributed's default group (initialised before: torchrun, or
+    init_process_group), over a gloo group built from it, which every rank must build at the same
+    point of its program. With `group` (a ProcessGroup, e.g. rendezvous.gloo_group) and
+    `device_ranks` (the rank of each logical device), devices are a program's logical ids; a
+    process holding several (`device` names this endpoint's) exchanges between them through
+    `local`, a ThreadCommunicator over the logical ids that ProcessWorld gives each run."""
 
     def __init__(self, timeout_s: float | None = None, *, group: Any = None,
-                 device_ranks: Sequence[int] | None = None, rank: int | None = None) -> None:
+                 device_ranks: Sequence[int] | None = None, rank: int | None = None,
+                 device: int | None = None) -> None:
         import torch.distributed as dist
 
         self.timeout_s = default_timeout() if timeout_s is None else float(timeout_s)
@@ -71,13 +74,21 @@ class GlooCommunicator:
             rank = self._group.rank()
         size = self._group.size() if self._group is not None else None
         self._ranks = tuple(int(r) for r in device_ranks) if device_ranks is not None else tuple(range(size or 0))
-        if len(set(self._ranks)) != len(self._ranks) or any(r < 0 or (size and r >= size) for r in self._ranks):
-            raise CollectiveError(f"devices on processes {list(self._ranks)}: a GlooCommunicator carries one device "
-                                  "per process")
-        if rank not in self._ranks:
-            raise CollectiveError(f"process {rank} holds none of the devices (on processes {list(self._ranks)})")
-        self.device = self._ranks.index(rank)
+        if any(r < 0 or (size and r >= size) for r in self._ranks):
+            raise CollectiveError(f"devices on processes {list(self._ranks)} of a group of {size}")
+        mine = [d for d, r in enumerate(self._ranks) if r == rank]
+        if device is None:
+            if len(mine) != 1:
+                raise CollectiveError(f"process {rank} holds devices {mine} (devices on processes "
+                                      f"{list(self._ranks)}): name the endpoint's device")
+            device = mine[0]
+        if device not in mine:
+            raise CollectiveError(f"device {device} is not one of process {rank}'s {mine}")
+        self.device = int(device)
+        self.rank = rank
         self.world_size = len(self._ranks)
+        #: this process's other devices of the world, reached through `local` (ProcessWorld sets it)
+        self.local: Any = None
         self._seq = 0
         self._failure: CollectiveError | None = None
 
@@ -100,27 +111,59 @@ class GlooCommunicator:
         if bad:
             raise CollectiveError(f"{op}: group {list(group)} names devices {bad} of a world of "
                                   f"{self.world_size} processes", devices=bad)
-        peers = tuple(d for d in group if d != self.device)
-        values = self._exchange(_GATHER, f"{op} {group}", value, op, send_to=peers, receive_from=peers)
+        self._seq += 1
+        local = tuple(d for d in group if self._ranks[d] == self.rank)
+        values: dict[int, np.ndarray] = {}
+        if len(local) > 1:
+            values.update(zip(local, self._local().all_gather(self.device, self._seq, local, value, op)))
+        peers = tuple(d for d in group if self._ranks[d] != self.rank)
+        values.update(self._exchange(_GATHER, f"{op} {group}", value, op, send_to=peers, receive_from=peers))
         return [value if d == self.device else values[d] for d in group]
 
     def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
         key = tuple((int(s), int(t)) for s, t in pairs)
         op = op or "a collective"
-        targets = tuple(t for s, t in key if s == self.device and t != self.device)
+        self._seq += 1
+        here = self._ranks[self.device]
+        between = tuple((s, t) for s, t in key if self._ranks[s] == here and self._ranks[t] == here)
+        local_value = None
+        if between and len(self._local_devices()) > 1:  # every local device makes this call
+            local_value = self._local().permute(self.device, self._seq, between, value, op)
+        targets = tuple(t for s, t in key if s == self.device and self._ranks[t] != here)
         sources = [s for s, t in key if t == self.device]
         values = self._exchange(_PERMUTE, f"{op} {key}", value, op, send_to=targets,
-                                receive_from=tuple(s for s in sources if s != self.device))
+                                receive_from=tuple(s for s in sources if self._ranks[s] != here))
         if not sources:
             return None
-        return np.array(value if sources[0] == self.device else values[sources[0]], copy=True)
+        if sources[0] == self.device:
+            return np.array(value, copy=True)
+        return local_value if self._ranks[sources[0]] == here else np.array(values[sources[0]], copy=True)
 
     def abort(self, error: BaseException) -> None:
-        """This device failed. The other processes learn it when this process's connections
-        close (it exits) or at the collective timeout; gloo has no way to cancel their waits."""
+        """This device failed. This process's other devices learn it at once (`local`); the
+        other processes when this one's connections close (it exits) or at the collective
+        timeout: gloo has no way to cancel their waits."""
+        if self.local is not None:
+            self.local.abort(self.device, error)
         if self._failure is None:
             self._failure = CollectiveError(f"device {self.device} failed: {type(error).__name__}: {error}",
                                             devices=[self.device], origin=self.device)
+
+    def _local_devices(self) -> list[int]:
+        return [d for d, r in enumerate(self._ranks) if r == self.rank]
+
+    def _local(self) -> Any:
+        if self.local is None:
+            raise CollectiveError(f"device {self.device} shares process {self.rank} with devices "
+                                  f"{self._local_devices()} but has no local exchange (ProcessWorld.new_run)")
+        return self.local
+
+    def _tag(self, source: int, target: int, phase: int) -> int:
+        """The gloo tag of call `_seq`'s message from device `source` to `target` (0: header,
+        1: payload): distinct for every pair, so several devices of one process never take each
+        other's messages."""
+        w = self.world_size
+        return ((self._seq * w + source) * w + target) * 2 % (1 << 30) + phase
 
     # -- the exchange ------------------------------------------------------------------------------
     def _exchange(self, kind: int, what: str, value: np.ndarray, op: str, send_to: tuple[int, ...],
@@ -131,18 +174,18 @@ class GlooCommunicator:
 
         if self._failure is not None:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
+        if not send_to and not receive_from:
+            return {}
         value = np.asarray(value)
         if not value.flags.c_contiguous:  # (not np.ascontiguousarray: it makes a scalar 1-d)
             value = value.copy(order="C")
         if value.ndim > _MAX_DIMS:
             raise CollectiveError(f"{op}: a value of {value.ndim} dimensions (at most {_MAX_DIMS} cross processes)")
-        self._seq += 1
         header = np.zeros(_HEADER, np.int64)
         header[:7] = (self._seq, _digest(op), _digest(what), kind, value.nbytes, _digest(value.dtype.str), value.ndim)
         header[7:7 + value.ndim] = value.shape
-        tag = (2 * self._seq) % (1 << 30)
         headers = {d: np.empty(_HEADER, np.int64) for d in receive_from}
-        self._transfer(torch, header, send_to, headers, tag, op)
+        self._transfer(torch, header, send_to, headers, 0, op)
         for d, h in headers.items():
             if not np.array_equal(h, header):
                 at = f"call {int(h[0])}" if h[0] != self._seq else "the same call"
@@ -152,19 +195,20 @@ class GlooCommunicator:
                     f"value type", devices=[d]))
         payload = value.reshape(-1).view(np.uint8)
         received = {d: np.empty(value.nbytes, np.uint8) for d in receive_from}
-        self._transfer(torch, payload, send_to, received, tag + 1, op)
+        self._transfer(torch, payload, send_to, received, 1, op)
         return {d: b.view(value.dtype).reshape(value.shape) for d, b in received.items()}
 
     def _transfer(self, torch: Any, out: np.ndarray, send_to: tuple[int, ...], into: dict[int, np.ndarray],
-                  tag: int, op: str) -> None:
+                  phase: int, op: str) -> None:
         """Point-to-point: `out` to every device of `send_to`, each `into[d]` from device d (all
         posted before any wait, so no order of peers can deadlock). gloo's all_gather was 5-15x
         slower than this on localhost for 16 MB."""
         group, ranks = self._process_group(), self._ranks
         sent = torch.from_numpy(out if out.flags.writeable else out.copy())
         try:
-            works = [group.send([sent], ranks[d], tag) for d in send_to]
-            works += [group.recv([torch.from_numpy(buf)], ranks[d], tag) for d, buf in into.items()]
+            works = [group.send([sent], ranks[d], self._tag(self.device, d, phase)) for d in send_to]
+            works += [group.recv([torch.from_numpy(buf)], ranks[d], self._tag(d, self.device, phase))
+                      for d, buf in into.items()]
             for w in works:
                 w.wait()
         except Exception as e:  # noqa: BLE001 - gloo's errors: a closed connection, a timeout
@@ -199,3 +243,36 @@ def run_on_process_group(executable: Any, inputs: Sequence[np.ndarray], *, num_r
     except BaseException as e:
         comm.abort(e)
         raise
+
+
+class ProcessWorld:
+    """This process's devices of a program whose other devices run in other processes: one
+    GlooCommunicator per local device (kept across runs: calls are numbered in program order),
+    and per run a ThreadCommunicator over the logical ids for the exchanges between local
+    devices. What emulator.collectives.run_devices asks of its communicator: endpoint(d),
+    abort(d, error), origin."""
+
+    def __init__(self, device_ranks: Sequence[int], rank: int, group: Any, timeout_s: float | None = None) -> None:
+        self.timeout_s = default_timeout() if timeout_s is None else float(timeout_s)
+        self.world_size = len(device_ranks)
+        self.devices = [d for d, r in enumerate(device_ranks) if r == rank]
+        self._endpoints = {d: GlooCommunicator(self.timeout_s, group=group, device_ranks=device_ranks, rank=rank,
+                                               device=d) for d in self.devices}
+        self._local: ThreadCommunicator | None = None
+
+    def new_run(self) -> ProcessWorld:
+        """A fresh local exchange for the next run (a failed run's state stays with it)."""
+        self._local = ThreadCommunicator(self.world_size, self.timeout_s)
+        for endpoint in self._endpoints.values():
+            endpoint.local = self._local
+        return self
+
+    def endpoint(self, device: int) -> GlooCommunicator:
+        return self._endpoints[device]
+
+    def abort(self, device: int, error: BaseException) -> None:
+        self._endpoints[device].abort(error)
+
+    @property
+    def origin(self) -> tuple[int, BaseException] | None:
+        return self._local.origin if self._local is not None else None

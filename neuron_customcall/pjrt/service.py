@@ -185,21 +185,30 @@ class Program:
         Holds the cores' locks for the whole run, taken in ascending core order as every execute
         takes them: two executes never wait on each other in a circle. A failure in one device
         ends the others' collectives (NEURON_RT_EXEC_TIMEOUT bounds a wait) and is raised naming
-        that device. When the other devices belong to other processes, see _run_across."""
+        that device.
+
+        When the program's other devices are other processes', their collectives meet those
+        processes' devices over a gloo group (neuron_customcall.distributed.ProcessWorld),
+        created by the first collective that crosses processes; a failure here reaches the peers
+        when this process exits (closed connections) or at their NEURON_RT_EXEC_TIMEOUT."""
         from emulator.blas import blas_threads_for_devices
         from emulator.collectives.run import run_devices
 
         logical = list(range(len(inputs_per_device))) if logical is None else [int(d) for d in logical]
+        across: dict[str, Any] = {}
         if len(logical) != self.num_replicas * self.num_partitions:
-            return self._run_across(inputs_per_device, cores, logical)
-
+            processes = self._process_world()
+            if sorted(logical) != processes.devices:
+                raise ExecutionError(f"{self.name}: asked to run devices {logical}; this process holds "
+                                     f"{processes.devices}")
+            across = {"devices": logical, "communicator": processes.new_run()}
         with contextlib.ExitStack() as held:
             for core in sorted(set(cores)):
                 held.enter_context(_core_lock(core))
             held.enter_context(blas_threads_for_devices(len(inputs_per_device)))
             try:
                 outs = run_devices(_Unowned(self.executable), inputs_per_device, self.num_replicas,
-                                   self.num_partitions)  # the wait for a peer: NEURON_RT_EXEC_TIMEOUT
+                                   self.num_partitions, **across)  # the wait for a peer: NEURON_RT_EXEC_TIMEOUT
             except Exception as e:
                 raise ExecutionError(self._describe_failure(e)) from e
         return [[o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in device] for device in outs]
@@ -210,43 +219,16 @@ class Program:
         return world.num_processes > 1 and len(self.device_ids) > 1 and \
             any(world.process_of(d) != world.process_index for d in self.device_ids)
 
-    def _run_across(self, inputs_per_device: Sequence[Sequence[np.ndarray]], cores: Sequence[int],
-                    logical: list[int]) -> list[list[np.ndarray]]:
-        """Runs this process's one device of a program whose other devices are other processes':
-        its collectives meet theirs over a gloo group (neuron_customcall.distributed), created
-        by the first program that needs it. A failure here reaches the peers when this process
-        exits (closed connections) or at their NEURON_RT_EXEC_TIMEOUT."""
-        from emulator.collectives.context import DeviceContext, running_as
-
-        if len(logical) != 1:
-            raise UnsupportedProgramError(
-                f"{self.name}: {len(logical)} NeuronCores of this process in a program whose other devices are "
-                "other processes': a multi-process world with several NeuronCores per process is not supported "
-                "yet; give each process one core (NEURON_RT_VISIBLE_CORES=<local rank>)")
-        (d,), (inputs,) = logical, inputs_per_device
-        comm = self._communicator()
-        if comm.device != d:
-            raise ExecutionError(f"{self.name}: asked to run device {d}, but this process holds device {comm.device}")
-        ctx = DeviceContext(d // self.num_partitions, d % self.num_partitions, self.num_replicas,
-                            self.num_partitions, comm)
-        try:
-            with _core_lock(cores[0]), running_as(ctx):
-                outs = self.executable.run(inputs, owned=False)
-        except Exception as e:
-            comm.abort(e)
-            raise ExecutionError(self._describe_failure(e)) from e
-        return [[o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]]
-
-    def _communicator(self) -> Any:
-        """This program's endpoint among the processes (one per program: its calls are numbered
-        in the order every process runs the program)."""
+    def _process_world(self) -> Any:
+        """This program's endpoints among the processes (kept across runs: their calls are
+        numbered in the order every process runs the program)."""
         with self._comm_lock:
             if self._comm is None:
-                from neuron_customcall.distributed.gloo import GlooCommunicator
+                from neuron_customcall.distributed.gloo import ProcessWorld
 
                 world = current_world()
-                self._comm = GlooCommunicator(group=process_group, rank=world.process_index,
-                                              device_ranks=world_mod.device_ranks(world, self.device_ids))
+                self._comm = ProcessWorld(world_mod.device_ranks(world, self.device_ids), world.process_index,
+                                          process_group)
             return self._comm
 
     def _describe_failure(self, e: Exception) -> str:

@@ -485,6 +485,11 @@ Error* ClientPlatformVersion(ClientStringArgs* a) {
   return nullptr;
 }
 
+// jaxlib reports the processes it sees alive (after jax.distributed.initialize) and aborts the
+// process if this fails. A peer that dies is detected where it matters, in the collective that
+// waits for it (gloo's closed connection, NEURON_RT_EXEC_TIMEOUT), so the report is taken as is.
+Error* ClientUpdateGlobalProcessInfo(ClientUpdateGlobalProcessInfoArgs*) { return nullptr; }
+
 Error* ClientProcessIndex(ClientProcessIndexArgs* a) {
   a->process_index = a->client->process_index;
   return nullptr;
@@ -1471,6 +1476,7 @@ Api MakeApi() {
   api.fns[k_Client_Destroy] = AsFn(&ClientDestroy);
   api.fns[k_Client_PlatformName] = AsFn(&ClientPlatformName);
   api.fns[k_Client_ProcessIndex] = AsFn(&ClientProcessIndex);
+  api.fns[k_Client_UpdateGlobalProcessInfo] = AsFn(&ClientUpdateGlobalProcessInfo);
   api.fns[k_Client_PlatformVersion] = AsFn(&ClientPlatformVersion);
   api.fns[k_Client_Devices] = AsFn(&ClientDevices);
   api.fns[k_Client_AddressableDevices] = AsFn(&ClientAddressableDevices);

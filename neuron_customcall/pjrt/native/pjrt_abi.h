@@ -139,6 +139,8 @@ NPJRT_ARGS(ClientCreateArgs, const NamedValue* create_options; size_t num_option
            void* kv_put_user_arg; Client* client; void* kv_try_get_callback;
            void* kv_try_get_user_arg;);
 NPJRT_ARGS(ClientArgs, Client* client;);  // Destroy
+// PJRT_Client_UpdateGlobalProcessInfo: the framework's view of which processes are alive.
+NPJRT_ARGS(ClientUpdateGlobalProcessInfoArgs, Client* client; void* process_infos; size_t num_process_infos;);
 NPJRT_ARGS(ClientStringArgs, Client* client; const char* value; size_t value_size;);  // PlatformName/Version
 NPJRT_ARGS(ClientProcessIndexArgs, Client* client; int process_index;);
 NPJRT_ARGS(ClientDevicesArgs, Client* client; Device* const* devices; size_t num_devices;);

@@ -221,3 +221,35 @@ def test_a_hung_peer_times_out_at_neuron_rt_exec_timeout(tmp_path):
     got = _peers(tmp_path, "hang", 20)[0]
     assert "CollectiveTimeout" in got["error"] and "NEURON_RT_EXEC_TIMEOUT" in got["error"], got
     assert 15 <= got["seconds"] < 120
+
+
+# -- JAX ---------------------------------------------------------------------------------------------
+def _jax_processes(tmp_path: Path, cores: int) -> list[dict]:
+    port = _free_port()
+    env = _env(tmp_path / "cache", JAX_PLATFORMS="neuron", NEURON_RT_NUM_CORES=str(cores))
+    procs = [subprocess.Popen([sys.executable, str(PROGRAMS / "jax_psum.py"), str(pid), "2", str(port),
+                               str(tmp_path / f"jax{pid}.json")], env=env, cwd=str(ROOT),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for pid in (0, 1)]
+    _wait(procs, timeout=600)
+    return [json.loads((tmp_path / f"jax{pid}.json").read_text()) for pid in (0, 1)]
+
+
+def test_jax_distributed_psum_across_processes(tmp_path):
+    got = _jax_processes(tmp_path, 1)
+    for pid, seen in enumerate(got):
+        assert seen["platform"] == "neuron" and seen["devices"] == [[0, 0], [1, 1]] and seen["local"] == [pid]
+        assert "error" not in seen, seen["error"]
+        assert seen["psum"] == [[10.0, 12.0, 14.0, 16.0]]  # [0,1,2,3] + [10,11,12,13]
+        assert seen["all_gather"] == [[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]
+
+
+def test_jax_distributed_with_two_cores_per_process(tmp_path):
+    """Four devices, two per process: collectives meet between the threads of a process and
+    over gloo between the processes."""
+    got = _jax_processes(tmp_path, 2)
+    rows = [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [10.0, 11.0, 12.0, 13.0], [14.0, 15.0, 16.0, 17.0]]
+    for pid, seen in enumerate(got):
+        assert seen["devices"] == [[0, 0], [1, 0], [2, 1], [3, 1]] and seen["local"] == [2 * pid, 2 * pid + 1]
+        assert "error" not in seen, seen["error"]
+        assert seen["psum"] == [np.sum(rows, axis=0).tolist()]
+        assert seen["all_gather"] == rows
