@@ -13,6 +13,12 @@ Loading it costs nothing on other devices: it imports nothing beyond what torch_
 imported at that point; the plugin library is found (and built if needed) only when torch_xla
 starts the NEURON client. A framework adapter module: it may import torch_xla.
 
+Several processes (docs/pjrt.md, "Several processes"): under torchrun, ``library_path`` (and
+``configure_multiprocess``, which torch_xla's ``xla://`` rendezvous calls) writes what torch_xla's
+own Neuron set-up writes (world.configure_torchrun: one core per local rank, index RANK); for
+``xmp.spawn``, ``physical_chip_count`` starts one process per core and ``configure_multiprocess``
+gives each child its index and core.
+
 Starting the NEURON client also imports the torch_xla adapter (``neuron_customcall.torch_xla``),
 which gives every C++ op (loaded before or after) its XLA kernel: an HLO custom-call in the step's
 graph. Without it an unmodified script that loads its ops with ``custom_op.load`` and never imports
