@@ -257,6 +257,17 @@ def _compile_cached(source: GraphSource, flags: Any, cache: CacheSetting) -> Com
     return compiled
 
 
+def _recorded_memory(manifest: dict) -> int:
+    """The peak-memory estimate a cached artifact recorded (bytes); ArtifactError when it has
+    none (an entry from before the estimate was recorded: recompiled like any unusable entry)."""
+    need = manifest.get("memory_estimate")
+    if not isinstance(need, int) or isinstance(need, bool) or need < 0:
+        from emulator.artifact import ArtifactError
+
+        raise ArtifactError(f"no memory estimate recorded (memory_estimate={need!r})")
+    return need
+
+
 def _compile_or_fetch(build: Callable[[], hlo.HloModule], flags: Any, identity: GraphIdentity,
                       cache: CompileCache | None) -> Compiled:
     key = identity.key
@@ -266,10 +277,15 @@ def _compile_or_fetch(build: Callable[[], hlo.HloModule], flags: Any, identity: 
             path, data = entry
             try:
                 executable = _load(data, identity)
+                need = _recorded_memory(executable.manifest)
             except Exception as e:  # any defect of the entry: corrupt bytes, old format, ...
                 log.warning("compile cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
                 cache.discard(key)
             else:
+                # The budget holds on a hit too: NEURON_CUSTOMCALL_MEMORY_LIMIT may be lower now.
+                from neuron_customcall.compiler import memory
+
+                memory.check_estimate(need, f" (cached at {path})")
                 log.info("Using a cached neff at %s", path)
                 return Compiled(path, executable)
     artifact = _compile(build(), flags, identity)

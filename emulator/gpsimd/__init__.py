@@ -19,7 +19,7 @@ from emulator.gpsimd.errors import (
     ShapeFunctionError,
     ShapeFunctionTimeout,
 )
-from emulator.gpsimd import limits
+from emulator.gpsimd import sandbox
 from emulator.gpsimd.args import TensorSpec
 from emulator.gpsimd.cost import CostEstimate, estimate
 from emulator.gpsimd.library import HostLibrary

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from emulator import host
-from emulator.gpsimd import control, limits, protocol
+from emulator.gpsimd import control, protocol, sandbox
 from emulator.gpsimd.errors import GpSimdError, LibraryError
+from emulator.limits import LimitSettingError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,19 @@ def printf_queue_setting() -> str | None:
         raise GpSimdError(f"{PRINTF_QUEUE_ENV}={text!r}: must be 0 (printf disabled) or a power of two "
                           f"up to {PRINTF_QUEUE_MAX} (128 KB)")
     return str(value)
+
+
+_seccomp_reported: set[str] = set()
+
+
+def _report_seccomp(state: object) -> None:
+    """Logs, once per reason, that workers run without the seccomp filter (sandbox.py)."""
+    if state == "on" or state in _seccomp_reported:
+        return
+    _seccomp_reported.add(str(state))
+    log.warning("GpSimd workers run without their seccomp filter (%s): a kernel can signal or "
+                "trace other processes of this user; run untrusted artifacts under an OS sandbox "
+                "(docs/trust.md)", state)
 
 
 class WorkerDied(GpSimdError):
@@ -105,13 +119,13 @@ class WorkerProcess:
         self.sequence = 0
         self._spinner = control.Spinner(control.HOST_SPIN)
         try:
-            memory = limits.memory_limit()
-        except limits.LimitError as e:
+            memory = sandbox.memory_limit()
+        except LimitSettingError as e:
             raise GpSimdError(str(e)) from None
-        # The least the worker needs (limits.py): a scrubbed environment, its own session and
+        # The least the worker needs (sandbox.py): a scrubbed environment, its own session and
         # process group (killed as a whole, children a kernel forked included), limits that the
         # worker applies to itself before loading the library.
-        env = limits.environment(str(_PROJECT_ROOT))
+        env = sandbox.environment(str(_PROJECT_ROOT))
         env.pop(PRINTF_QUEUE_ENV, None)
         if printf_queue is not None:
             env[PRINTF_QUEUE_ENV] = printf_queue
@@ -148,6 +162,7 @@ class WorkerProcess:
         if started is None:
             status, output = self._exit_detail()
             raise GpSimdError(f"the GpSimd worker for {name} failed to start ({status}){output}")
+        _report_seccomp(started.get("seccomp"))
         try:
             loaded = protocol.receive(self.resp_r, load_timeout)
         except TimeoutError:

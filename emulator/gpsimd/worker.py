@@ -5,8 +5,9 @@ Started by process.py with two pipe descriptors and the library path. Every piec
 code runs here (static initialisers at load included), so that a crash or a hang takes down this
 process, never the host. It imports no framework.
 
-Start-up sends two messages: ``{"started": true}`` once the interpreter runs (so the host's
-time limit for loading covers the user's static initialisers only), then ``{"ready": true}`` once
+Start-up sends two messages: ``{"started": true, "seccomp": ...}`` once the interpreter runs and
+its sandbox is in place ("on", or why the filter is not; so the host's time limit for loading
+covers the user's static initialisers only), then ``{"ready": true}`` once
 the library is loaded, or ``{"ok": false, "error": ...}`` when it is not a usable library.
 """
 
@@ -24,7 +25,7 @@ import time
 from collections import OrderedDict
 from typing import Callable
 
-from emulator.gpsimd import abi, args, control, elf, limits, protocol
+from emulator.gpsimd import abi, args, control, elf, protocol, sandbox
 
 
 class _Mappings:
@@ -330,7 +331,7 @@ class Worker:
         else:
             now = time.monotonic()
             if now >= self._armed_until:
-                limits.arm_cpu(self.cpu_seconds)
+                sandbox.arm_cpu(self.cpu_seconds)
                 self._armed_until = now + ARM_EVERY
             code = self._run_by_address(*entry.arguments)
         words[control.CODE] = code
@@ -512,7 +513,7 @@ def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
                 if body is None:
                     return 0
                 if body:
-                    limits.arm_cpu(worker.cpu_seconds)
+                    sandbox.arm_cpu(worker.cpu_seconds)
                     protocol.send_body(fd_out, worker.handle(body))
                 continue
         if previous is not None:
@@ -529,10 +530,10 @@ def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
 def main(argv: list[str]) -> int:
     fd_in, fd_out, library_path, sha256 = int(argv[1]), int(argv[2]), argv[3], argv[4]
     memory, cpu_seconds, control_fd = int(argv[5]), float(argv[6]), int(argv[7])
-    limits.apply(memory)
+    without_seccomp = sandbox.apply(memory)
     page = control.ControlPage(control_fd)
     os.close(control_fd)
-    protocol.send(fd_out, {"ok": True, "started": True})
+    protocol.send(fd_out, {"ok": True, "started": True, "seccomp": without_seccomp or "on"})
     try:
         worker = Worker(library_path, sha256, page, cpu_seconds)
     except LoadError as exc:

@@ -103,15 +103,21 @@ def computation_peak(comp: Computation, returns: bool = False) -> tuple[int, Any
     return peak, where
 
 
-def check_budget(program: Program, constants_bytes: int) -> None:
-    """CompileError if the program's estimated peak memory exceeds the limit."""
-    limit = memory_limit()
-    if not limit:
-        return
+def check_budget(program: Program, constants_bytes: int) -> int:
+    """CompileError if the program's estimated peak memory exceeds the limit; else the estimate
+    (bytes), which the artifact records so that a cached artifact is held to the limit too."""
     peaks = [(computation_peak(c, returns=k == program.entry), c) for k, c in enumerate(program.computations)]
     (peak, inst), comp = max(peaks, key=lambda p: p[0][0])
     need = peak + constants_bytes
-    if need > limit:
-        at = f" (at {inst.name or inst.op} in {comp.name}: {inst.type[0]}{inst.type[1]})" if inst is not None else ""
+    at = f" (at {inst.name or inst.op} in {comp.name}: {inst.type[0]}{inst.type[1]})" if inst is not None else ""
+    check_estimate(need, at)
+    return need
+
+
+def check_estimate(need: int, at: str = "") -> None:
+    """CompileError if `need` bytes exceed the limit. Also called on a compile-cache hit with the
+    estimate the artifact recorded: the limit may be lower than when the entry was compiled."""
+    limit = memory_limit()
+    if limit and need > limit:
         raise CompileError(f"the program needs at least {format_size(need)} of memory at once{at}, more than the "
                            f"limit of {format_size(limit)} ({MEMORY_LIMIT_ENV})")

@@ -215,7 +215,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
     program = Program(computations=comps, entry=0)
     _check_lifted(program, ctx.lifted, ctx)
     check_custom_op_limits(ctx)
-    memory.check_budget(program, sum(c.nbytes for c in ctx.constants))
+    memory_estimate = memory.check_budget(program, sum(c.nbytes for c in ctx.constants))
     inputs, outputs = emit.io_entries(module.entry)
     manifest = {
         "format": "neuron-customcall-neff",
@@ -227,6 +227,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
         "flags": flags.to_json(),
         "aliases": buffers.output_aliases(module),
         "kernels": [k.name for k in ctx.kernels],
+        "memory_estimate": memory_estimate,
     }
     if cache_key is not None:
         manifest["cache_key"] = cache_key

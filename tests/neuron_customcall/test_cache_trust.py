@@ -200,3 +200,33 @@ def test_malformed_size_limit_is_named_and_compiles_without_cache(tmp_path: Path
     with caplog.at_level(logging.WARNING):
         assert isinstance(_compile("add", tmp_path).artifact, bytes)
     assert SIZE_LIMIT_ENV in caplog.text
+
+
+# -- the memory budget holds on a hit ------------------------------------------------------------
+def test_a_cached_artifact_is_held_to_todays_memory_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neuron_customcall.compiler.errors import CompileError
+    from neuron_customcall.compiler.memory import MEMORY_LIMIT_ENV
+
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "0")
+    path = _compile("add", tmp_path).artifact
+    assert read_artifact(path.read_bytes()).manifest["memory_estimate"] == 3 * 16  # two params, one result
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "32")  # lowered after the entry was compiled
+    with pytest.raises(CompileError, match=rf"needs at least 48 bytes of memory at once \(cached at {path}\).*"
+                                           f"{MEMORY_LIMIT_ENV}"):
+        _compile("add", tmp_path)
+    assert path.exists()  # a valid entry, kept for when the limit allows it
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "48")
+    np.testing.assert_array_equal(_run(_compile("add", tmp_path)), X + Y)
+
+
+def test_an_entry_without_a_memory_estimate_is_recompiled(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from emulator.artifact import ArtifactContents, write_artifact
+
+    path = _compile("add", tmp_path).artifact
+    art = read_artifact(path.read_bytes())
+    del art.manifest["memory_estimate"]  # as an entry written before the estimate was recorded
+    path.write_bytes(write_artifact(ArtifactContents(art.manifest, art.program, art.constants, art.kernels)))
+    with caplog.at_level(logging.WARNING):
+        np.testing.assert_array_equal(_run(_compile("add", tmp_path)), X + Y)
+    assert "no memory estimate recorded" in caplog.text
+    assert "memory_estimate" in read_artifact(path.read_bytes()).manifest

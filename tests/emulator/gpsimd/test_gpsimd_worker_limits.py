@@ -5,13 +5,15 @@ group, and a kernel that forks before crashing is reported at once, its child ki
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
+import struct
 import time
 
 import numpy as np
 import pytest
 
-from emulator.gpsimd import GpSimdRunner, HostLibrary, KernelCrash, KernelError, limits
+from emulator.gpsimd import GpSimdRunner, HostLibrary, KernelCrash, KernelError, sandbox, seccomp
 from gpsimd_kernels import library, tensor
 
 X = np.zeros(8, dtype=np.float32)
@@ -23,6 +25,16 @@ def hostile():
     host = HostLibrary(runner.library_path, runner)
     yield host, runner
     runner.close()
+
+
+def _fresh_worker_output(name: str) -> str:
+    """What kernel `name` prints in a worker started for it (under the environment as set now)."""
+    runner = GpSimdRunner(library("hostile_ops"), timeout=60)
+    try:
+        host = HostLibrary(runner.library_path, runner)
+        return _run(host, runner, name).text
+    finally:
+        runner.close()
 
 
 def _run(host, runner, name, *extra, timeout=None):
@@ -44,22 +56,17 @@ def test_only_the_registered_compute_function_of_the_op_resolves(hostile, symbol
 
 def test_the_worker_runs_with_limits_a_scrubbed_environment_and_its_own_group(monkeypatch) -> None:
     monkeypatch.setenv("NCC_TEST_SECRET", "hunter2")
-    monkeypatch.setenv(limits.MEMORY_ENV, str(8 << 30))
-    runner = GpSimdRunner(library("hostile_ops"), timeout=60)
-    try:
-        host = HostLibrary(runner.library_path, runner)
-        text = _run(host, runner, "probe").text
-    finally:
-        runner.close()
+    monkeypatch.setenv(sandbox.MEMORY_ENV, str(8 << 30))
+    text = _fresh_worker_output("probe")
     assert "secret=absent" in text
-    assert f"core=0 as={8 << 30} fsize={limits.FILE_SIZE}" in text
+    assert f"core=0 as={8 << 30} fsize={sandbox.FILE_SIZE}" in text
     cpu = int(text.split("cpu=")[1].split()[0])
     assert 0 < cpu < 10 ** 6  # a budget, re-armed per request, not unlimited
     assert "own_group=1" in text
 
 
 def test_a_bad_memory_setting_is_a_clear_error(monkeypatch) -> None:
-    monkeypatch.setenv(limits.MEMORY_ENV, "lots")
+    monkeypatch.setenv(sandbox.MEMORY_ENV, "lots")
     runner = GpSimdRunner(library("hostile_ops"), timeout=60)
     with pytest.raises(Exception, match="NEURON_CUSTOMCALL_GPSIMD_MEMORY='lots'"):
         HostLibrary(runner.library_path, runner)
@@ -110,3 +117,49 @@ def _record_groups(monkeypatch):
         runner_groups.add(self.proc.pid)
 
     monkeypatch.setattr(process.WorkerProcess, "__init__", init)
+
+
+def _reach_out(monkeypatch, seccomp_setting: str | None) -> dict[str, tuple[int, int]]:
+    if seccomp_setting is None:
+        monkeypatch.delenv(seccomp.ENV, raising=False)
+    else:
+        monkeypatch.setenv(seccomp.ENV, seccomp_setting)
+    text = _fresh_worker_output("reach_out")
+    found = {}
+    for line in text.splitlines():
+        what, _, result = line.partition("=")
+        if "/" in result:
+            ret, err = result.split("/")
+            found[what] = (int(ret), int(err))
+    return found
+
+
+def test_a_kernel_cannot_signal_or_trace_the_host_or_leave_its_group(monkeypatch) -> None:
+    seen = _reach_out(monkeypatch, None)
+    eperm = (-1, errno.EPERM)
+    assert seen["kill_host"] == eperm  # the host's pid: refused by the filter
+    assert seen["kill_all"] == eperm
+    assert seen["tgkill_host"] == eperm
+    assert seen["ptrace_host"] == eperm
+    assert seen["child_setsid"] == eperm  # a forked child cannot escape the group kill
+    assert seen["kill_self"] == (0, 0)  # raise/abort on itself still work
+    assert seen["kill_group"] == (0, 0)
+
+
+def test_without_the_filter_the_same_kernel_reaches_the_host(monkeypatch, caplog) -> None:
+    # The control for the test above: the probe does reach the host when the filter is off.
+    with caplog.at_level("WARNING", logger="emulator.gpsimd.process"):
+        seen = _reach_out(monkeypatch, "0")
+    assert seen["kill_host"] == (0, 0)
+    assert seen["child_setsid"] == (0, 0)
+    assert any(seccomp.ENV in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.TABLES))
+def test_the_filter_program_is_well_formed(machine) -> None:
+    code = seccomp.program(seccomp.TABLES[machine], 4242)
+    assert len(code) % 8 == 0 and len(code) // 8 < 4096  # BPF_MAXINSNS
+    insns = [struct.unpack("<HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    for i, (op, jt, jf, _) in enumerate(insns):  # every jump lands inside the program
+        assert i + 1 + max(jt, jf) < len(insns)
+    assert insns[-1] == (0x06, 0, 0, seccomp.RET_ALLOW)

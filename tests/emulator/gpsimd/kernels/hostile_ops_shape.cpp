@@ -9,4 +9,5 @@ NEURON_LIBRARY(hostile_ops, m) {
     m.def("fork_then_crash", &fork_shape, "fork_then_crash");
     m.def("probe", &like_shape, "probe");
     m.def("spin", &like_shape, "spin");
+    m.def("reach_out", &like_shape, "reach_out");
 }

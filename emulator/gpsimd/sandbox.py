@@ -1,4 +1,5 @@
-"""What a GpSimd worker may use: resource limits and a scrubbed environment (issue 16).
+"""What a GpSimd worker may use and touch: resource limits, a scrubbed environment and a seccomp
+filter (issue 16).
 
 The worker runs user code (a custom-op library, possibly from an artifact someone else made), so
 it gets the least it needs: no core dumps, a bounded address space, bounded file writes, a CPU
@@ -7,9 +8,10 @@ training run), an environment holding nothing of the host's but what Python need
 process group (the host kills the group, so children a kernel forked die with it). A worker
 whose host is gone sees its request pipe close and exits after the request it is running (the
 CPU budget bounds that one); PR_SET_PDEATHSIG is not used, since it fires when the host *thread*
-that started the worker ends, which may be any short-lived thread. What is not done: a seccomp
-filter (a kernel can still make system calls, such as kill(2) of the host's pid); docs/gpsimd.md
-says so.
+that started the worker ends, which may be any short-lived thread. The seccomp filter
+(seccomp.py) keeps signals and process-reaching calls inside the worker's own group.
+
+The settings are parsed by emulator.limits, like the emulator's other limits.
 """
 
 from __future__ import annotations
@@ -17,29 +19,29 @@ from __future__ import annotations
 import os
 import resource
 
-#: Address space of a worker, in bytes [16 GiB]: kernels' data lives in the host's shared files,
-#: which the worker maps, plus the 8 cores' stacks and the runtime's heaps.
+from emulator.gpsimd import seccomp
+from emulator.limits import LimitSettingError, positive_setting
+
+#: Address space of a worker, in bytes [16 GiB; at least `MIN_MEMORY`]: kernels' data lives in
+#: the host's shared files, which the worker maps, plus the 8 cores' stacks and the runtime's heaps.
 MEMORY_ENV = "NEURON_CUSTOMCALL_GPSIMD_MEMORY"
 DEFAULT_MEMORY = 16 << 30
+MIN_MEMORY = 256 << 20
 #: Largest file a worker may write (its captured standard output is one) [1 GiB].
 FILE_SIZE = 1 << 30
-#: Variables the worker keeps from the host's environment (the runtime's printf setting and what
-#: a C++ runtime may consult); everything else (tokens, keys, paths) is left out.
-KEPT = ("NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", "LANG", "LC_ALL", "TZ")
-
-
-class LimitError(ValueError):
-    """A limit setting is not a positive number of bytes."""
+#: Variables the worker keeps from the host's environment (the runtime's printf setting, the
+#: seccomp switch and what a C++ runtime may consult); everything else (tokens, keys, paths) is
+#: left out.
+KEPT = ("NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", seccomp.ENV, "LANG", "LC_ALL", "TZ")
 
 
 def memory_limit() -> int:
-    """The worker's address-space limit from NEURON_CUSTOMCALL_GPSIMD_MEMORY (bytes)."""
-    text = os.environ.get(MEMORY_ENV, "").strip()
-    if not text:
-        return DEFAULT_MEMORY
-    if not text.isdigit() or int(text) < (256 << 20):
-        raise LimitError(f"{MEMORY_ENV}={text!r}: must be a number of bytes, at least 268435456 (256 MiB)")
-    return int(text)
+    """The worker's address-space limit from NEURON_CUSTOMCALL_GPSIMD_MEMORY (bytes);
+    LimitSettingError if it is not a whole number of at least `MIN_MEMORY`."""
+    memory = int(positive_setting(MEMORY_ENV, DEFAULT_MEMORY, int))
+    if memory < MIN_MEMORY:
+        raise LimitSettingError(f"{MEMORY_ENV}={memory}: the least is {MIN_MEMORY} (256 MiB)")
+    return memory
 
 
 def environment(project_root: str) -> dict[str, str]:
@@ -49,11 +51,13 @@ def environment(project_root: str) -> dict[str, str]:
     return env
 
 
-def apply(memory: int) -> None:
-    """In the worker, before the library is loaded: the limits above."""
+def apply(memory: int) -> str | None:
+    """In the worker, before the library is loaded: the limits above and the seccomp filter.
+    Returns None when the filter is on, else why it is not (the host logs that)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return seccomp.install()
 
 
 def arm_cpu(seconds: float) -> None:
