@@ -35,6 +35,9 @@ class FrameworkKernel:
     """Beta 1's base class for framework integrations (``dump_config`` of a backend_config);
     ours are the adapters of neuron_customcall.torch_xla / .jax, so it is refused by name."""
 
+    #: Why it is refused (also what docs/nki-api.md says).
+    unsupported = ("framework integration goes through neuron_customcall's torch_xla and JAX "
+                   "adapters (nki.register_framework for others)")
+
     def __init__(self, *_args: Any, **_kwargs: Any):
-        refuse("nki.FrameworkKernel", "framework integration goes through neuron_customcall's "
-               "torch_xla and JAX adapters (nki.register_framework for others)")
+        refuse("nki.FrameworkKernel", self.unsupported)

@@ -23,7 +23,10 @@ from .views import compose, identity_index, reshape_exprs, subscript
 
 
 class Tile:
-    """``cast`` is set on bit-cast views of HBM tensors (``hbm_tensor.view(dtype)``): the elements
+    """A tensor as a kernel sees it (``nki.tensor``): an argument, an allocation or an
+    instruction's result, viewed through an index.
+
+    ``cast`` is set on bit-cast views of HBM tensors (``hbm_tensor.view(dtype)``): the elements
     read as ``cast`` but the IR tensor keeps its dtype; ``nl.load``/``nl.store`` reinterpret the
     bits on chip (see lang/memory.py), every other use of such a view is a trace error.
     ``vshape`` is set when the view's element width differs from the tensor's: the viewed

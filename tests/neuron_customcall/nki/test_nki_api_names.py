@@ -11,33 +11,14 @@ import pytest
 import neuron_customcall.nki as ours
 from neuron_customcall.nki import language as nl
 from neuron_customcall.nki.errors import UnsupportedAPIError
+from neuron_customcall.nki.reference_names import BY_GENERATION, our_module
 from tests.neuron_customcall.nki.nki_api_spec import EXPECTED_MISSING, MODULES, SPEC, names
 from tests.sdk.subproc import check, run_python
-
-_OURS = {"nki": "neuron_customcall.nki"}
-
-
-#: Spec modules whose generations are separate namespaces (nki.isa: beta 1 returns tiles, beta 2
-#: writes into dst): (module, generation) -> our module.
-_BY_GENERATION = {("nki.isa", "beta1"): "neuron_customcall.nki.isa",
-                  ("nki.isa", "beta2"): "neuron_customcall.nki.isa.beta2"}
-
-
-def _module(spec_name: str, generation: str | None = None):
-    """Our module for a spec module name (``nki.compiler.sbuf`` -> neuron_customcall.nki.compiler
-    .sbuf), or None when we have no such module."""
-    target = _BY_GENERATION.get((spec_name, generation)) or _OURS.get(
-        spec_name, "neuron_customcall." + spec_name)
-    try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError:
-        return None
-
 
 def _cases():
     for module in MODULES:
         gens = sorted({g for m, g in SPEC if m == module}) if module in {
-            m for m, _ in _BY_GENERATION} else [None]
+            m for m, _ in BY_GENERATION} else [None]
         for gen in gens:
             listed = SPEC[module, gen].split() if gen else names(module)
             for name in sorted(listed):
@@ -50,7 +31,7 @@ def _cases():
 
 @pytest.mark.parametrize("module,generation,name", list(_cases()))
 def test_spec_name_exists(module, generation, name):
-    mod = _module(module, generation)
+    mod = our_module(module, generation)
     assert mod is not None, f"no module {module}"
     assert hasattr(mod, name), f"{module}.{name} is missing (if another change owns it, list it " \
                                "in tests/neuron_customcall/nki/nki_api_spec.py EXPECTED_MISSING)"
