@@ -3,7 +3,10 @@ into a shared cache, then force-included (-include) into every custom-op source.
 
 A GCC precompiled header is only valid for the flags it was built with, so its key holds the
 compiler, the flags and the content of every runtime header; GCC ignores an unusable one and
-parses the headers instead (-Winvalid-pch says so when verbose).
+parses the headers instead (-Winvalid-pch says so when verbose). The key also holds the runtime
+headers' directory: a .gch records the paths it was built from, and diagnostics in the headers
+(a wrong argument to a torch:: function) name those paths, so two checkouts with the same
+headers sharing one cache must not share a prelude (the other's paths may not even exist).
 """
 
 from __future__ import annotations
@@ -14,15 +17,16 @@ import threading
 import time
 from pathlib import Path
 
-from emulator.gpsimd.sources import PRELUDE_HEADER, header_files
+from emulator.gpsimd.sources import INCLUDE_DIR, PRELUDE_HEADER, header_files
 from neuron_customcall.cpp import cache
 from neuron_customcall.cpp.compiler import Toolchain
 
 PRELUDE_NAME = PRELUDE_HEADER.name
 
 
-def key(flags: tuple[str, ...], identity: str) -> str:
-    parts = [identity, *flags] + [cache.digest(p.read_bytes()) for p in header_files()]
+def key(flags: tuple[str, ...], identity: str, include_dir: Path = INCLUDE_DIR) -> str:
+    parts = [identity, str(Path(include_dir).resolve()), *flags] + [
+        cache.digest(p.read_bytes()) for p in header_files()]
     return cache.digest("\0".join(parts).encode())
 
 

@@ -212,3 +212,18 @@ def test_tuning_flags_are_used_where_the_compiler_takes_them(tmp_path: Path) -> 
                                  False, False, ["-DUSER_FLAG"])
     assert request.flags[-2:] == ("-DNCC_MULTICORE=0", "-DUSER_FLAG")  # the user's flags come last
     assert set(accepted) <= set(request.flags)
+
+
+def test_checkouts_with_the_same_headers_do_not_share_a_precompiled_prelude(tmp_path: Path) -> None:
+    """Regression: the prelude's key held the headers' content but not their directory, so a
+    second checkout reused the first one's .gch and GCC's diagnostics named the first checkout's
+    header paths (which may be gone)."""
+    from neuron_customcall.cpp import prelude
+    from emulator.gpsimd.sources import INCLUDE_DIR
+
+    flags, identity = ("-O2",), "g++ 12"
+    here = prelude.key(flags, identity)
+    assert here == prelude.key(flags, identity, INCLUDE_DIR)
+    other = tmp_path / "other-checkout" / "include"
+    other.mkdir(parents=True)
+    assert prelude.key(flags, identity, other) != here
