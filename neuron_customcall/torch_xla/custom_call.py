@@ -181,8 +181,8 @@ def nki_no_backward(inputs: list[torch.Tensor], config: str) -> list[torch.Tenso
     """Stands for the gradient of NKI call `config` with respect to `inputs`: raises when run."""
     raise NotImplementedError(
         f"NKI kernel {decode(config).name!r} has no backward, and a gradient through it was asked for. "
-        "Pair it with a backward kernel in a torch.autograd.Function (docs/frameworks.md), or call it "
-        "under torch.no_grad() or on detached tensors")
+        "Pair it with a backward (neuron_customcall.torch_xla.differentiable, or a torch.autograd.Function: "
+        "docs/frameworks.md), or call it under torch.no_grad() or on detached tensors")
 
 
 @nki_no_backward.register_fake
