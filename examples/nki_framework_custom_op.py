@@ -111,7 +111,7 @@ def jax_version(nki_tensor_add) -> None:
     seed_a, seed_b = jax.random.split(jax.random.PRNGKey(0))
     a = jax.random.normal(seed_a, (256, 1024), dtype=jnp.float32)
     b = jax.random.normal(seed_b, (256, 1024), dtype=jnp.float32)
-    print("jax:      ", custom_call_line(jax.jit(jax_customop_tutorial).lower(a, b).as_text(dialect="hlo")).strip())
+    print("jax:      ", custom_call_line(nj.jit(jax_customop_tutorial).lower(a, b).as_text(dialect="hlo")).strip())
     np.testing.assert_allclose(nj.jit(jax_customop_tutorial)(a, b), a * b * (a + b), rtol=1e-6)
 
     @jax.custom_vjp

@@ -41,6 +41,7 @@ import jax
 import numpy as np
 
 from neuron_customcall import backend
+from neuron_customcall.jax.primitive import neuron_lowering
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +220,10 @@ class NeuronJit:
         return dyn_args, dyn_kwargs, static
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        """jax.jit's Lowered for these arguments (the HLO is `.compiler_ir('hlo')`)."""
-        return self._jitted.lower(*args, **kwargs)
+        """jax.jit's Lowered for these arguments (the HLO is `.compiler_ir('hlo')`), with kernel
+        calls as Neuron custom-calls (not XLA:CPU's host callbacks)."""
+        with neuron_lowering():
+            return self._jitted.lower(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
@@ -233,7 +236,7 @@ class NeuronJit:
         return self._run(trace, leaves)
 
     def _trace(self, args: Sequence[Any], kwargs: dict[str, Any], treedef: Any) -> _Trace:
-        lowered = self._jitted.lower(*args, **kwargs)
+        lowered = self.lower(*args, **kwargs)
         if lowered.in_tree != treedef:
             raise TypeError(f"unexpected input structure: JAX lowered {lowered.in_tree}, the call has {treedef}")
         lowering = lowered._lowering

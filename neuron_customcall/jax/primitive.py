@@ -7,16 +7,26 @@ evaluation, the custom-call lowering (``API_VERSION_STATUS_RETURNING``, as the S
 emits), a ``vmap`` rule (the kernel batched along a new grid axis when it offers that, else one
 call per batch element, stacked) and an eager implementation. Differentiating a kernel call is
 an error that points to ``jax.custom_vjp``, the seed's way to train through a kernel.
+
+On JAX's own CPU backend (``JAX_PLATFORMS=cpu``, ``jax.devices("cpu")``) XLA:CPU has no
+implementation of the Neuron custom-call ("No registered implementation for untyped custom call
+to AwsNeuronCustomNativeKernel for Host"), so there a kernel call lowers to JAX's host callback
+instead: the kernel runs on the emulator with the call's NumPy operands, the rest of the program
+on XLA:CPU, and a kernel error reaches the caller as JAX's runtime error carrying ours. Lowering
+*for our backend* on a CPU host (neuron_customcall.jax.jit; tests that read the HLO) keeps the
+custom-call: that code runs inside ``neuron_lowering()``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import config as jax_config
 from jax._src.interpreters import mlir
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching
@@ -26,6 +36,24 @@ from neuron_customcall.kernels.descriptor import TensorSig
 
 TARGET = "AwsNeuronCustomNativeKernel"
 API_VERSION_STATUS_RETURNING = 2
+
+#: True while a program is lowered for our backend rather than for XLA:CPU (see the docstring).
+#: A JAX configuration state, not a plain context variable: JAX caches traces and lowerings, and
+#: only configuration in the trace context is part of those caches' keys, so a program lowered
+#: both ways keeps two entries instead of handing one the other's module.
+_FOR_NEURON = jax_config.bool_state(
+    "neuron_customcall_lowering", False,
+    "Lower Neuron kernel calls as custom-calls for neuron_customcall's backend even for the CPU "
+    "platform (set by neuron_customcall.jax.jit; not for users)",
+    include_in_jit_key=True, include_in_trace_context=True)
+
+
+@contextlib.contextmanager
+def neuron_lowering() -> Iterator[None]:
+    """Within it, kernel calls lowered for the "cpu" platform stay Neuron custom-calls (for
+    neuron_customcall's backend) instead of host callbacks (for XLA:CPU)."""
+    with _FOR_NEURON(True):
+        yield
 
 
 @dataclass(eq=False)
@@ -89,10 +117,25 @@ def make_primitive(name: str) -> Primitive:
                         "through jax.custom_vjp with a backward kernel or function (as in the "
                         "NKI custom-op guide)")
 
+    def cpu_lowering(ctx: Any, *args: Any, func: KernelRef, **params: Any) -> Any:
+        if _FOR_NEURON.value:
+            return lowering(ctx, *args, func=func, **params)
+        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_out]
+
+        def host(*arrays: Any) -> tuple:
+            outs = func.run([np.asarray(a) for a in arrays])
+            return tuple(np.asarray(o, dtype=s.dtype) for o, s in zip(outs, shapes))
+
+        def call(*xs: Any) -> Any:
+            return jax.pure_callback(host, shapes, *xs, vmap_method="sequential")
+
+        return mlir.lower_fun(call, multiple_results=True)(ctx, *args)
+
     prim.def_abstract_eval(abstract_eval)
     ad.primitive_jvps[prim] = jvp
     prim.def_impl(impl)
     mlir.register_lowering(prim, lowering)
+    mlir.register_lowering(prim, cpu_lowering, platform="cpu")
     batching.primitive_batchers[prim] = batch
     return prim
 

@@ -14,6 +14,7 @@ import emulator
 import hlo
 from emulator.cost.engines import DMA, ENGINES, GPSIMD, NONE, TENSOR
 from neuron_customcall.compiler import compile_module
+from neuron_customcall.jax.primitive import neuron_lowering
 
 
 def _mlp(x, w1, b1, w2):
@@ -21,7 +22,8 @@ def _mlp(x, w1, b1, w2):
 
 
 def _compile(f, *args):
-    proto = jax.jit(f).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    with neuron_lowering():  # kernel calls as Neuron custom-calls, not XLA:CPU host callbacks
+        proto = jax.jit(f).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
     return emulator.load_artifact(compile_module(hlo.load(proto)))
 
 

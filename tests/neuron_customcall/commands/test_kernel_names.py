@@ -17,6 +17,7 @@ from neuron_customcall.compiler import compile_module
 
 @pytest.fixture(scope="module")
 def neff(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import neuron_customcall.jax as ncj
     from neuron_customcall.jax import cpp_call
     from tests.neuron_customcall.cpp import cpp_kernels
     from tests.neuron_customcall.kernels.seed_kernels import nki_tensor_add
@@ -28,7 +29,7 @@ def neff(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((256, 1024)).astype(np.float32) for _ in range(2))
-    proto = jax.jit(step).lower(a, b).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    proto = ncj.jit(step).lower(a, b).compiler_ir("hlo").as_serialized_hlo_module_proto()
     path = tmp_path_factory.mktemp("names") / "step.neff"
     path.write_bytes(compile_module(hlo.load(proto)))
     return path

@@ -32,7 +32,7 @@ def test_seed_forward_matches_jax_and_holds_the_custom_call():
     a, b = _inputs()
     out = nj.jit(jax_customop_tutorial)(a, b)
     np.testing.assert_allclose(out, a * b * (a + b), rtol=1e-6)
-    text = jax.jit(jax_customop_tutorial).lower(a, b).as_text(dialect="hlo")
+    text = nj.jit(jax_customop_tutorial).lower(a, b).as_text(dialect="hlo")
     calls = [line for line in text.splitlines() if "custom-call(" in line]
     assert len(calls) == 1
     assert 'custom_call_target="AwsNeuronCustomNativeKernel"' in calls[0]
@@ -72,7 +72,7 @@ def test_seed_training_graph_through_custom_vjp():
     want = jax.jit(reference)(a, b)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-    text = jax.jit(jax_customop_tutorial_and_grad).lower(a, b).as_text(dialect="hlo")
+    text = nj.jit(jax_customop_tutorial_and_grad).lower(a, b).as_text(dialect="hlo")
     assert text.count('custom_call_target="AwsNeuronCustomNativeKernel"') == 2
 
 
@@ -110,7 +110,7 @@ def test_vmap_batches_the_kernel_along_a_new_grid_axis():
     x, y = _inputs((3, 128, 512))
     f = jax.vmap(lambda p, q: nki_tensor_add_kernel_[1, 1](p, q))
     np.testing.assert_array_equal(nj.jit(f)(x, y), x + y)
-    text = jax.jit(f).lower(x, y).as_text(dialect="hlo")
+    text = nj.jit(f).lower(x, y).as_text(dialect="hlo")
     (call,) = [line for line in text.splitlines() if "custom-call(" in line]
     assert call.lstrip().split(" = ")[1].startswith("f32[3,128,512]")  # one call, batched
     np.testing.assert_array_equal(f(x, y), x + y)  # eager: the batched kernel on the emulator
@@ -125,7 +125,7 @@ def test_nested_vmap_falls_back_to_one_call_per_element_when_the_grid_is_full():
     x, y = _inputs((2, 2, 256, 1024))
     f = jax.vmap(jax.vmap(nki_tensor_add))  # grid (2, 2) + 1 axis, then no room for another
     np.testing.assert_array_equal(nj.jit(f)(x, y), x + y)
-    text = jax.jit(f).lower(x, y).as_text(dialect="hlo")
+    text = nj.jit(f).lower(x, y).as_text(dialect="hlo")
     assert text.count("custom-call(") == 2
 
 
@@ -167,7 +167,7 @@ def test_cpp_op_eager_and_in_jit(relu_ops):
     np.testing.assert_array_equal(cpp_call("relu_ops::relu_forward", x), jax.nn.relu(x))
     f = nj.jit(lambda x: cpp_call("relu_ops.relu_forward", x) * 2)
     np.testing.assert_array_equal(f(x), jax.nn.relu(x) * 2)
-    text = jax.jit(lambda x: cpp_call("relu_ops::relu_forward", x)).lower(x).as_text(dialect="hlo")
+    text = nj.jit(lambda x: cpp_call("relu_ops::relu_forward", x)).lower(x).as_text(dialect="hlo")
     assert 'custom_call_target="AwsNeuronCustomNativeKernel"' in text
     with pytest.raises(ValueError, match="library::op"):
         cpp_call("relu_forward", x)

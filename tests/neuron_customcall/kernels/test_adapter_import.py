@@ -22,7 +22,7 @@ def test_kernel_launch_imports_the_adapter_of_its_arguments():
         text = torch_xla._XLAC._get_xla_tensors_hlo([nki_tensor_add(a, a)])
         assert 'custom_call_target="AwsNeuronCustomNativeKernel"' in text
         x = jnp.ones((256, 1024))
-        assert "AwsNeuronCustomNativeKernel" in jax.jit(nki_tensor_add).lower(x, x).as_text()
+        assert float(jax.jit(nki_tensor_add)(x, x)[3, 700]) == 2.0  # XLA:CPU: through a host callback
         print("ok")
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PJRT_DEVICE": "CPU", "JAX_PLATFORMS": "cpu"}
