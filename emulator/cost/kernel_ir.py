@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from emulator.cost.dma import dma_cycles
@@ -79,26 +80,56 @@ ENGINE_COST: dict[str, InstructionCost] = {
 }
 
 
-def kernel_cost(kernel: ir.KernelIR) -> Cost:
+@dataclass(frozen=True)
+class InstructionCycles:
+    """One instruction of a kernel on one engine: its cycles summed over every execution in a
+    launch (its loops' trip counts times the grid), for the profile's per-instruction tracks."""
+
+    op: str
+    engine: str
+    cycles: float
+    executions: int
+    bytes: int  # bytes of the tiles it touches, per execution
+    line: str  # "file:line" of the kernel source, or ""
+
+
+class KernelCost(dict):
+    """A launch's cycles per engine (a Cost) that also carries them per instruction (`parts`,
+    in program order), which sum to the same totals."""
+
+    parts: tuple[InstructionCycles, ...] = ()
+
+
+def kernel_cost(kernel: ir.KernelIR) -> KernelCost:
     """Cycles per engine of one launch: every instruction times its loops' trip counts, times
     the grid size (grid instances run one after another on the one core). On a logical
     NeuronCore of two (``kernel.lnc``, LNC=2) the cores run their halves of the grid at once,
     so the launch takes the time of one core's programs."""
-    total: Cost = {}
+    total = KernelCost()
+    parts: list[InstructionCycles] = []
     programs = math.prod(kernel.grid) if kernel.grid else 1
     if kernel.lnc:
         programs = -(-programs // kernel.lnc[2])
-    _add_body(kernel.body, kernel.tensors, programs, total)
+    _add_body(kernel.body, kernel.tensors, programs, total, parts)
     total.pop(NONE, None)
+    total.parts = tuple(p for p in parts if p.engine != NONE)
     return total
 
 
-def _add_body(body: list[Any], tensors: dict[str, ir.TensorDecl], times: int, total: Cost) -> None:
+def _bytes(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> int:
+    return sum(math.prod(a.shape) * itemsize(tensors[a.tensor].dtype)
+               for a in _accesses(ins) if a.tensor in tensors)
+
+
+def _add_body(body: list[Any], tensors: dict[str, ir.TensorDecl], times: int, total: Cost,
+              parts: list[InstructionCycles]) -> None:
     for st in body:
         if isinstance(st, ir.Loop):
             # A data-dependent loop's trip count is data (extent 0): its body counts once.
-            _add_body(st.body, tensors, times * (1 if st.data_dependent else st.extent), total)
+            _add_body(st.body, tensors, times * (1 if st.data_dependent else st.extent), total, parts)
             continue
         cost = ENGINE_COST[spec(st.op).engine_of(st.attrs)](st, tensors)
         for engine, cycles in cost.items():
             total[engine] = total.get(engine, 0.0) + cycles * times
+            parts.append(InstructionCycles(st.op, engine, cycles * times, times, _bytes(st, tensors),
+                                           str(st.loc) if st.loc else ""))

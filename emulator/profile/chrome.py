@@ -1,5 +1,6 @@
 """Chrome trace event format: one track (tid) per engine of the estimated device timeline in
-process 1, and the emulator's host wall time per instruction in process 2. Complete events
+process 1 (an NKI kernel's instructions nested inside its event on each engine), and the
+emulator's host wall time per instruction in process 2. Complete events
 (`ph: "X"`) with `ts`/`dur` in microseconds; metadata events name processes and threads."""
 from __future__ import annotations
 
@@ -37,9 +38,11 @@ def chrome_trace(profile: "Profile") -> dict[str, Any]:
         if ev.engine == NONE:
             continue
         tid = tids.setdefault(ev.engine, len(tids) + 1)
-        events.append({"ph": "X", "pid": DEVICE_PID, "tid": tid, "name": ev.name, "cat": ev.engine,
-                       "ts": ev.start * us, "dur": ev.cycles * us,
-                       "args": {"op": ev.op, "shapes": ev.shapes, "cycles": ev.cycles}})
+        args = {"op": ev.op, "shapes": ev.shapes, "cycles": ev.cycles} if ev.detail is None else {
+            "op": ev.op, "cycles": ev.cycles, **ev.detail}
+        events.append({"ph": "X", "pid": DEVICE_PID, "tid": tid, "name": ev.name,
+                       "cat": ev.engine if ev.detail is None else f"{ev.engine} (kernel instruction)",
+                       "ts": ev.start * us, "dur": ev.cycles * us, "args": args})
     for h in profile.host:
         events.append({"ph": "X", "pid": HOST_PID, "tid": HOST_TID, "name": h.name, "cat": "host",
                        "ts": h.start * 1e6, "dur": h.seconds * 1e6, "args": {"op": h.op, "depth": h.depth}})

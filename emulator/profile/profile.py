@@ -49,7 +49,7 @@ class Profile:
         """Cycles each engine works (all engines listed, idle ones with 0)."""
         busy = {e: 0.0 for e in ENGINES}
         for ev in self.events:
-            if ev.engine != NONE:
+            if ev.engine != NONE and ev.detail is None:
                 busy[ev.engine] = busy.get(ev.engine, 0.0) + ev.cycles
         return busy
 
@@ -58,7 +58,7 @@ class Profile:
         cycles: dict[tuple[str, str], float] = defaultdict(float)
         engines: dict[tuple[str, str], set[str]] = defaultdict(set)
         for ev in self.events:
-            if ev.engine != NONE:
+            if ev.engine != NONE and ev.detail is None:
                 cycles[(ev.name, ev.op)] += ev.cycles
                 engines[(ev.name, ev.op)].add(ev.engine)
         count: dict[tuple[str, str], int] = defaultdict(int)

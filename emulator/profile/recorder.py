@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 
 from emulator.cost.engines import NONE, Cost
 
+#: The most per-instruction events one kernel execution adds per engine.
+MAX_DETAILS = 512
+
 
 @dataclass(frozen=True)
 class Event:
@@ -23,6 +26,9 @@ class Event:
     start: float
     cycles: float
     shapes: str = ""
+    #: An instruction inside a kernel, laid out within its kernel's event on the same engine
+    #: (the kernel's own event already counts its cycles: totals skip details).
+    detail: dict | None = None
 
     @property
     def end(self) -> float:
@@ -63,9 +69,30 @@ class Recorder:
             self.events.append(Event(name, op, NONE, ready, 0.0, shapes))
             return ready
         done = ready
+        parts = getattr(cost, "parts", ())
         for engine, cycles in cost.items():
             start = max(ready, self.engine_free.get(engine, 0.0))
             self.engine_free[engine] = start + cycles
             self.events.append(Event(name, op, engine, start, cycles, shapes))
             done = max(done, start + cycles)
+            if parts:
+                self._details(name, engine, start, start + cycles, [p for p in parts if p.engine == engine])
         return done
+
+    def _details(self, kernel: str, engine: str, start: float, end: float, parts: list) -> None:
+        """A kernel's instructions on `engine`, one after another from `start` (their cycles add
+        up to the kernel's on that engine); beyond MAX_DETAILS the rest is one event."""
+        if len(parts) > MAX_DETAILS:
+            rest = parts[MAX_DETAILS - 1:]
+            parts = parts[:MAX_DETAILS - 1]
+        else:
+            rest = []
+        at = start
+        for p in parts:
+            label = f"{p.op} ({p.line})" if p.line else p.op
+            self.events.append(Event(label, p.op, engine, at, p.cycles, "", detail={
+                "kernel": kernel, "line": p.line, "executions": p.executions, "bytes": p.bytes}))
+            at += p.cycles
+        if rest:
+            self.events.append(Event(f"{len(rest)} more instructions", "", engine, at, max(end - at, 0.0), "",
+                                     detail={"kernel": kernel, "instructions": len(rest)}))

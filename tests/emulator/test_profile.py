@@ -5,6 +5,7 @@ nothing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -160,3 +161,30 @@ def test_nki_kernel_costs_come_from_its_ir():
     np.testing.assert_allclose(out[0], (a + b) * 2.0, rtol=1e-6)
     kernel = [e for e in prof.events if e.op == "kernel"]
     assert {e.engine for e in kernel} >= {DMA, "vector"} and all(e.cycles > 0 for e in kernel)
+
+
+def test_an_nki_kernels_instructions_are_laid_out_inside_its_event_on_each_engine():
+    from tests.neuron_customcall.kernels import seed_kernels
+
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((256, 1024)).astype(np.float32) for _ in range(2))
+    exe = _compile(lambda a, b: seed_kernels.nki_tensor_add(a, b) * 2.0, a, b)
+    _, prof = exe.profile([a, b])
+    kernels = [e for e in prof.events if e.op == "kernel" and e.detail is None and e.engine != NONE]
+    details = [e for e in prof.events if e.detail is not None]
+    assert kernels and details
+    for k in kernels:
+        inside = [d for d in details if d.engine == k.engine and k.start <= d.start and d.end <= k.end + 1e-6]
+        assert inside, k.engine
+        assert sum(d.cycles for d in inside) == pytest.approx(k.cycles)  # the same cycles, per instruction
+    ops = {(d.engine, d.op) for d in details}
+    assert (DMA, "load") in ops and (DMA, "store") in ops and ("vector", "tensor_tensor") in ops
+    source = Path(seed_kernels.__file__).name
+    assert all(source in d.detail["line"] for d in details)  # each names its line in the kernel
+    assert all(d.detail["executions"] == 4 for d in details)  # the 2 x 2 grid
+    # totals count the kernel once, not its instructions again
+    assert prof.busy_cycles()[DMA] == pytest.approx(sum(e.cycles for e in prof.events
+                                                        if e.engine == DMA and e.detail is None))
+    trace = prof.to_chrome_trace()["traceEvents"]
+    nested = [t for t in trace if t.get("cat", "").endswith("(kernel instruction)")]
+    assert len(nested) == len(details) and all("bytes" in t["args"] and "line" in t["args"] for t in nested)
