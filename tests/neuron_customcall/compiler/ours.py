@@ -31,9 +31,14 @@ def compile_proto(proto: bytes, flags: CompileFlags | None = None) -> Any:
 
 
 def jax_proto(f: Callable[..., Any], *args: Any) -> bytes:
+    """The HLO of `f` for our backend: kernel calls as Neuron custom-calls (plain jax.jit on the
+    CPU platform would lower them to XLA:CPU host callbacks)."""
     import jax
 
-    return jax.jit(f, keep_unused=True).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    from neuron_customcall.jax.primitive import neuron_lowering
+
+    with neuron_lowering():
+        return jax.jit(f, keep_unused=True).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
 
 
 def _leaves(x: Any) -> list[np.ndarray]:
