@@ -196,6 +196,43 @@ def _dot(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> 
     return _array(a.element_type, [a.dimensions[k] for k in lb] + free_a + free_b)
 
 
+def _strided_bound(bound: int, window: int, stride: int) -> int:
+    """Positions of a window in a (padded, dilated) bound: XLA's window_util::StridedBound."""
+    return 0 if window > bound else (bound - window) // stride + 1
+
+
+@_rule("convolution")
+def _convolution(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> ShapeProto:
+    """XLA's InferConvolveShape: batch / batch_group_count, the kernel's output features, and per
+    spatial dimension the positions of the dilated window in the dilated, padded input."""
+    lhs, rhs = _arity(inst, ops, 2)
+    _need_array(lhs, "the input")
+    _need_array(rhs, "the kernel")
+    if lhs.element_type != rhs.element_type:
+        raise InferError("convolution operands have different element types (the result type is not inferred)")
+    dn = inst.convolution_dimension_numbers
+    spatial = list(dn.input_spatial_dimensions)
+    if len(inst.window.dimensions) != len(spatial) or len(dn.kernel_spatial_dimensions) != len(spatial) or \
+            len(dn.output_spatial_dimensions) != len(spatial) or len(lhs.dimensions) != len(spatial) + 2:
+        raise InferError("convolution window and dimension numbers do not fit the operands")
+    groups = inst.batch_group_count or 1
+    features = inst.feature_group_count or 1
+    if lhs.dimensions[dn.input_feature_dimension] != rhs.dimensions[dn.kernel_input_feature_dimension] * features \
+            or lhs.dimensions[dn.input_batch_dimension] % groups:
+        raise InferError("convolution input features are not the kernel's times feature_group_count, or the "
+                         "batch is not a multiple of batch_group_count")
+    dims = [0] * len(lhs.dimensions)
+    dims[dn.output_batch_dimension] = lhs.dimensions[dn.input_batch_dimension] // groups
+    dims[dn.output_feature_dimension] = rhs.dimensions[dn.kernel_output_feature_dimension]
+    for i, w in enumerate(inst.window.dimensions):
+        if w.size != rhs.dimensions[dn.kernel_spatial_dimensions[i]]:
+            raise InferError(f"convolution window size {w.size} differs from the kernel's spatial dimension {i}")
+        base = (lhs.dimensions[spatial[i]] - 1) * (w.base_dilation or 1) + 1 + w.padding_low + w.padding_high
+        window = (rhs.dimensions[dn.kernel_spatial_dimensions[i]] - 1) * (w.window_dilation or 1) + 1
+        dims[dn.output_spatial_dimensions[i]] = _strided_bound(base, window, w.stride or 1)
+    return _array(lhs.element_type, dims)
+
+
 @_rule("call")
 def _call(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> ShapeProto:
     return _copy(_callee(inst, called))

@@ -426,6 +426,20 @@ ENTRY e {
   a = after-all()
   ROOT r = tuple(t, v, g, c, d, w, n, k, a)
 }""",
+    "inferred_convolution": """HloModule inferred_conv
+ENTRY e {
+  x = f32[2,9,11,3] parameter(0)
+  k = f32[3,4,3,5] parameter(1)
+  y = f32[4,6,7] parameter(2)
+  w = f32[3,2,3] parameter(3)
+  g = f32[6,5,5,8] parameter(4)
+  h = f32[2,2,8,3] parameter(5)
+  a = convolution(x, k), window={size=3x4 stride=2x3 pad=1_2x0_1 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f
+  b = convolution(y, w), window={size=3 stride=3}, dim_labels=bf0_oi0->0bf, feature_group_count=3
+  c = convolution(g, h), window={size=2x2 pad=0_1x1_0}, dim_labels=b01f_01io->f01b, batch_group_count=3
+  ROOT t = (f32[2,9,2,5], f32[2,4,3], f32[3,5,5,2]) tuple(a, b, c)
+}
+""",
     "inferred_with_computations": """HloModule inferred_comps
 add {
   a0 = f32[] parameter(0)

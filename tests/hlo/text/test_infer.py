@@ -22,6 +22,8 @@ def _module(body: str, before: str = "") -> str:
     ("  ROOT r = dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "do not fit"),
     ("  ROOT r = concatenate(p, q), dimensions={0}", "differ outside the concatenated dimension"),
     ("  t = (f32[2,3]) tuple(p)\n  ROOT r = get-tuple-element(t), index=3", "index 3 is not an element"),
+    ("  ROOT r = convolution(p, q), window={size=3}, dim_labels=bf_io->bf", "window and dimension numbers"),
+    ("  ROOT r = convolution(p, q), dim_labels=bf_io->bf, feature_group_count=2", "kernel's times feature_group_count"),
 ])
 def test_what_cannot_be_inferred_is_an_error_naming_the_instruction(body: str, message: str) -> None:
     with pytest.raises(HloParseError, match=message):
