@@ -426,6 +426,14 @@ ENTRY e {
   a = after-all()
   ROOT r = tuple(t, v, g, c, d, w, n, k, a)
 }""",
+    "signature_with_more_parameters": """HloModule sig_more
+
+ENTRY %e (a: f32[1,8], b: f32[8], c: f32[8]) -> s32[] {
+  %a = f32[1,8]{1,0} parameter(0)
+  %n = f32[1,8]{1,0} negate(f32[1,8]{1,0} %a)
+  ROOT %g = s32[] get-dimension-size(f32[1,8]{1,0} %n), dimensions={1}
+}
+""",
     "inferred_convolution": """HloModule inferred_conv
 ENTRY e {
   x = f32[2,9,11,3] parameter(0)
