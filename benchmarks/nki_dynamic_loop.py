@@ -27,8 +27,9 @@ from neuron_customcall import nki  # noqa: E402
 from neuron_customcall.nki import language as nl  # noqa: E402
 
 
-@nki.jit
-def while_form(x, count):
+def _tile_and_count(x, count):
+    """What both data-dependent forms start with (traced inline): the output, the working tile,
+    the count tile and a register holding the count."""
     out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
     t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
@@ -36,6 +37,12 @@ def while_form(x, count):
     nisa.dma_copy(dst=c, src=count)
     reg = nisa.register_alloc()
     nisa.register_load(reg, c)
+    return out, t, c, reg
+
+
+@nki.jit
+def while_form(x, count):
+    out, t, c, reg = _tile_and_count(x, count)
 
     def body(r):
         nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=0.999, op1=nl.add,
@@ -51,13 +58,7 @@ def while_form(x, count):
 
 @nki.jit
 def dynamic_form(x, count):
-    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
-    t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    c = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=c, src=count)
-    hi = nisa.register_alloc()
-    nisa.register_load(hi, c)
+    out, t, _, hi = _tile_and_count(x, count)
     for _ in nl.dynamic_range(hi):
         nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=0.999, op1=nl.add,
                            operand1=0.001)
