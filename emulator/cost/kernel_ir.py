@@ -94,10 +94,11 @@ class InstructionCycles:
 
 
 class KernelCost(dict):
-    """A launch's cycles per engine (a Cost) that also carries them per instruction (`parts`,
-    in program order), which sum to the same totals."""
+    """A launch's cycles per engine (a Cost) that also carries them per instruction (`parts`:
+    engine -> its instructions in program order), which sum to the same totals. Grouped once
+    here: the profile lays them out at every execution of the kernel."""
 
-    parts: tuple[InstructionCycles, ...] = ()
+    parts: dict[str, tuple[InstructionCycles, ...]] = {}
 
 
 def kernel_cost(kernel: ir.KernelIR) -> KernelCost:
@@ -112,7 +113,7 @@ def kernel_cost(kernel: ir.KernelIR) -> KernelCost:
         programs = -(-programs // kernel.lnc[2])
     _add_body(kernel.body, kernel.tensors, programs, total, parts)
     total.pop(NONE, None)
-    total.parts = tuple(p for p in parts if p.engine != NONE)
+    total.parts = {engine: tuple(p for p in parts if p.engine == engine) for engine in total}
     return total
 
 

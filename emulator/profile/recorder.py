@@ -69,17 +69,17 @@ class Recorder:
             self.events.append(Event(name, op, NONE, ready, 0.0, shapes))
             return ready
         done = ready
-        parts = getattr(cost, "parts", ())
+        parts = getattr(cost, "parts", None)
         for engine, cycles in cost.items():
             start = max(ready, self.engine_free.get(engine, 0.0))
             self.engine_free[engine] = start + cycles
             self.events.append(Event(name, op, engine, start, cycles, shapes))
             done = max(done, start + cycles)
             if parts:
-                self._details(name, engine, start, start + cycles, [p for p in parts if p.engine == engine])
+                self._details(name, engine, start, start + cycles, parts.get(engine, ()))
         return done
 
-    def _details(self, kernel: str, engine: str, start: float, end: float, parts: list) -> None:
+    def _details(self, kernel: str, engine: str, start: float, end: float, parts: tuple) -> None:
         """A kernel's instructions on `engine`, one after another from `start` (their cycles add
         up to the kernel's on that engine); beyond MAX_DETAILS the rest is one event."""
         if len(parts) > MAX_DETAILS:
