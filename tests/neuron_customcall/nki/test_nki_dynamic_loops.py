@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pytest
 
-import nki.isa as nisa
+from neuron_customcall.nki.isa import beta2 as nisa  # the SDK's `nki.isa` (beta 2)
 from emulator.kernel_exec.errors import KernelRuntimeError
 from emulator.kernel_ir import (DYNAMIC_LOOP, WHILE_LOOP, Access, Affine, Const, KernelIR, Loop,
                                 KernelIRValidationError, TensorDecl, format_kernel, from_bytes,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import neuronxcc.nki.isa as nisa1
-import nki.isa as nisa
+from neuron_customcall.nki import isa as nisa1  # the SDK's `neuronxcc.nki.isa` (beta 1)
+from neuron_customcall.nki.isa import beta2 as nisa  # the SDK's `nki.isa` (beta 2)
 from emulator.kernel_exec.errors import OutOfBoundsAccessError
 from neuron_customcall import nki
 from neuron_customcall.nki import language as nl

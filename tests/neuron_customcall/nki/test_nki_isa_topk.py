@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import nki.isa as nisa
+from neuron_customcall.nki.isa import beta2 as nisa  # the SDK's `nki.isa` (beta 2)
 from neuron_customcall import nki
 from neuron_customcall.nki import language as nl
 from neuron_customcall.nki.errors import HardwareRuleError
