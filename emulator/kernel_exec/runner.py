@@ -19,7 +19,7 @@ from emulator import machine
 from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Operand,
                                 Statement, dtypes)
 
-from . import alu, buffers, control, parallel
+from . import alu, buffers, control, parallel, watch
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,
                      plan_access)
 from .errors import KernelRuntimeError, OutOfBoundsAccessError
@@ -87,6 +87,9 @@ class Runner:
         #: The program while it runs as one batch without loops: the context never changes, so
         #: plans and forwarding decisions are memoised by access and storage batch alone.
         self._flat: Program | None = None
+        #: Debugging hooks that want this kernel's instructions (watch.py); empty, and free,
+        #: when nobody watches.
+        self._watches = watch.for_kernel(kernel.name)
 
     # --- driving -------------------------------------------------------------------------------
 
@@ -121,7 +124,8 @@ class Runner:
         reason = program.grid_reason
         if reason is None:
             grid = self.ctx.batch_shape
-            threads = parallel.threads_for(self.program) if grid else 1
+            # A watched run stays on one thread: its callback is never called concurrently.
+            threads = parallel.threads_for(self.program) if grid and not self._watches else 1
             if threads > 1:
                 try:
                     parallel.run_split(self, threads)
@@ -184,6 +188,7 @@ class Runner:
         if steps is None:
             steps = self.program.steps[id(body)] = self._steps(body)
         skip = self._skip
+        watches = self._watches
         for loop, ins, handler, forward, dead in steps:
             if loop is not None:
                 self._run_loop(loop)
@@ -194,6 +199,10 @@ class Runner:
             self.instruction = ins
             self.forward = forward
             self._out = self._fresh = None
+            seen = None
+            if watches:
+                self.forward = None  # a watched result lands in its own tile, to be shown
+                seen = self._watch_inputs(ins)
             try:
                 handler(self, ins)
             except KernelRuntimeError:
@@ -204,9 +213,41 @@ class Runner:
                 raise self.error(f"{ins.op} failed", str(e)) from e
             finally:
                 self.forward = None
+            if seen is not None:  # outside the try: the user's callback's errors stay theirs
+                self._watch_result(ins, *seen)
             if dead:
                 for name in dead:
                     self.storage.pop(name, None)  # read for the last time: free its memory now
+
+    def _split(self, value: np.ndarray, tile_ndim: int) -> tuple:
+        ctx = self.ctx
+        return watch.split(value, ctx.batch_syms, ctx.batch_shape, ctx.offsets, ctx.bound,
+                           tile_ndim)
+
+    def _watch_inputs(self, ins: Instruction) -> tuple[list[watch.Watch], tuple] | None:
+        """The watches that want ``ins`` and its tensor operands' values before it runs (copies:
+        the instruction may compute into a source it reads for the last time)."""
+        wanted = list(watch.matching(self._watches, ins))
+        if not wanted:
+            return None
+        inputs = []
+        for src in ins.srcs:
+            if isinstance(src, Access):
+                try:
+                    value = self.read(src, masked=True)
+                except KernelRuntimeError:
+                    continue  # the instruction itself reports the bad read
+                inputs.append((watch.operand_text(src), self._split(value, len(src.shape))))
+        return wanted, tuple(inputs)
+
+    def _watch_result(self, ins: Instruction, wanted: list[watch.Watch], inputs: tuple) -> None:
+        values: tuple = ()
+        if ins.dst is not None and ins.dst.tensor in self.storage:
+            values = self._split(self.read(ins.dst, masked=True), len(ins.dst.shape))
+        where, line, text = watch.describe(ins)
+        watch.deliver(wanted, watch.Step(self.kernel.name, ins.op, where, line, text,
+                                         None if ins.dst is None else ins.dst.tensor, values,
+                                         inputs))
 
     def _steps(self, body: list[Statement]) -> list[tuple]:
         """The body as (loop, instruction, handler, forwarded consumer, tiles read for the last

@@ -32,7 +32,8 @@ def _operand(o: Access | Const) -> str:
     return f"{o.tensor}[{', '.join(str(a) for a in o.index)}]"
 
 
-def _instruction(ins: Instruction) -> str:
+def format_instruction(ins: Instruction) -> str:
+    """One instruction as a line of ``format_kernel``'s text, without its source location."""
     attrs = " ".join(f"{k}={v}" for k, v in sorted(ins.attrs.items()))
     srcs = ", ".join(_operand(s) for s in ins.srcs)
     rhs = " ".join(p for p in (ins.op, attrs, srcs) if p)
@@ -52,7 +53,7 @@ def _body(body: list[Statement], depth: int, lines: list[str]) -> None:
             lines.append(_with_loc(f"{pad}{describe(st)}:", st.loc))
             _body(st.body, depth + 1, lines)
         else:
-            lines.append(_with_loc(pad + _instruction(st), st.loc))
+            lines.append(_with_loc(pad + format_instruction(st), st.loc))
 
 
 def _with_loc(text: str, loc) -> str:
