@@ -159,7 +159,8 @@ class LoadedProgram:
         profiled = []
         for (fn, ins, out, free), inst, ctx in zip(steps, comp.instructions, contexts):
             shapes = f"{', '.join(describe(t) for t in ctx.in_types)} -> {describe(inst.type)}"
-            profiled.append((_bind(fn, ins), ins, out, free, coster(ctx), self._label(inst), inst.op, shapes))
+            profiled.append((_bind(fn, ins), ins, out, free, coster(ctx), self._label(inst), inst.op, shapes,
+                             inst.source))
 
         def on_error(k: int, e: Exception) -> Exception:
             if isinstance(e, EmulatorError):

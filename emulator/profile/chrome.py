@@ -40,12 +40,15 @@ def chrome_trace(profile: "Profile") -> dict[str, Any]:
         tid = tids.setdefault(ev.engine, len(tids) + 1)
         args = {"op": ev.op, "shapes": ev.shapes, "cycles": ev.cycles} if ev.detail is None else {
             "op": ev.op, "cycles": ev.cycles, **ev.detail}
+        if ev.source:
+            args["source"] = ev.source
         events.append({"ph": "X", "pid": DEVICE_PID, "tid": tid, "name": ev.name,
                        "cat": ev.engine if ev.detail is None else f"{ev.engine} (kernel instruction)",
                        "ts": ev.start * us, "dur": ev.cycles * us, "args": args})
     for h in profile.host:
         events.append({"ph": "X", "pid": HOST_PID, "tid": HOST_TID, "name": h.name, "cat": "host",
-                       "ts": h.start * 1e6, "dur": h.seconds * 1e6, "args": {"op": h.op, "depth": h.depth}})
+                       "ts": h.start * 1e6, "dur": h.seconds * 1e6,
+                       "args": {"op": h.op, "depth": h.depth, **({"source": h.source} if h.source else {})}})
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"clock_hz": profile.clock_hz, "total_cycles": profile.total_cycles,
                           "estimated_seconds": profile.total_seconds}}

@@ -20,6 +20,8 @@ class InstructionTotal:
     cycles: float
     count: int
     host_seconds: float
+    #: "file:line" of the user's code the instruction came from ("" when not recorded).
+    source: str = ""
 
 
 class Profile:
@@ -57,17 +59,21 @@ class Profile:
         """The `n` instructions with the most estimated cycles (summed over executions)."""
         cycles: dict[tuple[str, str], float] = defaultdict(float)
         engines: dict[tuple[str, str], set[str]] = defaultdict(set)
+        sources: dict[tuple[str, str], str] = {}
         for ev in self.events:
             if ev.engine != NONE and ev.detail is None:
                 cycles[(ev.name, ev.op)] += ev.cycles
                 engines[(ev.name, ev.op)].add(ev.engine)
+                if ev.source:
+                    sources.setdefault((ev.name, ev.op), ev.source)
         count: dict[tuple[str, str], int] = defaultdict(int)
         wall: dict[tuple[str, str], float] = defaultdict(float)
         for h in self.host:
             count[(h.name, h.op)] += 1
             wall[(h.name, h.op)] += h.seconds
         ranked = sorted(cycles, key=lambda k: -cycles[k])[:n]
-        return [InstructionTotal(k[0], k[1], tuple(sorted(engines[k])), cycles[k], count[k], wall[k])
+        return [InstructionTotal(k[0], k[1], tuple(sorted(engines[k])), cycles[k], count[k], wall[k],
+                                 sources.get(k, ""))
                 for k in ranked]
 
     def summary(self, top: int = 10) -> str:
@@ -85,10 +91,11 @@ class Profile:
         w = min(max([32, *(len(t.name) for t in ranked)]), 64)
         lines += ["", f"top {top} instructions by estimated cycles:",
                   f"{'instruction':<{w}} {'op':<14} {'engine':<14} {'runs':>5} {'cycles':>12} {'us':>9} "
-                  f"{'host ms':>8}"]
+                  f"{'host ms':>8}  source"]
         for t in ranked:
             lines.append(f"{t.name[:w]:<{w}} {t.op[:14]:<14} {','.join(t.engines)[:14]:<14} {t.count:>5} "
-                         f"{t.cycles:>12,.0f} {t.cycles / self.clock_hz * 1e6:>9.3f} {t.host_seconds * 1e3:>8.3f}")
+                         f"{t.cycles:>12,.0f} {t.cycles / self.clock_hz * 1e6:>9.3f} {t.host_seconds * 1e3:>8.3f}"
+                         f"  {_short(t.source)}".rstrip())
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,3 +108,8 @@ class Profile:
         from emulator.profile.chrome import chrome_trace
 
         return chrome_trace(self)
+
+
+def _short(source: str) -> str:
+    """``file:line`` with the file's directory left out (the table is read beside the code)."""
+    return source.rsplit("/", 1)[-1]

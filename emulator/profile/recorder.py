@@ -29,6 +29,8 @@ class Event:
     #: An instruction inside a kernel, laid out within its kernel's event on the same engine
     #: (the kernel's own event already counts its cycles: totals skip details).
     detail: dict | None = None
+    #: "file:line" of the user's code the HLO instruction came from ("" when not recorded).
+    source: str = ""
 
     @property
     def end(self) -> float:
@@ -44,6 +46,7 @@ class HostSpan:
     start: float  # seconds since the run began
     seconds: float
     depth: int = 0  # 0: an instruction of the entry computation; 1: of a body it calls; ...
+    source: str = ""  # "file:line" of the user's code the instruction came from
 
 
 @dataclass
@@ -63,17 +66,18 @@ class Recorder:
         self.events, self.host, self.engine_free = [], [], {}
         self.call_ready, self.origin, self.depth = 0.0, origin, 0
 
-    def schedule(self, name: str, op: str, cost: Cost, ready: float, shapes: str) -> float:
+    def schedule(self, name: str, op: str, cost: Cost, ready: float, shapes: str,
+                 source: str = "") -> float:
         """Records the instruction's events; returns when its result is ready."""
         if not cost:
-            self.events.append(Event(name, op, NONE, ready, 0.0, shapes))
+            self.events.append(Event(name, op, NONE, ready, 0.0, shapes, source=source))
             return ready
         done = ready
         parts = getattr(cost, "parts", None)
         for engine, cycles in cost.items():
             start = max(ready, self.engine_free.get(engine, 0.0))
             self.engine_free[engine] = start + cycles
-            self.events.append(Event(name, op, engine, start, cycles, shapes))
+            self.events.append(Event(name, op, engine, start, cycles, shapes, source=source))
             done = max(done, start + cycles)
             if parts:
                 self._details(name, engine, start, start + cycles, parts.get(engine, ()))

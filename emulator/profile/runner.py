@@ -13,9 +13,9 @@ from typing import Any
 from emulator.cost.engines import Cost
 from emulator.profile.recorder import HostSpan, Recorder
 
-#: (bound handler, operand slots, out slot, freed slots, coster, name, op, shapes)
+#: (bound handler, operand slots, out slot, freed slots, coster, name, op, shapes, source line)
 ProfiledStep = tuple[Callable[[list[Any]], Any], tuple[int, ...], int, tuple[int, ...],
-                     Callable[[], Cost], str, str, str]
+                     Callable[[], Cost], str, str, str, str]
 
 
 def make_profiled_runner(num_slots: int, params: tuple[int, ...], result: int, steps: list[ProfiledStep],
@@ -34,17 +34,17 @@ def make_profiled_runner(num_slots: int, params: tuple[int, ...], result: int, s
         recorder.depth = depth + 1
         k = 0
         try:
-            for call, ins, out, free, coster, name, op, shapes in steps:
+            for call, ins, out, free, coster, name, op, shapes, source in steps:
                 t_ready = max((ready[i] for i in ins), default=base)
                 recorder.call_ready = t_ready
                 mark = len(recorder.events)
                 t0 = clock()
                 regs[out] = call(regs)
                 t1 = clock()
-                recorder.host.append(HostSpan(name, op, t0 - recorder.origin, t1 - t0, depth))
+                recorder.host.append(HostSpan(name, op, t0 - recorder.origin, t1 - t0, depth, source))
                 nested = max((e.end for e in recorder.events[mark:]), default=t_ready)
                 done = recorder.schedule(name, op, coster(), max(t_ready, nested) if op in _CONTROL else t_ready,
-                                         shapes)
+                                         shapes, source)
                 ready[out] = max(done, nested)
                 for f in free:
                     regs[f] = None

@@ -35,6 +35,8 @@ class Instruction:
     free: list[int] = field(default_factory=list)
     name: str = ""
     reuse: int = -1  # operand position whose (dead, owned) buffer the result may overwrite
+    #: "file:line" of the user's code the instruction came from (HLO metadata), for profiles.
+    source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"op": self.op, "out": self.out, "in": self.ins, "type": self.type}
@@ -46,6 +48,8 @@ class Instruction:
             d["reuse"] = self.reuse
         if self.name:
             d["name"] = self.name
+        if self.source:
+            d["src"] = self.source
         return d
 
 
@@ -145,7 +149,7 @@ def _parse_computation(d: Any, k: int, n_comps: int) -> Computation:
 
 def _parse_instruction(d: Any, n: int, n_comps: int, where: str) -> Instruction:
     _need(isinstance(d, dict) and {"op", "out", "in", "type"} <= set(d)
-          <= {"op", "out", "in", "type", "attrs", "free", "name", "reuse"}, where, "bad keys")
+          <= {"op", "out", "in", "type", "attrs", "free", "name", "reuse", "src"}, where, "bad keys")
     op = d["op"]
     _need(type(op) is str and op in OPS, where, f"unknown op {op!r}")
     spec = OPS[op]
@@ -167,8 +171,10 @@ def _parse_instruction(d: Any, n: int, n_comps: int, where: str) -> Instruction:
     _need(type(free) is list, where, "bad free list")
     name = d.get("name", "")
     _need(type(name) is str, where, "bad name")
+    source = d.get("src", "")
+    _need(type(source) is str and len(source) <= 4096, where, "bad source location")
     reuse = d.get("reuse", -1)
     _need(type(reuse) is int and -1 <= reuse < len(ins) and (reuse < 0 or ins[reuse] in free), where,
           f"reuse {reuse!r} must name an operand freed by this instruction")
     return Instruction(op, _slot(d["out"], n, where), ins, d["type"], attrs, [_slot(f, n, where) for f in free], name,
-                       reuse)
+                       reuse, source)

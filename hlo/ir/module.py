@@ -34,6 +34,30 @@ class _AttributeView:
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
 
+def metadata_frames(md: Any, module_proto: Any = None):
+    """"file:line" of each recorded frame of an instruction's metadata, innermost first.
+
+    torch_xla writes `source_file`/`source_line` into the metadata (one frame); JAX a
+    `stack_frame_id` into the module's stack frame index (`module_proto`), whose frames chain by
+    `parent_frame_id` (bounded: a malformed index may loop)."""
+    if md.source_file:
+        yield f"{md.source_file}:{md.source_line}" if md.source_line else md.source_file
+        return
+    if not md.stack_frame_id or module_proto is None:
+        return
+    index = module_proto.stack_frame_index
+    frame_id = md.stack_frame_id
+    for _ in range(len(index.stack_frames)):
+        if not 0 < frame_id <= len(index.stack_frames):
+            return
+        frame = index.stack_frames[frame_id - 1]
+        if 0 < frame.file_location_id <= len(index.file_locations):
+            loc = index.file_locations[frame.file_location_id - 1]
+            if 0 < loc.file_name_id <= len(index.file_names):
+                yield f"{index.file_names[loc.file_name_id - 1]}:{loc.line}"
+        frame_id = frame.parent_frame_id
+
+
 class HloInstruction(_AttributeView):
     """One HLO instruction: an opcode applied to operand instructions, producing `shape`."""
 
@@ -72,23 +96,14 @@ class HloInstruction(_AttributeView):
         torch_xla writes `source_file`/`source_line` into the metadata; JAX writes a
         `stack_frame_id` into the module's stack frame index instead (innermost frame first).
         """
-        md = self.attributes.metadata
-        if md.source_file:
-            return f"{md.source_file}:{md.source_line}" if md.source_line else md.source_file
+        return next(self.source_frames(), "")
+
+    def source_frames(self):
+        """"file:line" of each recorded frame that made this instruction, innermost first
+        (`metadata_frames`)."""
         module = self.parent.module if self.parent is not None else None
-        if not md.stack_frame_id or module is None:
-            return ""
-        index = module.attributes.stack_frame_index
-        frame_id = md.stack_frame_id
-        if not 0 < frame_id <= len(index.stack_frames):
-            return ""
-        loc_id = index.stack_frames[frame_id - 1].file_location_id
-        if not 0 < loc_id <= len(index.file_locations):
-            return ""
-        loc = index.file_locations[loc_id - 1]
-        if not 0 < loc.file_name_id <= len(index.file_names):
-            return ""
-        return f"{index.file_names[loc.file_name_id - 1]}:{loc.line}"
+        return metadata_frames(self.attributes.metadata,
+                               module.attributes if module is not None else None)
 
     def constant_value(self):
         """The NumPy value of a `constant` instruction (a tuple of values for tuple constants)."""

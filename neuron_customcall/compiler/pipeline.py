@@ -15,6 +15,7 @@ from neuron_customcall.compiler.dynamic_padder import pad_dynamic_shapes
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule
+from neuron_customcall.compiler.source_lines import user_location
 from neuron_customcall.compiler.subbyte import widen_sub_byte_integers
 from neuron_customcall.compiler.types import leaf_paths, value_type
 
@@ -34,7 +35,7 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
     fusion.fuse_dot_transposes(comp, order, ctx)
     params = [i for i in order if i.opcode == "parameter"]
     pending: list[tuple[Any, list[Any]]] = []   # (value key, operand keys)
-    emitted: list[tuple[str, dict, list, str, Any]] = []  # (op, attrs, type, name, inst)
+    emitted: list[tuple[str, dict, list, str, str]] = []  # (op, attrs, type, name, source line)
     param_keys: list[Any] = []
     param_types: list[list] = []
     for p in params:
@@ -46,7 +47,7 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
                 param_keys.append(key)
                 param_types.append(value_type(s, p))
                 leaves.append(key)
-            _pack(p.shape, (), p, pending, emitted)
+            _pack(p.shape, (), p, pending, emitted, _source(p, "", ctx, flags))
         else:
             param_keys.append(id(p))
             param_types.append(value_type(p.shape, p))
@@ -58,9 +59,10 @@ def _lower_computation(comp: Any, ctx: LowerCtx, flags: CompileFlags, is_entry: 
     reuse = buffers.choose_reuse(pending, [e[0] for e in emitted], [e[2] for e in emitted], result,
                                  param_keys, [e[1] for e in emitted])
     insts = []
-    for (key, ops), (op, attrs, t, name, _), free, r in zip(pending, emitted, a.frees, reuse):
+    for (key, ops), (op, attrs, t, name, source), free, r in zip(pending, emitted, a.frees, reuse):
         insts.append(Instruction(op=op, out=a.slots[key], ins=[a.slots[o] for o in ops], type=t, attrs=attrs,
-                                 free=free, name=name if flags.instruction_names else "", reuse=r))
+                                 free=free, name=name if flags.instruction_names else "", reuse=r,
+                                 source=source))
     return Computation(name=comp.name, num_slots=a.num_slots, params=[a.slots[k] for k in param_keys],
                        param_types=param_types, instructions=insts, result=a.slots[result],
                        result_type=value_type(comp.root.shape, comp.root))
@@ -77,8 +79,17 @@ def _resolve(alias: dict[Any, Any], key: Any) -> Any:
     return key
 
 
+def _source(inst: Any, site: str, ctx: LowerCtx, flags: CompileFlags) -> str:
+    """The user's line an instruction came from (profiles show it); an instruction of an inlined
+    call without one of its own (JAX records frames on the call, not inside `jit(relu)`) has its
+    call's. Kept only with the instruction names."""
+    if not flags.instruction_names:
+        return ""
+    return user_location(inst, ctx.source_memo) or site
+
+
 def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending: list, emitted: list,
-                ctx: LowerCtx, flags: CompileFlags) -> None:
+                ctx: LowerCtx, flags: CompileFlags, site: str = "") -> None:
     """Lower `order` into (pending, emitted); `call`s are inlined (their callee's instructions are
     emitted in place, parameters aliased to the call's operands, the call to the callee's root).
 
@@ -104,7 +115,7 @@ def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending:
                 if n >= len(operands):
                     raise CompileError(f"call passes {len(operands)} operands, {callee.name} has parameter {n}", inst)
                 alias[_key(inner, p)] = operands[n]
-            _emit_order(sub, inner, alias, pending, emitted, ctx, flags)
+            _emit_order(sub, inner, alias, pending, emitted, ctx, flags, _source(inst, site, ctx, flags))
             alias[key] = _resolve(alias, _key(inner, callee.root))
             continue
         if inst.opcode == "get-tuple-element" and len(operands) == 1 and operands[0] in ctx.tuple_parts:
@@ -127,7 +138,8 @@ def _emit_order(order: list[Any], prefix: tuple, alias: dict[Any, Any], pending:
         if op == "tuple":
             ctx.tuple_parts[key] = operands
         pending.append((key, operands))
-        emitted.append((op, attrs, value_type(ctx.type_override.get(id(inst), inst.shape), inst), inst.name, inst))
+        emitted.append((op, attrs, value_type(ctx.type_override.get(id(inst), inst.shape), inst), inst.name,
+                        _source(inst, site, ctx, flags)))
 
 
 def _drop_dead(pending: list, emitted: list, result: Any) -> tuple[list, list]:
@@ -155,14 +167,14 @@ def _check_instruction_set(op: str, attrs: dict, n_operands: int, inst: Any) -> 
                            f"which the instruction set does not allow", inst)
 
 
-def _pack(shape: Any, path: tuple[int, ...], p: Any, pending: list, emitted: list) -> Any:
+def _pack(shape: Any, path: tuple[int, ...], p: Any, pending: list, emitted: list, source: str) -> Any:
     """Emit tuple instructions rebuilding a tuple parameter from its leaves; return the key."""
     if not shape.is_tuple:
         return (id(p), path)
-    keys = [_pack(s, path + (k,), p, pending, emitted) for k, s in enumerate(shape.tuple_shapes)]
+    keys = [_pack(s, path + (k,), p, pending, emitted, source) for k, s in enumerate(shape.tuple_shapes)]
     key = id(p) if not path else (id(p), path, "tuple")
     pending.append((key, keys))
-    emitted.append(("tuple", {}, value_type(shape, p), p.name + "".join(f".{k}" for k in path), p))
+    emitted.append(("tuple", {}, value_type(shape, p), p.name + "".join(f".{k}" for k in path), source))
     return key
 
 

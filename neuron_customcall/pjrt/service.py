@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -306,39 +304,13 @@ def _with_config(proto: Any, opts: options.CompileOptions) -> bytes:
     return _field(1, proto.SerializeToString()) + _field(2, config)
 
 
-#: Files whose frames are library code, not the user's: this package (and, by _is_library,
-#: anything installed in site-packages: jax, jaxlib).
-_LIBRARY_DIRS = (str(Path(__file__).resolve().parents[1]) + os.sep,)
-
-
-def _is_library(path: str) -> bool:
-    return path.startswith(_LIBRARY_DIRS) or f"{os.sep}site-packages{os.sep}" in path
-
-
 def _user_location(proto: Any, md: Any) -> str:
-    """"file:line" of the innermost frame outside library code that made an instruction.
+    """"file:line" of the innermost frame outside library code that made an instruction (the
+    compiler's rule for profiles: compiler/source_lines.py), from the raw module proto."""
+    from hlo.ir.module import metadata_frames
+    from neuron_customcall.compiler.source_lines import first_user_frame
 
-    torch_xla writes `source_file`/`source_line` into the metadata; JAX a `stack_frame_id` into
-    the module's stack frame index (innermost frame first, parents by `parent_frame_id`), whose
-    innermost frames are the library's (this package's kernel call, jax's wrappers)."""
-    if md.source_file:
-        return f"{md.source_file}:{md.source_line}" if md.source_line else md.source_file
-    index = proto.stack_frame_index
-    frame_id, first = md.stack_frame_id, ""
-    for _ in range(len(index.stack_frames)):  # bounded: a malformed index may loop
-        if not 0 < frame_id <= len(index.stack_frames):
-            break
-        frame = index.stack_frames[frame_id - 1]
-        if 0 < frame.file_location_id <= len(index.file_locations):
-            loc = index.file_locations[frame.file_location_id - 1]
-            if 0 < loc.file_name_id <= len(index.file_names):
-                path = index.file_names[loc.file_name_id - 1]
-                where = f"{path}:{loc.line}"
-                if not _is_library(path):
-                    return where
-                first = first or where
-        frame_id = frame.parent_frame_id
-    return first
+    return first_user_frame(metadata_frames(md, proto))
 
 
 def _nbytes(entry: dict[str, Any]) -> int:

@@ -34,6 +34,8 @@ class LowerCtx:
         self.absorbed: set[int] = set()
         self.type_override: dict[int, Any] = {}
         self.tuple_parts: dict[Any, list[Any]] = {}  # value key of an emitted tuple -> its operand keys
+        # (source file, line, stack frame id) -> the user's "file:line" (compiler/source_lines.py)
+        self.source_memo: dict[tuple, str] = {}
 
     def computation(self, comp: Any, lifted: bool = False, role: str = "") -> int:
         """The program index of `comp` (queued for lowering on first reference)."""
