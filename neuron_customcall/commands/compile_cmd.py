@@ -9,7 +9,7 @@ from pathlib import Path
 
 from neuron_customcall.cli import command
 from neuron_customcall.commands.output import OutputError, check_output, write_output
-from neuron_customcall.commands.progress import step
+from neuron_customcall.progress import step
 
 log = logging.getLogger(__name__)
 

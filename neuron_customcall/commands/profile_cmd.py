@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from neuron_customcall.cli import command
-from neuron_customcall.commands.progress import step
+from neuron_customcall.progress import step
 from neuron_customcall.commands.trust_args import add_native_argument, native_setting
 from neuron_customcall.commands.run_cmd import InputError, match_inputs, max_input_elements, read_npz
 

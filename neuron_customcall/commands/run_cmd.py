@@ -22,7 +22,7 @@ import numpy as np
 
 from neuron_customcall.cli import command
 from neuron_customcall.commands.output import OutputError, npz_bytes, npz_path, write_output
-from neuron_customcall.commands.progress import step
+from neuron_customcall.progress import step
 from neuron_customcall.commands.trust_args import add_native_argument, native_setting
 
 log = logging.getLogger(__name__)

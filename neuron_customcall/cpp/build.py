@@ -7,6 +7,7 @@ are checked here first so that their errors are immediate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -18,6 +19,7 @@ from typing import Callable, Sequence
 from emulator.gpsimd import store
 from emulator.gpsimd.errors import LibraryError
 from emulator.gpsimd.sources import RUNTIME_SOURCE
+from neuron_customcall import progress
 from neuron_customcall.cpp import cache, compiler, prelude, returns
 from neuron_customcall.cpp.errors import BuildError
 
@@ -125,7 +127,8 @@ def shared_cache_root() -> Path:
                     else store.private_directory(store.private_base() / "cpp-shared"))
 
 
-def _compile_cached(objects: cache.ObjectCache, toolchain: compiler.Toolchain, src: Path, key: str) -> bool:
+def _compile_cached(objects: cache.ObjectCache, toolchain: compiler.Toolchain, src: Path, key: str,
+                    shown: progress.Progress | None = None) -> bool:
     """Compiles `src` into the cache unless a valid object is there; True when it compiled.
     Objects are written under temporary names and renamed: concurrent builds may share a cache."""
     if objects.lookup(key) is not None:
@@ -137,6 +140,8 @@ def _compile_cached(objects: cache.ObjectCache, toolchain: compiler.Toolchain, s
     os.replace(tmp_dep, depfile)
     os.replace(tmp_obj, obj)
     objects.record(key)
+    if shown is not None:
+        shown.advance(src.name)
     return True
 
 
@@ -154,19 +159,27 @@ def build(request: BuildRequest) -> Path:
     runtime_flags = (*compiler.BASE_FLAGS, *request.extra_cflags, *SHAPE_FLAGS)
     runtime_tools = compiler.Toolchain(runtime_flags, request.verbose)
     runtime_key = shared.key(RUNTIME_SOURCE, runtime_flags, identity)
+    prelude_tools = compiler.Toolchain(request.flags, request.verbose)
+    pch_dir = prelude.directory_for(prelude_tools, identity, shared_root)
+    flags = (*request.flags, *prelude.flags(pch_dir))
+    toolchain = compiler.Toolchain(flags, request.verbose)
+    # Shape functions run once per trace on the host: optimising them is wasted build time.
+    shape_toolchain = compiler.Toolchain((*flags, *SHAPE_FLAGS), request.verbose)
+    objects = cache.ObjectCache(request.build_directory / ".ncc-objects")
+    jobs = [(toolchain, src) for src in request.compute_srcs] + \
+           [(shape_toolchain, src) for src in request.shape_srcs]
+    keys = [objects.key(src, tools.flags, identity) for tools, src in jobs]
+    # What g++ must do (the progress display counts it; a build from the caches shows nothing).
+    pch_todo = not prelude.is_built(prelude_tools, identity, shared_root)
+    todo = (shared.lookup(runtime_key) is None) + pch_todo + sum(objects.lookup(k) is None for k in keys)
+    shown_task = progress.task(f"building lib{request.name}.so", todo) if todo else contextlib.nullcontext()
     workers = max(1, os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        runtime_job = pool.submit(_compile_cached, shared, runtime_tools, RUNTIME_SOURCE, runtime_key)
-        pch_dir = prelude.ensure(compiler.Toolchain(request.flags, request.verbose), identity, shared_root)
-        flags = (*request.flags, *prelude.flags(pch_dir))
-        toolchain = compiler.Toolchain(flags, request.verbose)
-        # Shape functions run once per trace on the host: optimising them is wasted build time.
-        shape_toolchain = compiler.Toolchain((*flags, *SHAPE_FLAGS), request.verbose)
-        objects = cache.ObjectCache(request.build_directory / ".ncc-objects")
-        jobs = [(toolchain, src) for src in request.compute_srcs] + \
-               [(shape_toolchain, src) for src in request.shape_srcs]
-        keys = [objects.key(src, tools.flags, identity) for tools, src in jobs]
-        compiled = list(pool.map(lambda job: _compile_cached(objects, job[0][0], job[0][1], job[1]),
+    with shown_task as shown, ThreadPoolExecutor(max_workers=workers) as pool:
+        runtime_job = pool.submit(_compile_cached, shared, runtime_tools, RUNTIME_SOURCE, runtime_key, shown)
+        prelude.ensure(prelude_tools, identity, shared_root)
+        if pch_todo and shown is not None:
+            shown.advance("precompiled header")
+        compiled = list(pool.map(lambda job: _compile_cached(objects, job[0][0], job[0][1], job[1], shown),
                                  zip(jobs, keys)))
         compiled.append(runtime_job.result())
     object_paths = [objects.paths(k)[0] for k in keys] + [shared.paths(runtime_key)[0]]

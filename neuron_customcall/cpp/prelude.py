@@ -47,9 +47,19 @@ def _prune(pch_root: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
+def directory_for(toolchain: Toolchain, identity: str, root: Path) -> Path:
+    """Where `ensure` keeps the prelude and its .gch for these flags."""
+    return root / "pch" / key(toolchain.flags, identity)[:32]
+
+
+def is_built(toolchain: Toolchain, identity: str, root: Path) -> bool:
+    """Whether `ensure` will find the .gch for these flags (a build's progress counts it)."""
+    return (directory_for(toolchain, identity, root) / f"{PRELUDE_NAME}.gch").exists()
+
+
 def ensure(toolchain: Toolchain, identity: str, root: Path) -> Path:
     """The directory holding the prelude and its .gch for these flags, built if missing."""
-    directory = root / "pch" / key(toolchain.flags, identity)[:32]
+    directory = directory_for(toolchain, identity, root)
     gch = directory / f"{PRELUDE_NAME}.gch"
     if gch.exists():
         os.utime(directory)  # recently used

@@ -45,7 +45,7 @@ _ALLOWED_CIRCLES: dict[frozenset[str], str] = {
 
 #: Layers of neuron_customcall, lowest first: a module may import its own layer and those below.
 _LAYERS: list[set[str]] = [
-    {"torch_dtypes", "sdk_names", "sizes"},  # tables, aliases and size parsing: nothing of ours
+    {"torch_dtypes", "sdk_names", "sizes", "progress"},  # tables, aliases, size parsing, progress lines: nothing of ours
     {"nki", "cpp"},                      # kernel front ends
     {"kernels"},                         # the kernel descriptor both front ends produce
     {"compiler"},                        # HLO -> artifact

@@ -227,3 +227,45 @@ def test_checkouts_with_the_same_headers_do_not_share_a_precompiled_prelude(tmp_
     other = tmp_path / "other-checkout" / "include"
     other.mkdir(parents=True)
     assert prelude.key(flags, identity, other) != here
+
+
+class _Terminal:
+    """A stand-in for a terminal's standard error (isatty), keeping what was written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_build_shows_its_progress_on_a_terminal_and_nothing_when_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 17: a progress display for C++ builds started from the library (g++ takes seconds
+    per source); on a terminal k/n as sources finish, elsewhere an INFO log line."""
+    import logging
+
+    shape = write(tmp_path, "shape.cpp", (KERNELS / "negate_shape.cpp").read_text())
+    compute = write(tmp_path, "negate.cpp", (KERNELS / "negate.cpp").read_text())
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    custom_op.load("shown", [compute], [shape], build_directory=tmp_path / "b")
+    assert "building libshown.so ..." in term.text
+    assert "negate.cpp" in term.text and "shape.cpp" in term.text
+    assert "/2 (" in term.text or "/3 (" in term.text or "/4 (" in term.text
+    assert term.text.rstrip().splitlines()[-1].split("\r")[-1].endswith("ms")
+    term.text = ""
+    custom_op.load("shown", [compute], [shape], build_directory=tmp_path / "b")
+    assert term.text == ""  # everything cached: no display
+    monkeypatch.undo()
+    compute.write_text(compute.read_text() + "\n// edited\n")
+    with caplog.at_level(logging.INFO, logger="neuron_customcall.progress"):
+        custom_op.load("shown", [compute], [shape], build_directory=tmp_path / "b")
+    assert "building libshown.so: done in" in caplog.text
