@@ -8,12 +8,16 @@ its descheduled thread and runs 2-4x slower than on one thread (measured here: 6
 
 How "now" is measured. The 1-minute load average lags: right after a test run it still reads 4
 on a quiet machine, and it counts this process's own threads. So the reading is the CPU time
-*other* processes used since the previous reading: the machine's busy time from /proc/stat minus
+*other* processes used since the previous reading: the machine's busy time (psutil.cpu_times) minus
 this process's own (``os.times``) and its helper processes' (the GpSimd workers, registered with
 `count_as_own`). That window is at least READING_SECONDS long (readings are cached) and is
 trusted only while it is at most WINDOW_SECONDS old; after an idle gap, the first reading counts
-the tasks of other processes running at that instant instead (/proc/loadavg minus this
-process's running threads). Without /proc (other platforms), the load average is the fallback.
+the tasks of other processes running at that instant instead (the machine's runnable tasks minus
+this process's running threads).
+
+The counters come from psutil (machine and process CPU times, thread and process states). The
+one number psutil does not offer, the machine's count of runnable tasks, is the fourth field of
+/proc/loadavg; without it (or without psutil) the load average is the fallback.
 """
 from __future__ import annotations
 
@@ -22,7 +26,12 @@ import os
 import time
 from dataclasses import dataclass
 
-#: How long a reading is reused. Taking one costs two small /proc reads (about 20 us).
+try:
+    import psutil
+except ImportError:  # a dependency; without it, the load average decides
+    psutil = None  # type: ignore[assignment]
+
+#: How long a reading is reused. Taking one costs about 40 us (psutil's CPU times).
 READING_SECONDS = 1.0
 #: A CPU-time window older than this says little about now; an instantaneous count is used instead.
 WINDOW_SECONDS = 10.0
@@ -51,7 +60,6 @@ _reading: _Reading | None = None
 _counters: _Counters | None = None
 _own_pids: dict[int, float] = {}  # helper process -> its CPU seconds when last read
 _retired_seconds = 0.0  # CPU seconds of helper processes no longer counted
-_TICK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
 
 
 def count_as_own(pid: int, own: bool = True) -> None:
@@ -65,37 +73,31 @@ def count_as_own(pid: int, own: bool = True) -> None:
         _own_pids.setdefault(pid, 0.0)
     elif pid in _own_pids:
         _retired_seconds += max(_own_pids.pop(pid), _process_seconds(pid) or 0.0)
+        _procs.pop(pid, None)
 
 
 def _machine_busy_seconds() -> float | None:
+    if psutil is None:
+        return None
     try:
-        with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()
-    except OSError:
+        t = psutil.cpu_times()
+    except (OSError, RuntimeError):
         return None
-    if not fields or fields[0] != b"cpu" or len(fields) < 8:
-        return None
-    # user nice system idle iowait irq softirq steal ...: everything but idle and iowait is busy
-    ticks = [int(v) for v in fields[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / _TICK
-
-
-def _stat_fields(path: str) -> list[bytes] | None:
-    """The fields of a /proc/<pid>/stat (or task stat) file after the command name, from the
-    state (field 3) on; None when the task is gone."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2:].split()
+    # everything but idle and iowait is busy (guest time is already inside user time)
+    return sum(t[:8]) - t.idle - getattr(t, "iowait", 0.0) if len(t) >= 8 else sum(t) - t.idle
 
 
 def _process_seconds(pid: int) -> float | None:
-    fields = _stat_fields(f"/proc/{pid}/stat")
-    if fields is None:
+    """User plus system CPU seconds of process ``pid`` (all its threads); None when it is gone."""
+    if psutil is None:
         return None
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
+    proc = _helper(pid)
+    try:
+        t = proc.cpu_times() if proc is not None else None
+    except (psutil.Error, OSError):
+        _procs.pop(pid, None)
+        return None
+    return None if t is None else t.user + t.system
 
 
 def _own_seconds() -> float:
@@ -109,25 +111,36 @@ def _own_seconds() -> float:
     return t.user + t.system + helpers + _retired_seconds
 
 
-def _state_running(stat_path: str) -> bool:
-    fields = _stat_fields(stat_path)
-    return fields is not None and fields[0] == b"R"
+_procs: dict[int, "psutil.Process"] = {}  # helper pid -> its psutil handle (reused: cheap reads)
+
+
+def _helper(pid: int) -> "psutil.Process | None":
+    proc = _procs.get(pid)
+    if proc is None:
+        try:
+            proc = _procs[pid] = psutil.Process(pid)
+        except (psutil.Error, OSError):
+            return None
+    return proc
 
 
 def _own_running() -> int:
-    """Our tasks running or runnable now: this process's threads (the reader among them) and
-    the helper processes counted as ours."""
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return 1
-    threads = sum(_state_running(f"/proc/self/task/{tid}/stat") for tid in tids)
-    helpers = sum(_state_running(f"/proc/{pid}/stat") for pid in tuple(_own_pids))
-    return max(1, threads) + helpers
+    """Our tasks running or runnable now: the reader, and the helper processes counted as ours.
+    This process's other threads (a framework's pools) are rarely busy while it asks; counting
+    them would cost a /proc read per thread, so a busy one is taken for another process's."""
+    running = 0
+    for pid in tuple(_own_pids):
+        proc = _helper(pid)
+        try:
+            running += proc is not None and proc.status() == psutil.STATUS_RUNNING
+        except (psutil.Error, OSError):
+            _procs.pop(pid, None)
+    return 1 + running
 
 
 def _machine_running() -> int | None:
-    """Tasks running or runnable on the machine now (/proc/loadavg's 4th field)."""
+    """Tasks running or runnable on the machine now (/proc/loadavg's 4th field: psutil has no
+    such count)."""
     try:
         with open("/proc/loadavg", "rb") as f:
             return int(f.read().split()[3].split(b"/")[0])
@@ -139,7 +152,7 @@ def _running_others() -> float | None:
     """Tasks of other processes running now: the machine's minus ours, whose threads may be busy
     with work other than the emulator's (a framework's thread pool) and are no competitors.
     Costs about 10 us per thread of this process, paid only after an idle gap."""
-    running = _machine_running()
+    running = _machine_running() if psutil is not None else None
     return None if running is None else float(max(0, running - _own_running()))
 
 

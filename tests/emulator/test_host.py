@@ -125,7 +125,7 @@ def test_helper_processes_time_is_ours_and_stays_ours_after_they_exit():
 
 
 def test_the_instant_count_leaves_out_our_own_running_tasks(monkeypatch):
-    """Our own threads (a framework's pool still busy) and GpSimd workers are not strangers."""
+    """The reader and our GpSimd workers are not strangers."""
     monkeypatch.setattr(host, "_machine_running", lambda: 4)
     monkeypatch.setattr(host, "_own_running", lambda: 3)
     assert host._running_others() == 1.0
@@ -135,8 +135,18 @@ def test_the_instant_count_leaves_out_our_own_running_tasks(monkeypatch):
     assert host._running_others() is None
 
 
-def test_own_running_counts_this_thread():
+def test_own_running_counts_this_thread_and_a_busy_helper():
     assert host._own_running() >= 1  # the reader itself is running
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        host.count_as_own(child.pid)
+        assert host._own_running() >= 2  # a busy loop is always running or runnable
+        assert host._process_seconds(child.pid) is not None
+    finally:
+        child.kill()
+        child.wait()
+        host.count_as_own(child.pid, own=False)
+    assert host._process_seconds(child.pid) is None  # gone
 
 
 def test_real_reading_is_sane():
