@@ -20,9 +20,8 @@ from .. import dtypes as nkd
 from ..indexing import arange
 from ..tile import Tile
 from ..tracer import current
-from ..unsupported import refuse
 from . import enums
-from .compute import activation, reduce_free, tensor_scalar
+from .compute import activation, is_prelu, reduce_free, scalar_tensor_tensor, tensor_scalar
 from .emit import alu, dtype_name, enum_name, fail, fit, free_size, result, tile, tile_or_scalar
 
 SCALAR_REGS = "scalar"
@@ -265,8 +264,23 @@ _ABS_REDUCE = {"abs_max": "maximum", "abs_min": "minimum"}
 
 
 def _op_or_bypass(op, api: str) -> str:
-    name = getattr(op, "__name__", op)
+    name = getattr(op, "_nki_alu", None) or getattr(op, "__name__", op)
     return _BYPASS if op is None or name == _BYPASS else alu(op, api)
+
+
+def _activate(dst, op, y: Tile, relu_param, dtype, api: str) -> Tile:
+    """Stage 2 of ``activate2``: ``op(y, relu_param=relu_param)``. Of the activation table's
+    functions only PReLU is parameterised (``nl.prelu``: "the slope for negative inputs is
+    controlled by the relu_param argument"): ``y`` where ``y >= 0``, else ``relu_param * y``,
+    computed in fp32 as ``max(y, 0) + relu_param * min(y, 0)`` (exact: one term is zero) and
+    rounded once into the result. Other functions take no parameter and ignore it, as the
+    reference's pseudo code passes it to every ``op``."""
+    if not is_prelu(op):
+        return activation(dst, op, y, dtype=dtype, api=api)
+    negative = tensor_scalar(None, y, "minimum", 0.0, False, "multiply", relu_param,
+                             dtype="float32", api=api)
+    return scalar_tensor_tensor(dst, y, "maximum", 0.0, "add", negative,
+                                dtype=dtype if dst is None else None, api=api)
 
 
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False,
@@ -280,10 +294,10 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
         raise fail("activate2 ops", f"{api}: (op0, op1) is one of (multiply, add), (multiply, "
                    f"subtract), (multiply, bypass), (add, bypass), (subtract, bypass), (bypass, "
                    f"bypass); got ({s0}, {s1})")
-    rp = tile_or_scalar(relu_param, "relu_param", api)
-    if isinstance(rp, Tile) or float(rp) != 0.0:
-        refuse(f"{api}(relu_param=...)", "parameterised activations are not implemented")
     x = tile(data, "data", api)
+    rp = tile_or_scalar(relu_param, "relu_param", api)
+    if isinstance(rp, Tile):
+        rp = _one_per_partition(rp, x.shape[0], "relu_param", api)
     y = x
     if s0 != _BYPASS:
         y = tensor_scalar(None, x, s0, imm0, reverse0, None if s1 == _BYPASS else s1,
@@ -291,14 +305,14 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     cmd = enum_name(reduce_cmd, "reduce_cmd", enums.REDUCE_CMD_NAMES, api)
     cmd = "idle" if cmd == "unknown" else cmd
     if reduce_op is None and reduce_res is None and cmd == "idle":
-        return activation(dst, op, y, dtype=x.dtype_name if dst is None else None, api=api)
+        return _activate(dst, op, y, rp, x.dtype_name if dst is None else None, api)
     name = getattr(reduce_op, "__name__", reduce_op)
     red = _ABS_REDUCE.get(name, None) or alu(reduce_op if reduce_op is not None else "add", api)
     if red not in ("add", "maximum", "minimum"):
         raise fail("activate2 reduce_op", f"{api}: reduce_op is add, maximum, minimum, abs_max "
                    f"or abs_min, got {reduce_op!r}")
     res, values = _fp32_then(dst, x.shape, x.dtype_name, api,
-                             lambda d, dt: activation(d, op, y, dtype=dt, api=api))
+                             lambda d, dt: _activate(d, op, y, rp, dt, api))
     if name in _ABS_REDUCE:
         values = activation(None, "abs", values, dtype="float32", api=api)
     reduce_into_registers(SCALAR_REGS, values, x.shape[0], red, cmd, reduce_res, api)

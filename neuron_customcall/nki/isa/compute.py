@@ -16,11 +16,18 @@ from ..lang.reductions import _axes as reduction_axes
 from ..tile import Tile
 from .emit import alu, dtype_name, fail, free_size, result, tile, tile_or_scalar
 
+def is_prelu(op) -> bool:
+    """Whether ``op`` is PReLU (``nl.prelu`` or its name), the one parameterised activation."""
+    return (getattr(op, "_nki_act", None) or op) == "prelu"
+
+
 def activation(dst, op, data, *, bias=None, scale=1.0, dtype=None, mask=None,
                api="nki.isa.activation") -> Tile:
     """ScalarE ``op(data * scale + bias)`` in fp32; ``bias`` a scalar or a [P, 1] tile, ``scale``
-    a scalar or a [P, 1] tile (broadcast along the free axes)."""
-    func = activation_name(op)
+    a scalar or a [P, 1] tile (broadcast along the free axes). ``nl.prelu`` here has no
+    ``relu_param`` to read (only ``activate2`` takes one) and runs with its default slope 0.0,
+    which is ReLU."""
+    func = "relu" if is_prelu(op) else activation_name(op)
     x = tile(data, "data", api)
     out = unary_dtype(func, x.dtype_name, dtype)
     srcs = [x, 0.0 if bias is None else _per_partition(bias, x, "bias", api)]

@@ -266,3 +266,79 @@ def test_activate2_refuses_other_stage_pairs():
 
     with pytest.raises(NkiValidationError, match=r"\(op0, op1\) is one of"):
         k(np.zeros((4, 4), np.float32))
+
+
+def _prelu(v, slope):
+    """PReLU as the activation table defines it: v where v >= 0, else slope * v."""
+    return np.where(v >= 0, v, slope * v)
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_activate2_prelu_takes_its_negative_slope_from_relu_param(vector):
+    """nl.prelu's slope for negative inputs is relu_param, a scalar or a [P, 1] vector (one
+    slope per partition), applied after the tensor-scalar stage; the result is rounded once
+    into a bf16 dst, and an abs_max reduction sees the activated fp32 values."""
+    x = RNG.standard_normal((32, 24)).astype(np.float32)
+    slopes = RNG.uniform(0.05, 0.5, (32, 1)).astype(np.float32)
+
+    @nki.jit
+    def k(x, s):
+        out = nl.ndarray((32, 24), nl.float32, buffer=nl.shared_hbm)
+        low = nl.ndarray((32, 24), nl.bfloat16, buffer=nl.shared_hbm)
+        red = nl.ndarray((32, 1), nl.float32, buffer=nl.shared_hbm)
+        t, d, b, r = nl.load(x), _sb((32, 24)), _sb((32, 24), nl.bfloat16), _sb((32, 1))
+        slope = nl.load(s) if vector else 0.25
+        nisa.activate2(d, nl.prelu, t, 2.0, 0.5, nl.multiply, nl.subtract, relu_param=slope,
+                       reduce_op="abs_max", reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.activate2(b, nl.prelu, t, 0.0, 0.0, nl.bypass, nl.bypass, relu_param=slope)
+        nisa.dma_copy(out, d)
+        nisa.dma_copy(low, b)
+        nisa.dma_copy(red, r)
+        return out, low, red
+
+    out, low, red = k(x, slopes)
+    slope = slopes if vector else np.float32(0.25)
+    want = _prelu(x * 2.0 - 0.5, slope)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(red[:, 0], np.abs(want).max(1), rtol=1e-6)
+    np.testing.assert_array_equal(low.astype(np.float32),
+                                  _prelu(x, slope).astype(nl.bfloat16).astype(np.float32))
+
+
+def test_prelu_relu_param_negative_slope_and_a_non_parameterised_op():
+    """A negative slope flips negative inputs; relu_param is passed to every op by the
+    reference's pseudo code and only PReLU reads it (tanh ignores it); nisa.activation (either
+    generation), which has no relu_param, runs PReLU with the default slope 0.0 (ReLU)."""
+    x = RNG.standard_normal((16, 8)).astype(np.float32)
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((4, 16, 8), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        c, d, e = _sb((16, 8)), _sb((16, 8)), _sb((16, 8))
+        nisa.activate2(c, nl.prelu, t, 1.0, 0.0, nl.multiply, nl.bypass, relu_param=-0.5)
+        nisa.dma_copy(out[0], c)
+        nl.store(out[3], nisa1.activation(op=nl.prelu, data=t))
+        nisa.activate2(d, nl.tanh, t, 0.0, 0.0, nl.bypass, nl.bypass, relu_param=3.0)
+        nisa.activation(e, nl.prelu, t)
+        nisa.dma_copy(out[1], d)
+        nisa.dma_copy(out[2], e)
+        return out
+
+    out = k(x)
+    np.testing.assert_allclose(out[0], _prelu(x, -0.5), rtol=1e-6)
+    np.testing.assert_allclose(out[1], np.tanh(x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out[2], np.maximum(x, 0))
+    np.testing.assert_array_equal(out[3], np.maximum(x, 0))
+
+
+def test_activate2_relu_param_vector_must_be_one_per_partition():
+    @nki.jit
+    def k(x):
+        t = nl.load(x)
+        d = _sb((16, 8))
+        nisa.activate2(d, nl.prelu, t, 0.0, 0.0, nl.bypass, nl.bypass, relu_param=t)
+        return x
+
+    with pytest.raises(NkiValidationError, match=r"relu_param must be a \[16, 1\] tile"):
+        k(np.zeros((16, 8), np.float32))
