@@ -18,6 +18,7 @@ from emulator.kernel_ir import dtypes as ir_dtypes
 
 from . import dtypes as nkd
 from .errors import NonAffineIndexError
+from .dynamic_index import DynamicIndex
 from .indexing import Idx
 from .views import compose, identity_index, reshape_exprs, subscript
 
@@ -149,13 +150,16 @@ class Tile:
     def __getitem__(self, key) -> "Tile":
         self.indirect_use("indexing")
         entries = list(key) if isinstance(key, tuple) else [key]
-        tiles = [(i, e) for i, e in enumerate(entries) if isinstance(e, Tile)]
+        if not self.on_chip:  # an HBM index is data (indirect DMA): its values
+            entries = [e.materialise() if isinstance(e, DynamicIndex) else e for e in entries]
+        tiles = [(i, e) for i, e in enumerate(entries) if isinstance(e, (Tile, DynamicIndex))]
         offsets = None
         if tiles:
             if any(e is Ellipsis for e in entries):
                 i = entries.index(Ellipsis)
                 entries[i:i + 1] = [slice(None)] * (self.ndim - (len(entries) - 1))
-                tiles = [(i, e) for i, e in enumerate(entries) if isinstance(e, Tile)]
+                tiles = [(i, e) for i, e in enumerate(entries)
+                         if isinstance(e, (Tile, DynamicIndex))]
             offsets = _indirect_entry(self, entries, tiles)
             key = tuple(entries)
         try:
@@ -293,6 +297,11 @@ def _indirect_entry(t: Tile, entries: list, tiles: list) -> tuple[int, Tile]:
         raise tr.error("indirect index", f"{t.decl.name}[...]: only one dimension may be "
                        f"indexed by a tile, got {len(tiles)}")
     pos, idx = tiles[0]
+    if not isinstance(idx, Tile):  # on chip, ``expr + offset`` (lang/dynamic.py)
+        if t.cast:
+            t.bitcast_use("a dynamic offset in its subscript")
+        entries[pos] = idx.expr
+        return pos, idx.offset
     scalar = t.on_chip and int(np.prod(idx.shape)) == 1
     if t.on_chip and not scalar:
         raise tr.error("indirect index of an on-chip tile",

@@ -10,6 +10,12 @@ Either way the view is the tile's ``indirect`` pair ``(dimension, offset tile)``
 adds the offset to that dimension of every element's index (kernel_exec/indirect.py) and an
 index outside the tensor is an ``OutOfBoundsAccessError`` naming the value, never a wrap into
 the next row or a clip. Any other use of such a view is the trace error ``indirect view``.
+
+Beta 1's examples also compute the index: ``src[ix, iy + offsets[0, k]]`` (an index expression
+plus the offset tile). ``Idx + offset`` is then a ``DynamicIndex``, the expression and the tile
+kept apart: in a subscript of an on-chip tile the expression indexes the dimension and the
+offset is added at run time, as for a bare offset; used anywhere else it is the tile
+``iota(expr) + offset`` it always was (``nki/dynamic_index.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as nkd
+from ..dynamic_index import DynamicIndex
+from ..indexing import Idx
 from ..registers import VirtualRegister
 from ..tile import Tile
 
@@ -60,4 +68,22 @@ def at_offset(view: Tile, dim: int, offset: Tile) -> Tile:
     return out
 
 
-__all__ = ["offset_tile", "at_offset", "OFFSET_DTYPES"]
+def is_offset(x) -> bool:
+    """Whether ``x`` can be a dynamic offset: one integer element on chip, a plain view."""
+    return (isinstance(x, Tile) and x.on_chip and math.prod(x.shape) == 1
+            and x.indirect is None and not x.cast
+            and nkd.name_of(x.dtype_name) in OFFSET_DTYPES)
+
+
+def plus_offset(x, y) -> DynamicIndex | None:
+    """``x + y`` as a DynamicIndex when one is an index expression and the other a dynamic
+    offset, else None."""
+    if isinstance(x, Idx) and is_offset(y):
+        return DynamicIndex(x, y)
+    if isinstance(y, Idx) and is_offset(x):
+        return DynamicIndex(y, x)
+    return None
+
+
+__all__ = ["offset_tile", "at_offset", "OFFSET_DTYPES", "DynamicIndex", "plus_offset",
+           "is_offset"]

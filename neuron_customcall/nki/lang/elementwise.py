@@ -12,6 +12,7 @@ from ..errors import NonAffineIndexError
 from ..indexing import Idx, Pred
 from ..tile import Tile
 from ..tracer import current
+from . import dynamic
 from .operands import broadcast_shapes, is_scalar, operand, scalar_value
 
 _COMPARISONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
@@ -27,6 +28,10 @@ def binary_op(op: str, x, y, dtype=None, mask=None) -> "Tile | Idx | Pred | floa
     """``op(x, y)``: index algebra when both are index expressions, constant folding for two
     scalars, else ``tensor_tensor`` (two tiles) or ``tensor_scalar`` (a tile and a scalar)."""
     tr = current()
+    if op == "add" and mask is None and dtype is None:
+        dyn = dynamic.plus_offset(x, y)  # ``iy + offsets[0, k]``: an index or, as data, a tile
+        if dyn is not None:
+            return dyn
     if not isinstance(x, Tile) and not isinstance(y, Tile):
         if isinstance(x, (Idx, int)) and isinstance(y, (Idx, int)) and op in _IDX_OPS \
                 and (isinstance(x, Idx) or isinstance(y, Idx)) and mask is None and dtype is None:

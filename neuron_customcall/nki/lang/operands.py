@@ -8,7 +8,9 @@ import numpy as np
 from emulator import machine
 from emulator.kernel_ir import affine_to_json, ops
 
+from .. import dtypes as nkd
 from ..errors import NonAffineIndexError
+from ..dynamic_index import DynamicIndex, set_materialiser
 from ..indexing import Idx, Pred, broadcast_index_shapes
 from ..tile import Tile
 from ..tracer import current
@@ -80,6 +82,17 @@ def pred_tile(pred: Pred) -> Tile:
     return result
 
 
+def dynamic_index_tile(d: DynamicIndex) -> Tile:
+    """``iota(expr) + offset``: a dynamic index used as data (what ``Idx + tile`` computes)."""
+    tr = current()
+    base = iota_tile(d.expr)
+    return tr.new("tensor_tensor", broadcast_shapes(tr, base.shape, d.offset.shape),
+                  nkd.promote(base.dtype_name, d.offset.dtype_name), base, d.offset, op="add")
+
+
+set_materialiser(dynamic_index_tile)
+
+
 def operand(x):
     """Tile, Python scalar, or a materialised index expression / mask."""
     if isinstance(x, Tile):
@@ -88,6 +101,8 @@ def operand(x):
         return iota_tile(x)
     if isinstance(x, Pred):
         return pred_tile(x)
+    if isinstance(x, DynamicIndex):  # ``iy + offsets[0, k]`` used as data
+        return x.materialise()
     if is_scalar(x):
         return scalar_value(x)
     if isinstance(x, np.ndarray) and x.ndim == 0:

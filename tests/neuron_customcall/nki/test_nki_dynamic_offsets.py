@@ -279,3 +279,92 @@ def test_vector_offset_rules():
 
     with pytest.raises(KernelTraceError, match=r"indexes dimension 0 of an HBM tensor"):
         on_dim1(np.zeros((128, 512), np.float32))
+
+
+@nki.jit
+def windows_at_computed_offsets(src, offsets, how):
+    """A flash-attention style window copy, ``q_buf[i_d, i_s + tile_offsets[0, k]]``: the index
+    is an index expression plus the offset tile, written in either order and shifted."""
+    out = nl.ndarray([128, offsets.shape[1], 8], dtype=src.dtype, buffer=nl.shared_hbm)
+    s = nl.load(src)
+    o = nl.load(offsets)
+    buf = nl.ndarray([128, offsets.shape[1], 8], dtype=src.dtype, buffer=nl.sbuf)
+    ix, iy = nl.mgrid[0:128, 0:8]
+    for k in nl.affine_range(offsets.shape[1]):
+        if how == "expr_first":
+            idx = iy + o[0, k]
+        elif how == "offset_first":
+            idx = o[0, k] + iy
+        else:  # shifted by ints and index expressions after the offset is added
+            idx = (iy + 3) + o[0, k] - 3
+        buf[ix, k, iy] = nisa1.tensor_copy_dynamic_src(s[ix, idx])
+    nl.store(out, buf)
+    return out
+
+
+@pytest.mark.parametrize("how", ["expr_first", "offset_first", "shifted"])
+def test_tensor_copy_dynamic_src_at_an_index_computed_from_the_offset(how):
+    src = RNG.random((128, 64)).astype(np.float32)
+    offs = np.array([[0, 5, 17, 56, 31]], np.int32)  # 56 + 7 = 63: the last column
+    want = np.stack([src[:, o:o + 8] for o in offs[0]], 1)
+    np.testing.assert_array_equal(windows_at_computed_offsets(src, offs, how), want)
+
+
+@pytest.mark.parametrize("bad", [57, -1])
+def test_a_computed_index_outside_the_tile_is_an_error_at_run_time(bad):
+    src = RNG.random((128, 64)).astype(np.float32)
+    offs = np.array([[0, bad]], np.int32)
+    where = 64 if bad > 0 else -1
+    with pytest.raises(OutOfBoundsAccessError, match=rf"index {where} along dimension 1 "
+                       r"\(extent 64\)"):
+        windows_at_computed_offsets(src, offs, "expr_first")
+
+
+@nki.jit
+def scatter_windows(src, offsets):
+    """tensor_copy_dynamic_dst into ``buf[:, iy + offsets[0, k]]``: window k of src lands at
+    column offsets[0, k] of a zeroed tile (later windows overwrite earlier ones)."""
+    out = nl.ndarray([128, 32], dtype=src.dtype, buffer=nl.shared_hbm)
+    s = nl.load(src)
+    o = nl.load(offsets)
+    buf = nl.zeros([128, 32], dtype=src.dtype, buffer=nl.sbuf)
+    ix, iy = nl.mgrid[0:128, 0:4]
+    for k in nl.sequential_range(offsets.shape[1]):
+        nisa1.tensor_copy_dynamic_dst(dst=buf[ix, iy + o[0, k]], src=s[ix, k * 4 + iy])
+    nl.store(out, buf)
+    return out
+
+
+def test_tensor_copy_dynamic_dst_at_an_index_computed_from_the_offset():
+    src = RNG.random((128, 12)).astype(np.float32)
+    offs = np.array([[28, 2, 4]], np.int32)  # windows 1 and 2 overlap at column 4..5
+    want = np.zeros((128, 32), np.float32)
+    for k, o in enumerate(offs[0]):
+        want[:, o:o + 4] = src[:, 4 * k:4 * k + 4]
+    np.testing.assert_array_equal(scatter_windows(src, offs), want)
+
+
+def test_an_index_plus_offset_used_as_data_is_the_tile_it_computes():
+    """Outside a subscript ``iy + o[0, 0]`` is data (iota plus the offset), also after more
+    arithmetic; in an HBM subscript its values index rows (indirect DMA)."""
+    @nki.jit
+    def k(x, offsets):
+        out = nl.ndarray((3, 128, 8), nl.int32, buffer=nl.shared_hbm)
+        rows = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+        o = nl.load(offsets)
+        ix, iy = nl.mgrid[0:128, 0:8]
+        nl.store(out[0], nl.add(nl.zeros((128, 8), nl.int32, buffer=nl.sbuf), iy + o[0, 0]))
+        nl.store(out[1], nl.multiply(nl.zeros((128, 8), nl.int32, buffer=nl.sbuf) + 1,
+                                     (o[0, 0] + iy) * 2))
+        nl.store(out[2], nl.add(nl.zeros((128, 8), nl.int32, buffer=nl.sbuf), ix + o[0, 0] - 1))
+        ip = nl.arange(128)[:, None]
+        nl.store(rows, nl.load(x[ip + o[0, 0], iy]))
+        return out, rows
+
+    x = RNG.random((256, 8)).astype(np.float32)
+    out, rows = k(x, np.array([[7]], np.int32))
+    iy, ix = np.arange(8)[None, :], np.arange(128)[:, None]
+    np.testing.assert_array_equal(out[0], np.broadcast_to(iy + 7, (128, 8)))
+    np.testing.assert_array_equal(out[1], np.broadcast_to((iy + 7) * 2, (128, 8)))
+    np.testing.assert_array_equal(out[2], np.broadcast_to(ix + 6, (128, 8)))
+    np.testing.assert_array_equal(rows, x[7:135])
