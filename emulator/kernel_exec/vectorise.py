@@ -9,10 +9,13 @@ the only way for that to happen, so:
 * plain writes into an outer tensor are fine: the executor keeps the last iteration's value when
   the address does not depend on the loop variable, and each iteration's own slice when it does;
 * a read of an outer tensor that is also written in the loop (other than by an indirect store,
-  or by an indirect load, whose addresses are data) is fine if it reads exactly what an
-  earlier plain write of the same iteration wrote (same access, unmasked), or if every write of
-  that tensor in the loop is this very access and the access is *iteration-disjoint* (different
-  iterations touch different elements: an in-place update ``x[i] = f(x[i])``).
+  or by an indirect load, whose addresses are data) is fine if every write of that tensor in
+  the loop is *iteration-disjoint* (different iterations touch different elements) and either
+  the read is of exactly what an earlier plain write of the same iteration wrote (same access,
+  unmasked), or every write is this very access (an in-place update ``x[i] = f(x[i])``). A
+  write whose address does not depend on the iterations (a tile allocated before the loop and
+  rewritten in each iteration) keeps one value for all of them, so a read of it in the loop
+  would see the last iteration's: such a loop runs as a Python loop.
 
 The grid is the same question with the programs as iterations and the shared tensors (inputs,
 outputs, shared HBM) as the outer ones: the SDK's simulator runs programs one after another, so a
@@ -90,10 +93,10 @@ def dependency_reason(body: list[Instruction], local: set[str], iter_syms: set[s
                 continue
             writes = plain_writes.get(src.tensor, [])
             ok = src.tensor not in acc_written and src.tensor not in unknown and not (
-                "indirect" in ins.attrs and src is ins.srcs[0]) and (
+                "indirect" in ins.attrs and src is ins.srcs[0]) and all(
+                iteration_disjoint(w, iter_syms, ext) for _, w, _ in writes) and (
                 any(j < i and w == src and not wins.mask for j, w, wins in writes)
-                or (all(w == src and not wins.mask for _, w, wins in writes)
-                    and iteration_disjoint(src, iter_syms, ext)))
+                or all(w == src and not wins.mask for _, w, wins in writes))
             if not ok:
                 return (f"tensor {src.tensor!r}: {ins.op} at {ins.loc} reads it and other "
                         "iterations write it")

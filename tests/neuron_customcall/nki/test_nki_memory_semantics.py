@@ -1,5 +1,5 @@
 """nl.full(..., lazy_initialization=) and load_transpose2d of sources taller than 128 rows,
-against NumPy."""
+against NumPy; a tile allocated before a loop and rewritten in every iteration."""
 
 from __future__ import annotations
 
@@ -80,3 +80,31 @@ def test_load_transpose2d_result_wider_than_the_partitions_is_refused():
 
     with pytest.raises(HardwareRuleError, match="partition dimension 256"):
         k(np.zeros((64, 256), np.float32))
+
+
+@pytest.mark.parametrize("generation", ["beta1", "beta2"])
+@pytest.mark.parametrize("loop", ["affine_range", "sequential_range"])
+def test_a_tile_allocated_before_a_loop_and_rewritten_in_each_iteration(generation, loop):
+    """Regression: a tile declared outside an affine_range loop, written then read in every
+    iteration, ran as a batch whose write kept only the last iteration's value, so every
+    iteration but the last computed from the wrong data. Each iteration must see its own write
+    (as running the iterations in order does)."""
+    from neuron_customcall.nki.isa import beta2 as nisa
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+        e = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+        for s in getattr(nl, loop)(4):
+            if generation == "beta1":
+                t[...] = nl.load(x[s])
+                nl.store(out[s], nl.exp(t))
+            else:
+                nisa.dma_copy(dst=t, src=x[s])
+                nisa.activation(dst=e, op=nl.exp, data=t)
+                nisa.dma_copy(dst=out[s], src=e)
+        return out
+
+    x = rng.standard_normal((4, 128, 16)).astype(np.float32)
+    np.testing.assert_allclose(k(x), np.exp(x), rtol=1e-6)
