@@ -16,15 +16,20 @@ refused by name.
 from __future__ import annotations
 
 import math
+import re
 
 from emulator import machine
 from emulator.kernel_ir import Affine
+from emulator.kernel_ir import divmod as dm
 
 from .. import dtypes as nkd
 from ..errors import HardwareRuleError
 from ..tile import Tile
 from ..unsupported import refuse
 from . import dynamic
+
+#: The symbols of a view's own axes in its index (``views.identity_index``), and derived ones.
+_VIEW_AXIS = re.compile(r"t\d+")
 
 
 def _row_major_steps(shape: tuple[int, ...]) -> list[int]:
@@ -88,8 +93,13 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
     shape = tuple(decl.shape)
     steps = _row_major_steps(shape)
     base = sum(a.const * s for a, s in zip(self.index, steps))  # the view's storage offset
-    if offset is not None and base:
-        refuse(f"{api}(offset=...)", f"an explicit offset on a view that starts at element {base} "
+    # The part of the view's start that varies with program ids and loop variables (a view
+    # ``b[i, s:s + 1, :]`` inside a loop over ``s``), per dimension of the tensor.
+    moving = [{sym: c for sym, c in a.terms if not _VIEW_AXIS.fullmatch(dm.base_of(sym))}
+              for a in self.index]
+    if offset is not None and (base or any(moving)):
+        refuse(f"{api}(offset=...)", f"an explicit offset on a view that starts at element "
+               f"{base if not any(moving) else 'depending on loop variables or program ids'} "
                "(the references differ on whether it adds to the view's offset); call .ap on "
                "the tensor itself")
     start = base if offset is None else int(offset)
@@ -109,8 +119,8 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
             refuse(api, f"pattern {pattern!r} (offset {start}) runs past dimension {k} of "
                    f"{decl.name!r} {list(shape)} (to {top}): patterns that wrap across a "
                    "dimension are not emulated")
-        index.append(Affine.make(origin[k], {f"t{d}": c[k] for d, c in enumerate(coeffs)
-                                             if c[k]}))
+        index.append(Affine.make(origin[k], {**moving[k], **{f"t{d}": c[k] for d, c in
+                                                             enumerate(coeffs) if c[k]}}))
     view = Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index))
     if vector_offset is not None:
         return _vector_offset(self, view, vector_offset, indirect_dim, api)

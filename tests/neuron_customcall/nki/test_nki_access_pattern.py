@@ -89,6 +89,38 @@ def test_a_view_keeps_its_offset_when_none_is_given():
     np.testing.assert_array_equal(k(x), x[:, 6:10])
 
 
+@pytest.mark.parametrize("loop", ["affine_range", "sequential_range"])
+def test_a_view_starting_at_a_loop_variable_keeps_that_start(loop):
+    """Regression: ``b[i, s:s + 1, :].ap(...)`` inside a loop over ``s`` dropped the loop
+    variable from the view's start, so every iteration read row 0 (a plausible wrong answer).
+    Here a step-0 partition pattern broadcasts the row, as a DMA can."""
+    b = RNG.standard_normal((2, 3, 16)).astype(np.float32)
+
+    @nki.jit
+    def k(b):
+        out = nl.ndarray((2, 3, 128, 16), nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for s in getattr(nl, loop)(3):
+                t = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=b[i, s:s + 1, :].ap([[0, 128], [1, 16]]))
+                nisa.dma_copy(dst=out[i, s], src=t)
+        return out
+
+    np.testing.assert_array_equal(k(b), np.broadcast_to(b[:, :, None, :], (2, 3, 128, 16)))
+
+
+def test_an_explicit_offset_on_a_view_at_a_loop_variable_is_refused():
+    @nki.jit
+    def k(b):
+        for s in nl.affine_range(2):
+            t = nl.ndarray((1, 16), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=b[s:s + 1, :].ap([[16, 1], [1, 16]], 0))
+        return b
+
+    with pytest.raises(UnsupportedAPIError, match="depending on loop variables"):
+        k(np.zeros((2, 16), np.float32))
+
+
 @pytest.mark.parametrize("pattern, kwargs, err, match", [
     ([[32, 16], [1, 16]], {}, HardwareRuleError, "partition step"),
     ([[16, 16], [1, 12]], {"offset": 8}, UnsupportedAPIError, "runs past dimension 1"),
