@@ -7,6 +7,7 @@ handler per instruction). Handlers talk to the runner only through ``read`` and 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -15,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from emulator import machine
+from emulator import blas, machine
 from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Operand,
                                 Statement, dtypes)
 
@@ -99,7 +100,11 @@ class Runner:
                 else "two NeuronCores"
             raise KernelRuntimeError(self.kernel.name, None, rule, self.program.lnc_error)
         # Engines do not trap on overflow, 0/0 or log(-1): they produce inf/NaN, and so do we.
-        with np.errstate(all="ignore"):
+        # GEMMs get the BLAS thread policy of a graph run (emulator/blas.py) also when the kernel
+        # is launched on NumPy arrays: two spinning OpenBLAS threads on a busy host made a
+        # flash-attention forward's batched 128^3 GEMMs 50x more CPU than one thread.
+        with np.errstate(all="ignore"), (blas.blas_threads_for_run() if self.program.has_matmul
+                                         else contextlib.nullcontext()):
             self._run_grid()
         return [self.storage[name].array for name in self.kernel.outputs]
 

@@ -57,3 +57,42 @@ def test_a_prepared_program_checks_each_launchs_inputs():
     np.testing.assert_array_equal(run_kernel(traced.program, [a, a])[0], 2 * a)
     with pytest.raises(KernelRuntimeError, match="traced as float32"):
         run_kernel(traced.program, [a.astype(np.float64), a])
+
+
+def test_a_kernel_with_matmuls_on_numpy_arrays_gets_the_blas_thread_policy(monkeypatch):
+    """Issue 13: kernels launched on NumPy arrays run their GEMMs under the BLAS thread policy
+    of graph runs (emulator/blas.py: only as many OpenBLAS threads as free cores); kernels
+    without a matmul do not pay for it."""
+    from contextlib import contextmanager
+
+    from emulator.kernel_exec import runner as runner_mod
+    from neuron_customcall import nki
+    from neuron_customcall.nki import language as nl
+
+    entered = []
+
+    @contextmanager
+    def policy():
+        entered.append(True)
+        yield
+
+    monkeypatch.setattr(runner_mod.blas, "blas_threads_for_run", policy)
+
+    @nki.jit
+    def mm(a, b):
+        out = nl.ndarray((64, 32), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nl.matmul(nl.load(a), nl.load(b), transpose_x=True)))
+        return out
+
+    @nki.jit
+    def add(a):
+        out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a) + 1.0)
+        return out
+
+    a = np.ones((16, 64), np.float32)
+    b = np.ones((16, 32), np.float32)
+    np.testing.assert_array_equal(mm(a, b), np.full((64, 32), 16.0, np.float32))
+    assert entered == [True]
+    add(a)
+    assert entered == [True]
