@@ -180,3 +180,34 @@ def test_finfo_follows_numpy_and_ml_dtypes():
     assert nl.finfo(np.float32).eps == np.finfo(np.float32).eps
     with pytest.raises(TypeError, match="tfloat32"):
         nl.finfo(nl.tfloat32)
+
+
+@pytest.mark.parametrize("generation", ["beta1", "beta2"])
+def test_activation_dtype_rounds_the_fp32_result_once(generation):
+    """ScalarE computes in fp32 and rounds once into the requested dtype, as the simulator
+    does: ``activation(op=np.square, data=b, dtype=nl.bfloat16)`` holds bf16 values (8
+    significant bits), which an fp32 store widens unchanged; with fp32 nothing is rounded."""
+    from neuron_customcall.nki import isa as nisa1
+    from neuron_customcall.nki.isa import beta2 as nisa
+
+    x = np.random.default_rng(3).uniform(1.0, 3.0, (64, 32)).astype(np.float32)
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((3, 64, 32), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        for i, dt in enumerate((nl.bfloat16, nl.float16, nl.float32)):
+            if generation == "beta1":
+                nl.store(out[i], nisa1.activation(op=np.square, data=t, dtype=dt))
+            else:
+                d = nl.ndarray((64, 32), dt, buffer=nl.sbuf)
+                nisa.activation(dst=d, op=np.square, data=t)
+                nl.store(out[i], nl.copy(d, dtype=nl.float32))
+        return out
+
+    out = k(x)
+    sq = np.square(x)
+    np.testing.assert_array_equal(out[0], sq.astype(ml_dtypes.bfloat16).astype(np.float32))
+    np.testing.assert_array_equal(out[1], sq.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(out[2], sq)
+    assert not np.array_equal(out[0], sq)  # the rounding is visible
