@@ -42,6 +42,7 @@ SCRIPTS = (
     Script("mlp_vs_xla_cpu.py"),
     Script("hlo_ops_vs_xla_cpu.py"),
     Script("nki_peers.py"),
+    Script("nki_kernel_speed.py"),
     Script("gpsimd_relu.py"),
     Script("gpsimd_call.py"),
     Script("gpsimd_multicore.py"),
