@@ -114,19 +114,19 @@ def triton_extra() -> dict[str, Callable]:
         tl.store(y + rows * ncols + cols, c / tl.sqrt(var + eps)[:, None])
 
     @triton.jit
-    def flash_k(q, k, v, o, n_keys, scale, BM: tl.constexpr, BN: tl.constexpr,
-                D: tl.constexpr):
+    def flash_k(q, k, v, o, N_KEYS: tl.constexpr, SCALE: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, D: tl.constexpr):
         rq = tl.program_id(0) * BM + tl.arange(0, BM)
         rd = tl.arange(0, D)
         qt = tl.load(q + rq[:, None] * D + rd[None, :])
         m = tl.full((BM,), -1e30, tl.float32)
         l = tl.zeros((BM,), tl.float32)
         acc = tl.zeros((BM, D), tl.float32)
-        for j in range(0, n_keys, BN):
+        for j in range(0, N_KEYS, BN):
             rk = j + tl.arange(0, BN)
             kt = tl.load(k + rk[:, None] * D + rd[None, :])
             vt = tl.load(v + rk[:, None] * D + rd[None, :])
-            s = tl.dot(qt, tl.trans(kt)) * scale
+            s = tl.dot(qt, tl.trans(kt)) * SCALE
             m_new = tl.maximum(m, tl.max(s, axis=1))
             p = tl.exp(s - m_new[:, None])
             corr = tl.exp(m - m_new)
@@ -144,8 +144,9 @@ def triton_extra() -> dict[str, Callable]:
     def flash(q, k, v):
         tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
         to = torch.empty_like(tq)
-        flash_k[(q.shape[0] // 128,)](tq, tk, tv, to, k.shape[0], float(1 / np.sqrt(q.shape[1])),
-                                      BM=128, BN=512, D=q.shape[1])
+        flash_k[(q.shape[0] // 128,)](tq, tk, tv, to, N_KEYS=k.shape[0],
+                                      SCALE=float(1 / np.sqrt(q.shape[1])), BM=128, BN=512,
+                                      D=q.shape[1])
         return to.numpy()
 
     return {"layernorm": layernorm, "flash": flash}
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds [15]")
     ap.add_argument("--quick", action="store_true", help="3 rounds (run_all.py --quick)")
     ap.add_argument("--skip-peers", action="store_true", help="only ours against NumPy")
+    ap.add_argument("--only", metavar="TEXT", help="only the workloads whose title holds TEXT")
     ap.add_argument("--json", metavar="PATH", help="also write the rows in the shared format")
     args = ap.parse_args(argv)
     if args.quick:
@@ -222,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'triton wall/cpu':>20s}  ratios (wall, cpu)")
     rows: list[Row] = []
     for title, kind, inputs, ours, numpy_fn, tol in workloads(np.random.default_rng(0)):
+        if args.only and args.only not in title:
+            continue
         ref = numpy_fn()
         np.testing.assert_allclose(ours(), ref, rtol=tol, atol=tol)
         impls = {"ours": ours, "numpy": numpy_fn, "numpy-policy": lambda f=numpy_fn: _policy(f)}
