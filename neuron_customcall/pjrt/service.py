@@ -27,10 +27,14 @@ from neuron_customcall.pjrt import world as world_mod
 
 log = logging.getLogger(__name__)
 
-#: PJRT_Buffer_Type codes of the element types the emulator holds, by the manifest's dtype names.
+#: PJRT_Buffer_Type codes of the element types the emulator holds, by the manifest's dtype names:
+#: every array type of the C API at 0.75 (token, 23, is no array). Sub-byte types are held one
+#: element per byte, as ml_dtypes and jaxlib's host buffers hold them.
 PJRT_TYPE_CODES: dict[str, int] = {
     "pred": 1, "s8": 2, "s16": 3, "s32": 4, "s64": 5, "u8": 6, "u16": 7, "u32": 8, "u64": 9,
     "f16": 10, "f32": 11, "f64": 12, "bf16": 13, "c64": 14, "c128": 15, "f8e5m2": 16, "f8e4m3fn": 17,
+    "f8e4m3b11fnuz": 18, "f8e5m2fnuz": 19, "f8e4m3fnuz": 20, "s4": 21, "u4": 22, "s2": 24, "u2": 25,
+    "f8e4m3": 26, "f8e3m4": 27, "f8e8m0fnu": 28, "f4e2m1fn": 29,
 }
 
 #: PJRT error codes (PJRT_Error_Code) used in describe_error.
@@ -102,13 +106,24 @@ def current_world() -> world_mod.World:
     return _world if _world is not None else world_mod.from_environment()
 
 
-def new_array(type_code: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Uninitialised C-contiguous memory for a buffer of this PJRT element type."""
+def _dtype(type_code: int) -> np.dtype:
     dtype = _DTYPES.get(type_code)
     if dtype is None:
         raise UnsupportedProgramError(f"element type code {type_code} (PJRT_Buffer_Type) is not supported by "
                                       f"the neuron device; supported: {', '.join(PJRT_TYPE_CODES)}")
-    return np.empty(shape, dtype)
+    return dtype
+
+
+def new_array(type_code: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Uninitialised C-contiguous memory for a buffer of this PJRT element type."""
+    return np.empty(shape, _dtype(type_code))
+
+
+def host_array(owner: Any, type_code: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array on a framework's host memory (`owner` exports it, a HostLoan of the
+    plugin): a zero-copy host-to-device transfer. The array and everything made from it keep
+    `owner` alive; the caller may free the memory once the last of them is gone."""
+    return np.frombuffer(owner, _dtype(type_code)).reshape(shape)
 
 
 # One NeuronCore runs one program at a time; different cores run concurrently.
@@ -253,14 +268,21 @@ class Program:
         return self._origin_of
 
     def cost_analysis(self) -> list[tuple[str, float]]:
-        """XLA's cost-analysis keys from our cost model: the estimated trn1 NeuronCore time of one
-        execution ("optimal_seconds", a profiled run on seeded inputs)."""
+        """XLA's cost-analysis keys: "flops", "transcendentals" and "bytes accessed" counted on
+        the module as XLA's HloCostAnalysis counts them (pjrt/cost.py), and the estimated trn1
+        NeuronCore time of one execution from our cost model ("optimal_seconds", a profiled run
+        on seeded inputs, made on the first request)."""
         with self._cost_lock:
             if not self._cost:
+                import hlo
+                from neuron_customcall.pjrt import cost
                 from neuron_customcall.profile import profile
 
+                counts = cost.analyse(hlo.module_from_proto(self._proto))
                 prof = profile(self.compiled, warmup=0)
-                self._cost = [("optimal_seconds", float(prof.total_seconds))]
+                self._cost = [("flops", counts.flops), ("transcendentals", counts.transcendentals),
+                              ("bytes accessed", counts.bytes_accessed),
+                              ("optimal_seconds", float(prof.total_seconds))]
             return self._cost
 
 

@@ -207,11 +207,14 @@ Error* RequirePython() {
   return nullptr;
 }
 
-// Element sizes in bits, by BufferType (0: not an array type we hold).
+// Element sizes in bits as buffers hold them, by BufferType (0: not an array type we hold).
+// Sub-byte types (s4, u4, s2, u2, f4e2m1fn) take one byte per element, unpacked: the layout of
+// ml_dtypes' arrays, of the host buffers jaxlib hands over and of the emulator's values.
 int ElementBits(BufferType t) {
   switch (t) {
     case kPred: case kS8: case kU8: case kF8E5M2: case kF8E4M3FN: case kF8E4M3B11FNUZ:
     case kF8E5M2FNUZ: case kF8E4M3FNUZ: case kF8E4M3: case kF8E3M4: case kF8E8M0FNU:
+    case kS4: case kU4: case kS2: case kU2: case kF4E2M1FN:
       return 8;
     case kS16: case kU16: case kF16: case kBF16:
       return 16;
@@ -238,6 +241,9 @@ std::string Join(const std::vector<int64_t>& v) {
 }  // namespace
 
 struct abi::Event {
+  // Held by the framework's handle and, for a zero-copy host buffer's "done", by the HostLoan
+  // that completes it later: the framework may destroy its handle before then.
+  std::atomic<int> refs{1};
   std::mutex mu;
   std::condition_variable cv;
   bool ready = false;
@@ -259,6 +265,9 @@ struct abi::Event {
   Error* CopyError() {
     return error ? new Error(*error) : nullptr;
   }
+  void Unref() {
+    if (refs.fetch_sub(1) == 1) delete this;
+  }
 };
 
 namespace {
@@ -270,7 +279,7 @@ Event* ReadyEvent(Error* e = nullptr) {
 }
 
 Error* EventDestroy(EventArgs* a) {
-  delete a->event;
+  a->event->Unref();
   return nullptr;
 }
 
@@ -601,20 +610,29 @@ Error* DeviceDefaultMemory(DeviceDefaultMemoryArgs* a) {
   a->memory = &a->device->memory;
   return nullptr;
 }
+constexpr int64_t kHbmBytesPerCore = int64_t{16} << 30;
+
 Error* DeviceMemoryStats(DeviceMemoryStatsArgs* a) {
   Device* d = a->device;
   a->bytes_in_use = d->bytes_in_use.load();
   a->peak_bytes_in_use = {d->peak_bytes_in_use.load(), true};
   a->num_allocs = {d->num_allocs.load(), true};
   a->largest_alloc_size = {d->largest_alloc.load(), true};
-  for (OptionalStat* s : {&a->bytes_limit, &a->bytes_reserved, &a->peak_bytes_reserved,
-                          &a->bytes_reservable_limit, &a->largest_free_block_bytes}) {
+  // torch_xla's get_memory_info reads bytes_limit whether set or not: it is the HBM of a
+  // NeuronCore-v2 (a trn1 chip's 32 GiB shared by its two cores), and unset values are zero.
+  a->bytes_limit = {kHbmBytesPerCore, true};
+  auto unset = [](OptionalStat* s) {  // field by field: never the padding after is_set
+    s->value = 0;
     s->is_set = false;
+  };
+  for (OptionalStat* s : {&a->bytes_reserved, &a->peak_bytes_reserved, &a->bytes_reservable_limit,
+                          &a->largest_free_block_bytes}) {
+    unset(s);
   }
   // The pool fields are the newest: written only when the caller's struct has them (its
   // struct_size ends at peak_pool_bytes_is_set, before the padding).
-  if (a->struct_size > offsetof(DeviceMemoryStatsArgs, pool_bytes)) a->pool_bytes.is_set = false;
-  if (a->struct_size > offsetof(DeviceMemoryStatsArgs, peak_pool_bytes)) a->peak_pool_bytes.is_set = false;
+  if (a->struct_size > offsetof(DeviceMemoryStatsArgs, pool_bytes)) unset(&a->pool_bytes);
+  if (a->struct_size > offsetof(DeviceMemoryStatsArgs, peak_pool_bytes)) unset(&a->peak_pool_bytes);
   return nullptr;
 }
 
@@ -665,17 +683,41 @@ struct abi::Buffer {
   bool deleted = false;
   std::atomic<int> external_refs{0};
 
-  ~Buffer() { Release(); }
+  ~Buffer() {
+    external_refs = 0;  // the handle is gone: nobody can read the memory through it any more
+    Release();
+    PyRef drop;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      drop = std::move(array);
+    }
+    drop.Reset();
+  }
+  // Deleted or donated: the buffer is unusable at once, but its memory stays while a framework
+  // holds an external reference (jax's zero-copy NumPy view of it) and goes with the last one.
   void Release() {
     PyRef drop;
     {
       std::lock_guard<std::mutex> l(mu);
       if (deleted) return;
       deleted = true;
-      data = nullptr;
-      drop = std::move(array);
+      if (external_refs.load() == 0) {
+        data = nullptr;
+        drop = std::move(array);
+      }
     }
     if (device != nullptr) device->Account(-static_cast<int64_t>(nbytes));
+    drop.Reset();
+  }
+  void DropExternalRef() {
+    PyRef drop;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (external_refs.fetch_sub(1) == 1 && deleted) {
+        data = nullptr;
+        drop = std::move(array);
+      }
+    }
     drop.Reset();
   }
 };
@@ -724,6 +766,83 @@ Error* RequireAddressable(Device* device) {
                                          std::to_string(device->process_index) + ": this process (" +
                                          std::to_string(device->client->process_index) +
                                          ") holds buffers on its own NeuronCores only");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Zero-copy host buffers (kImmutableZeroCopy): the framework's host memory, lent to a buffer.
+// ---------------------------------------------------------------------------------------------
+
+// A Python object standing for the lent memory: it exports it (read-only) through the buffer
+// protocol, the buffer's NumPy array is made on it and every array derived from it (an
+// execute's result may be its argument itself) keeps it alive. Its dealloc, when the last of them
+// goes, completes done_with_host_buffer: only then may the framework free or reuse the memory.
+struct HostLoan {
+  PyObject_HEAD
+  void* data;
+  Py_ssize_t size;
+  Event* done;  // one reference
+};
+
+int HostLoanGetBuffer(PyObject* self, Py_buffer* view, int flags) {
+  auto* loan = reinterpret_cast<HostLoan*>(self);
+  return PyBuffer_FillInfo(view, self, loan->data, loan->size, /*readonly=*/1, flags);
+}
+
+void HostLoanDealloc(PyObject* self) {
+  auto* loan = reinterpret_cast<HostLoan*>(self);
+  if (loan->done != nullptr) {
+    loan->done->Set(nullptr);  // runs the framework's callback (jax drops its NumPy array)
+    loan->done->Unref();
+  }
+  PyObject_Free(self);
+}
+
+PyBufferProcs kHostLoanBuffer = {HostLoanGetBuffer, nullptr};
+
+PyTypeObject* HostLoanType() {  // GIL held
+  static PyTypeObject type = [] {
+    PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+    t.tp_name = "neuron_pjrt.HostLoan";
+    t.tp_basicsize = sizeof(HostLoan);
+    t.tp_dealloc = HostLoanDealloc;
+    t.tp_as_buffer = &kHostLoanBuffer;
+    t.tp_flags = Py_TPFLAGS_DEFAULT;
+    t.tp_doc = "A framework's host memory lent to a neuron PJRT buffer (kImmutableZeroCopy).";
+    return t;
+  }();
+  static bool ready = PyType_Ready(&type) == 0;
+  return ready ? &type : nullptr;
+}
+
+// Host buffers are lent rather than copied only when 64-byte aligned, the rule of jaxlib's
+// XLA:CPU: the same NumPy arrays are lent to both devices (and copied for both otherwise).
+constexpr uintptr_t kZeroCopyAlignment = 64;
+
+// A buffer on the framework's memory itself (GIL held); `done` completes when nothing uses it.
+Error* LendHostMemory(Device* device, const ClientBufferFromHostArgs* a, size_t nbytes, Buffer** out,
+                      Event** done) {
+  PyTypeObject* type = HostLoanType();
+  if (type == nullptr) return ErrorFromPython("creating the host-memory loan type");
+  auto* loan = PyObject_New(HostLoan, type);
+  if (loan == nullptr) return ErrorFromPython("lending host memory");
+  loan->data = const_cast<void*>(a->data);
+  loan->size = static_cast<Py_ssize_t>(nbytes);
+  loan->done = new Event;  // refs: the loan's and, below, the framework's
+  *done = loan->done;
+  ++loan->done->refs;
+  PyRef owner(reinterpret_cast<PyObject*>(loan));
+  PyRef shape(PyTuple_New(static_cast<Py_ssize_t>(a->num_dims)));
+  for (size_t i = 0; i < a->num_dims; ++i) PyTuple_SET_ITEM(shape.get(), i, PyLong_FromLongLong(a->dims[i]));
+  PyObject* array = PyObject_CallMethod(g_service, "host_array", "OiO", owner.get(), static_cast<int>(a->type),
+                                        shape.get());
+  owner.ResetLocked();  // the array holds the loan now (or, on error, the loan completes `done`)
+  shape.ResetLocked();
+  if (array == nullptr) {
+    (*done)->Unref();
+    *done = nullptr;
+    return ErrorFromPython("lending host memory");
+  }
+  return WrapArray(array, device, a->type, std::vector<int64_t>(a->dims, a->dims + a->num_dims), out);
 }
 
 // A fresh array for `dims` of `type` (GIL held).
@@ -792,14 +911,6 @@ Error* ClientBufferFromHost(ClientBufferFromHostArgs* a) {
                                      "(PJRT_Client_BufferFromHostBuffer device_layout)");
   }
   Device* device = DeviceOf(a->client, a->device, a->memory);
-  Buffer* b = nullptr;
-  if (Error* e = RequirePython()) return e;
-  {
-    Gil gil;
-    if (Error* e = EnsureService()) return e;
-    if (Error* e = NewBuffer(device, a->type, a->dims, a->num_dims, &b)) return e;
-  }
-  // The copy runs without the GIL (other Python threads keep running).
   bool dense = a->byte_strides == nullptr || a->num_byte_strides == 0;
   if (!dense) {
     MemoryLayout as_strides{};
@@ -808,6 +919,34 @@ Error* ClientBufferFromHost(ClientBufferFromHostArgs* a) {
     as_strides.strides.num_byte_strides = a->num_byte_strides;
     dense = IsDefaultLayout(&as_strides, a->num_dims, elem, a->dims);
   }
+  size_t nbytes = elem;
+  for (size_t i = 0; i < a->num_dims; ++i) nbytes *= static_cast<size_t>(a->dims[i]);
+  // kImmutableZeroCopy (jax's NumPy arguments): the buffer is the caller's memory, which the
+  // caller keeps alive and unchanged until done_with_host_buffer completes, when the last array
+  // using it goes. kMutableZeroCopy is served the same way (we never write a buffer).
+  // kImmutableUntilTransferCompletes (torch_xla) lets the caller reuse the memory once the
+  // transfer is done, so it is copied, as are strided and unaligned host arrays.
+  bool lend = dense && nbytes > 0 && reinterpret_cast<uintptr_t>(a->data) % kZeroCopyAlignment == 0 &&
+              (a->host_buffer_semantics == kImmutableZeroCopy || a->host_buffer_semantics == kMutableZeroCopy);
+  Buffer* b = nullptr;
+  if (Error* e = RequirePython()) return e;
+  {
+    Gil gil;
+    if (Error* e = EnsureService()) return e;
+    if (Error* e = RequireAddressable(device)) return e;
+    if (lend) {
+      Event* done = nullptr;
+      if (Error* e = LendHostMemory(device, a, nbytes, &b, &done)) {
+        if (done != nullptr) done->Unref();
+        return e;
+      }
+      a->done_with_host_buffer = done;
+      a->buffer = b;
+      return nullptr;
+    }
+    if (Error* e = NewBuffer(device, a->type, a->dims, a->num_dims, &b)) return e;
+  }
+  // The copy runs without the GIL (other Python threads keep running).
   if (dense) {
     if (b->nbytes) std::memcpy(b->data, a->data, b->nbytes);
   } else if (b->nbytes) {
@@ -848,10 +987,12 @@ Error* BufferIsDeleted(BufferBoolArgs* a) {
   a->value = a->buffer->deleted;
   return nullptr;
 }
+// Buffers are host memory, so the frameworks may read them in place: jax then makes np.asarray
+// of a result a read-only view of the buffer (no device-to-host copy), holding an external
+// reference that keeps the memory alive past a delete or donation (Buffer::Release). Nothing can
+// write through those views; DLPack stays refused by jaxlib and torch_xla for a "neuron" device.
 Error* BufferIsOnCpu(BufferBoolArgs* a) {
-  // The memory is host memory, but a framework treating it as CPU memory would hand it out for
-  // writing in place (jax's zero-copy NumPy views, DLPack); buffers are immutable here.
-  a->value = false;
+  a->value = true;
   return nullptr;
 }
 Error* BufferElementType(BufferTypeArgs* a) {
@@ -900,10 +1041,10 @@ Error* BufferIncreaseExternalRefs(BufferArgs* a) {
   return nullptr;
 }
 Error* BufferDecreaseExternalRefs(BufferArgs* a) {
-  if (a->buffer->external_refs.fetch_sub(1) <= 0) {
-    ++a->buffer->external_refs;
+  if (a->buffer->external_refs.load() <= 0) {
     return MakeError(kFailedPrecondition, "PJRT_Buffer_DecreaseExternalReferenceCount without a matching increase");
   }
+  a->buffer->DropExternalRef();
   return nullptr;
 }
 Error* BufferUnsafePointer(BufferPointerArgs* a) {
