@@ -1,6 +1,7 @@
 """Plain `jax.jit` on the neuron PJRT device against `jax.jit` on XLA:CPU, in one process: the MLP
 784-4096-2048-10 at batch 64 (inference, and one SGD training step whose parameters stay on the
-device from step to step), end to end, and the plugin's fixed cost per execute of a tiny graph.
+device from step to step), end to end, and the plugin's fixed cost per execute of a tiny graph
+(device arrays in and out; and NumPy in and out, transfers included: zero-copy on both devices).
 
 End to end means what a training loop sees: the batch goes from NumPy to the device, the jitted
 step runs, the loss comes back as a Python float (inference: the softmax as a NumPy array). Each
@@ -92,6 +93,20 @@ def measure(sizes: tuple[int, ...], runs: int) -> list[tuple[str, tuple[float, f
 
     (nw, nc), (cw, cc) = _alternating(tiny_on(neuron), tiny_on(cpu), max(5, runs // 2))
     out.append(("tiny graph (x + 1, 4 floats): per execute", (nw / calls, nc / calls), (cw / calls, cc / calls), 0.0))
+
+    raw = np.empty(16 + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    host = raw[start:start + 16].view(np.float32)  # 64-byte aligned: lent, not copied, on both
+    host[:] = np.arange(4, dtype=np.float32)
+
+    def tiny_host_on(dev):
+        def many():
+            for _ in range(calls):
+                np.asarray(tiny(jax.device_put(host, dev)))
+        return many
+
+    (nw, nc), (cw, cc) = _alternating(tiny_host_on(neuron), tiny_host_on(cpu), max(5, runs // 2))
+    out.append(("tiny graph from NumPy to NumPy: per call", (nw / calls, nc / calls), (cw / calls, cc / calls), 0.0))
     return out
 
 

@@ -1,6 +1,14 @@
 """`neuron_customcall.jax.jit`: jax.jit's calling convention, our compiler and emulator underneath.
 
-Why not a JAX backend plugin: a PJRT plugin is a C API; here JAX only has to *lower* the function
+One execution path: when JAX has the neuron PJRT device (the plugin is installed and
+`JAX_PLATFORMS` allows it), `jit(f)` IS `jax.jit(f)` run on that device (`jax.default_device` of
+its first NeuronCore, so NumPy and other uncommitted arguments go there): JAX dispatches, the
+plugin compiles with our backend and runs on the emulator, results are JAX arrays on the
+NeuronCore. Per-call compile `flags` or a `cache` setting, which jax.jit has no way to carry,
+keep the direct path below, as does a process without the device (`JAX_PLATFORMS=cpu`, where
+plain jax.jit would run kernels through host callbacks on XLA:CPU instead).
+
+The direct path: JAX only has to *lower* the function
 (jax.jit(...).lower gives the HLO module and the pytree structure of inputs and outputs), and the
 executable comes from neuron_customcall.backend. Each distinct call signature (shapes, dtypes,
 weak types, pytree structure, static argument values) is traced once; later calls with that
@@ -39,6 +47,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from jax._src.config import default_device as _default_device
 
 from neuron_customcall import backend
 from neuron_customcall.jax.primitive import neuron_lowering
@@ -187,6 +197,22 @@ def _leaf_signature(x: Any) -> Hashable:
 
 _NO_STATIC = ((), ())  # _split's static part when the function has no static arguments
 
+_UNKNOWN = object()
+_plugin: Any = _UNKNOWN  # the neuron PJRT device's first NeuronCore, or None; looked up once
+
+
+def plugin_device() -> Any:
+    """The first NeuronCore of the neuron PJRT device when JAX has it, else None. JAX's backends
+    are fixed once initialised, so this is looked up once per process."""
+    global _plugin
+    if _plugin is _UNKNOWN:
+        try:
+            devices = jax.devices("neuron")
+        except RuntimeError:  # no such backend: the plugin is not installed or JAX_PLATFORMS excludes it
+            devices = []
+        _plugin = devices[0] if devices else None
+    return _plugin
+
 
 class NeuronJit:
     """A function compiled for the emulator; call it like the function (see `jit`)."""
@@ -197,17 +223,37 @@ class NeuronJit:
         nums, names = _resolve_static(fun, _as_tuple(static_argnums), _as_tuple(static_argnames))
         self._static_argnums = frozenset(nums)
         self._static_argnames = frozenset(names)
-        self._jitted = jax.jit(fun, static_argnums=nums or None, static_argnames=names or None,
+        self._plugin_traces = 0  # traces of `fun` by jax.jit on the neuron device (trace_count)
+        self._jitted = jax.jit(self._counting(fun), static_argnums=nums or None, static_argnames=names or None,
                                donate_argnums=_as_tuple(donate_argnums) or None)
         self._flags = flags
         self._cache = cache
         self._traces: dict[Hashable, _Trace] = {}
         functools.update_wrapper(self, fun)
 
+    def _counting(self, fun: Callable) -> Callable:
+        """`fun`, counting the calls of jax's tracing on the neuron device (its body runs only
+        then: jax.jit caches traces per signature)."""
+        @functools.wraps(fun)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if plugin_device() is not None:
+                self._plugin_traces += 1
+            return fun(*args, **kwargs)
+        return traced
+
     @property
     def trace_count(self) -> int:
-        """How many signatures have been lowered and compiled (tests check that calls reuse them)."""
+        """How many signatures have been lowered and compiled (tests check that calls reuse them);
+        on the neuron device, how many times jax.jit traced the function."""
+        if self._on_device() is not None:
+            return self._plugin_traces
         return len(self._traces)
+
+    def _on_device(self) -> Any:
+        """The NeuronCore the call runs on through the plugin, or None for the direct path."""
+        if self._flags is not None or self._cache is not None:
+            return None
+        return plugin_device()
 
     def _split(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict, Hashable]:
         if not self._static_argnums and not self._static_argnames:
@@ -226,6 +272,12 @@ class NeuronJit:
             return self._jitted.lower(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        device = self._on_device()
+        if device is not None:  # one execution path: jax.jit on the neuron device
+            if _default_device.value is not None:  # the caller chose one (jax.default_device)
+                return self._jitted(*args, **kwargs)
+            with jax.default_device(device):
+                return self._jitted(*args, **kwargs)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
         key = (treedef, tuple(_leaf_signature(x) for x in leaves), static)
@@ -277,10 +329,12 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
         flags: Any = None, cache: backend.CacheSetting = None) -> Any:
     """Like `jax.jit`, but compiled by neuron-customcall and run on the emulated NeuronCore.
 
-    Pytrees in and out, static arguments (hashable, by position or name) and donation behave as in
-    jax.jit; results are JAX arrays. `flags` are CompileFlags for our compiler; `cache` selects the
-    compile cache (None: as the environment says, False: off, or a directory). Usable as a
-    decorator with or without arguments.
+    With the neuron PJRT device present this is `jax.jit` on its first NeuronCore (module
+    docstring); otherwise our own dispatch. Pytrees in and out, static arguments (hashable, by
+    position or name) and donation behave as in jax.jit; results are JAX arrays. `flags` are
+    CompileFlags for our compiler; `cache` selects the compile cache (None: as the environment
+    says, False: off, or a directory); either one takes the direct path. Usable as a decorator
+    with or without arguments.
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,

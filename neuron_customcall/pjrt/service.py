@@ -119,11 +119,39 @@ def new_array(type_code: int, shape: tuple[int, ...]) -> np.ndarray:
     return np.empty(shape, _dtype(type_code))
 
 
+#: The plugin's HostLoan type (the owner of lent host memory), learnt from the first loan.
+_loan_type: type | None = None
+
+
 def host_array(owner: Any, type_code: int, shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array on a framework's host memory (`owner` exports it, a HostLoan of the
     plugin): a zero-copy host-to-device transfer. The array and everything made from it keep
     `owner` alive; the caller may free the memory once the last of them is gone."""
+    global _loan_type
+    _loan_type = type(owner)
     return np.frombuffer(owner, _dtype(type_code)).reshape(shape)
+
+
+def _is_lent(a: np.ndarray) -> bool:
+    base = a.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return _loan_type is not None and type(base) is _loan_type
+
+
+def _settled(outs: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The results as buffers hold them: C-contiguous, and never a view of a framework's lent
+    host memory (an emulator result may be a view of its argument: a reshape, a slice). The
+    framework promised that memory unchanged only while the argument's buffer lives: a caller
+    may refill its array (a data loader's batch) once the call has returned and the argument is
+    gone, and no result may change with it (nor keep the framework's array alive)."""
+    lent = [a for a in inputs if _is_lent(a)] if _loan_type is not None else []
+    settled = []
+    for o in outs:
+        if lent and any(np.may_share_memory(o, a) for a in lent):
+            o = np.array(o, order="C", copy=True)
+        settled.append(o if o.flags.c_contiguous else np.ascontiguousarray(o))
+    return settled
 
 
 # One NeuronCore runs one program at a time; different cores run concurrently.
@@ -188,7 +216,7 @@ class Program:
                 outs = self.executable.run(inputs, owned=False)
         except Exception as e:
             raise ExecutionError(self._describe_failure(e)) from e
-        return [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
+        return _settled(outs, inputs)
 
     def run_devices(self, inputs_per_device: Sequence[Sequence[np.ndarray]], cores: Sequence[int],
                     logical: Sequence[int] | None = None) -> list[list[np.ndarray]]:
@@ -224,7 +252,7 @@ class Program:
                                    self.num_partitions, **across)  # the wait for a peer: NEURON_RT_EXEC_TIMEOUT
             except Exception as e:
                 raise ExecutionError(self._describe_failure(e)) from e
-        return [[o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in device] for device in outs]
+        return [_settled(device, inputs) for device, inputs in zip(outs, inputs_per_device)]
 
     def _spans_processes(self) -> bool:
         """Whether some device of this program belongs to another process."""

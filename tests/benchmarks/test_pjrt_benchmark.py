@@ -22,6 +22,8 @@ def test_quick_run_writes_rows(tmp_path: Path) -> None:
     names = [r.workload for r in rows]
     assert names == ["MLP inference, CPU time", "MLP inference, wall time", "MLP training step, CPU time",
                      "MLP training step, wall time", "tiny graph (x + 1, 4 floats): per execute, CPU time",
-                     "tiny graph (x + 1, 4 floats): per execute, wall time"]
+                     "tiny graph (x + 1, 4 floats): per execute, wall time",
+                     "tiny graph from NumPy to NumPy: per call, CPU time",
+                     "tiny graph from NumPy to NumPy: per call, wall time"]
     assert all(r.ours_s > 0 and r.peer_s > 0 for r in rows)
-    assert [r.met is not None for r in rows] == [True, False, True, False, False, False]
+    assert [r.met is not None for r in rows] == [True, False, True, False, False, False, False, False]
