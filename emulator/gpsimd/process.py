@@ -221,14 +221,21 @@ class WorkerProcess:
         self.sequence += 1
         sequence = self.sequence
         deadline = time.monotonic() + timeout
+        poll = control.may_poll()
         try:
+            words[control.POLL] = int(poll)
             words[control.CALL] = call_id
             words[control.REQUEST] = sequence
             if words[control.WORKER_WAITING]:
+                # The worker sleeps: wake it and sleep too. It answers after a wake-up and the
+                # whole kernel; polling for that would take a CPU the woken worker may need.
                 os.write(self.req_w, control.WAKE_TOKEN)
+                self._sleep_for_reply(sequence, deadline)
+            elif not poll:
+                self._sleep_for_reply(sequence, deadline)
             # Poll for the reply only while the worker runs the call (it took it in time).
-            if not (self._spinner.poll(words, control.TAKEN, sequence, min(control.TAKE_SPIN, timeout))
-                    and self._spinner.poll(words, control.REPLY, sequence, timeout)):
+            elif not (self._spinner.poll(words, control.TAKEN, sequence, min(control.TAKE_SPIN, timeout))
+                      and self._spinner.poll(words, control.REPLY, sequence, timeout)):
                 self._sleep_for_reply(sequence, deadline)
         except TimeoutError:
             self.kill()
@@ -259,10 +266,11 @@ class WorkerProcess:
                 ready = select.select([self.resp_r, self.pidfd], [], [], wait)[0]
                 sliced = bool(ready)
                 if self.resp_r in ready:
-                    body = protocol.receive_body(self.resp_r, max(remaining, 1e-3), tokens=True)
-                    if body is None:
+                    # Only wake tokens come during a call (4 bytes, written at once): one read.
+                    token = os.read(self.resp_r, len(control.WAKE_TOKEN))
+                    if not token:
                         raise protocol.PeerExited
-                    if body:
+                    if token != control.WAKE_TOKEN:
                         raise WorkerMisbehaved("the GpSimd worker sent a message during a call; it was killed")
                 elif ready and words[control.REPLY] != sequence:
                     raise protocol.PeerExited

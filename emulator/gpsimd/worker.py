@@ -499,16 +499,24 @@ def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
     replied_at = 0.0
     while True:
         expected = worker.sequence + 1
-        limit = 0.0 if previous is None else spin_after(gaps.get(previous))
+        limit = 0.0 if previous is None or not words[control.POLL] else spin_after(gaps.get(previous))
         if not spinner.poll(words, control.REQUEST, expected, limit):
             words[control.WORKER_WAITING] = 1
+            woken = False
             try:
-                if words[control.REQUEST] != expected and not select.select([fd_in], [], [], control.FIRST_SLICE)[0]:
-                    if words[control.REQUEST] != expected:
-                        select.select([fd_in], [], [])
+                if words[control.REQUEST] != expected:
+                    woken = bool(select.select([fd_in], [], [], control.FIRST_SLICE)[0])
+                    if not woken and words[control.REQUEST] != expected:
+                        woken = bool(select.select([fd_in], [], [])[0])
             finally:
                 words[control.WORKER_WAITING] = 0
-            if words[control.REQUEST] != expected:
+            if words[control.REQUEST] == expected:
+                if woken:
+                    # The call's wake token (a JSON request never comes while a call waits):
+                    # read now, it would otherwise wake this worker again at its next sleep.
+                    if os.read(fd_in, len(control.WAKE_TOKEN)) != control.WAKE_TOKEN:
+                        return 1
+            else:
                 body = protocol.receive_body(fd_in, tokens=True)
                 if body is None:
                     return 0

@@ -330,3 +330,46 @@ def test_a_reply_whose_wake_token_was_lost_is_seen_after_a_slice_even_behind_a_s
         os.close(resp_r)
         os.close(resp_w)
         page.close()
+
+
+def _pending(fd: int) -> int:
+    """Bytes waiting in the pipe of `fd` (either end)."""
+    import fcntl
+    import struct
+    import termios
+
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def test_without_a_free_cpu_for_each_side_neither_side_polls(private_runner, monkeypatch) -> None:
+    # On a busy machine a poller competes with other processes for a CPU: the host sleeps at
+    # once after each request, and the worker sleeps at once after each reply.
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+    monkeypatch.setattr(control, "may_poll", lambda: False)
+
+    def no_polling(*args, **kwargs):
+        raise AssertionError("the host polled on a busy machine")
+
+    monkeypatch.setattr(control.Spinner, "poll", no_polling)
+    worker = runner._worker
+    page = worker.control
+    for k in range(6):
+        result = runner.call(prepared, [X + k])
+        assert np.array_equal(result.output.view(np.float32), 2 * (X + k))
+        assert page.words[control.POLL] == 0
+        deadline = time.monotonic() + 5
+        while not page.words[control.WORKER_WAITING] and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        assert page.words[control.WORKER_WAITING] == 1  # asleep after its reply, not polling
+        # Each call's wake token was read by the worker it woke, and the worker's token by the host.
+        assert _pending(worker.req_w) == 0 and _pending(worker.resp_r) == 0
+
+
+def test_polling_needs_a_free_cpu_for_the_host_and_one_for_the_worker(monkeypatch) -> None:
+    monkeypatch.setattr(control.host, "free_cpus", lambda: 1)
+    assert not control.may_poll()
+    monkeypatch.setattr(control.host, "free_cpus", lambda: 2)
+    assert control.may_poll()
