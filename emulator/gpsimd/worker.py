@@ -499,8 +499,9 @@ def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
     replied_at = 0.0
     while True:
         expected = worker.sequence + 1
-        limit = 0.0 if previous is None or not words[control.POLL] else spin_after(gaps.get(previous))
-        if not spinner.poll(words, control.REQUEST, expected, limit):
+        polling = previous is not None and words[control.POLL]
+        if words[control.REQUEST] != expected and not (
+                polling and spinner.poll(words, control.REQUEST, expected, spin_after(gaps.get(previous)))):
             words[control.WORKER_WAITING] = 1
             woken = False
             try:
@@ -524,7 +525,7 @@ def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
                     sandbox.arm_cpu(worker.cpu_seconds)
                     protocol.send_body(fd_out, worker.handle(body))
                 continue
-        if previous is not None:
+        if polling:
             if len(gaps) > 2 * PREPARED_KEPT:
                 gaps.clear()
             gaps[previous] = time.monotonic() - replied_at
