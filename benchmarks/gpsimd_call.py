@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._results import Row, write_json  # noqa: E402
-from emulator.gpsimd import abi, args as gargs  # noqa: E402
+from emulator.gpsimd import abi, args as gargs, control  # noqa: E402
 from emulator.gpsimd.call import OpCall  # noqa: E402
 from emulator.gpsimd.library import HostLibrary  # noqa: E402
 from emulator.gpsimd.runner import runner_for  # noqa: E402
@@ -160,6 +160,10 @@ def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | Non
     return wall / calls / 1e3, cpu / calls / 1e3, peer / calls / 1e3
 
 
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls, to check the script")
@@ -170,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.rounds, args.calls = 3, 200
     load_before = os.getloadavg()
+    polls_before = control.may_poll()
     path = build_library()
     host = HostLibrary(path)
     spec = gargs.TensorSpec("float32", SHAPE)
@@ -209,9 +214,11 @@ def main(argv: list[str] | None = None) -> None:
                 results.setdefault((label, pattern), []).append(measure(fn, inputs, args.calls, pid, between))
     pipe.close()
     load_after = os.getloadavg()
+    polls_after = control.may_poll()
     print(f"GpSimd call, ReLU {SHAPE[0]}x{SHAPE[1]} fp32 (the main job's), {args.rounds} rounds x {args.calls} calls, "
           f"interleaved; host work between calls: {work_us:.0f} us of NumPy dots")
-    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs; "
+          f"host and worker poll (two CPUs free of other work): {_yes(polls_before)} before, {_yes(polls_after)} after")
     print(f"  {'case':28s} {'pattern':18s} {'wall us':>8s} {'(min)':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
     medians: dict[tuple[str, str], float] = {}
     for (label, pattern), rows in results.items():
