@@ -36,3 +36,17 @@ HBM_BYTES_PER_SECOND_PER_CORE: float = 820e9 / 2
 DMA_BYTES_PER_CYCLE: float = HBM_BYTES_PER_SECOND_PER_CORE / CLOCK_HZ
 #: Fixed latency of one DMA transfer (assumption: about 1 us of descriptor processing).
 DMA_FIXED_CYCLES: float = 1400.0
+
+#: Collectives (emulator/cost/neuronlink.py). A trn1 chip holds two NeuronCore-v2 (Trainium
+#: architecture page).
+CORES_PER_CHIP: int = 2
+#: NeuronLink-v2 device-to-device bandwidth of trn1.32xlarge: 384 GiB/s per device (chip) (the
+#: trn1 architecture page's instance table, column "NeuronLink-v2 device-to-device
+#: (GiB/sec/device)"; trn1n.32xlarge: 768), shared by the ring hops that leave the chip.
+NEURONLINK_BYTES_PER_SECOND_PER_CHIP: float = 384 * 2**30
+#: Between the two cores of one chip (assumption: no published figure; the data moves by DMA
+#: through the chip's HBM, so a core's share of HBM bandwidth bounds it, as for DMA).
+INTRA_CHIP_BYTES_PER_SECOND: float = HBM_BYTES_PER_SECOND_PER_CORE
+#: Latency of one ring step (hop): "the per-hop latency of Ring/KangaRing is about 1-2 us (HBM
+#: load dependent)" (Neuron runtime, intra-node collective communication); the middle, 1.5 us.
+HOP_LATENCY_S: float = 1.5e-6

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from emulator.cost import constants as C
-from emulator.cost import dma, tensor, vector
+from emulator.cost import dma, neuronlink, tensor, vector
 from emulator.cost.engines import NONE, TENSOR, Cost
 from emulator.cost.kernels import kernel_coster
 from emulator.program.ops import OPS
@@ -39,7 +39,7 @@ def _lapack(ctx: Any) -> Cost:
 
 
 #: cost rule name (emulator.program.ops.OpSpec.cost) -> cost function of the instruction. The
-#: "kernel" rule is not here: a kernel's cost is known per execution (`coster`).
+#: rules of PER_EXECUTION (kernels, collectives) are not here: their cost is known per execution.
 RULES: dict[str, CostFunction] = {
     "free": _free,
     "vector": vector.elementwise, "activation": vector.activation,
@@ -49,15 +49,21 @@ RULES: dict[str, CostFunction] = {
     "dma_scatter": dma.operand_bytes(-1),
     "dot": tensor.dot, "convolution": tensor.convolution, "lapack": _lapack,
 }
-_unknown = sorted(f"{s.name}: {s.cost}" for s in OPS.values() if s.cost not in RULES and s.cost != "kernel")
+#: rules whose cost is known per execution: rule -> (instruction -> the cost of one execution)
+PER_EXECUTION: dict[str, Callable[[Any], Callable[[], Cost]]] = {
+    "kernel": kernel_coster,
+    # the group, and so the cores and chips it spans, is the running device's
+    "collective": neuronlink.instruction_coster,
+}
+_unknown = sorted(f"{s.name}: {s.cost}" for s in OPS.values() if s.cost not in RULES and s.cost not in PER_EXECUTION)
 assert not _unknown, f"ops with unknown cost rules: {_unknown}"
 
 
 def coster(ctx: Any) -> Callable[[], Cost]:
     """The cost of one execution of the instruction `ctx` describes (built at load time)."""
     spec = OPS[ctx.op]
-    if spec.cost == "kernel":
-        return kernel_coster(ctx)
+    if spec.cost in PER_EXECUTION:
+        return PER_EXECUTION[spec.cost](ctx)
     fn = RULES[spec.cost]
     try:
         cost = fn(ctx)

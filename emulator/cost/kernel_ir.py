@@ -1,7 +1,8 @@
 """NKI kernel IR: cycles per engine of one kernel launch, from the IR alone.
 
 Each instruction is costed by the rule of the engine that runs it (``ENGINE_COST``: a function of
-the instruction and the kernel's tensor declarations), times the trip counts of its enclosing
+the instruction and the kernel's tensor declarations; ``OP_COST`` for the few with a rule of
+their own, the collectives on NeuronLink), times the trip counts of its enclosing
 loops and the grid size. The
 engines of a kernel work in parallel; its profile shows one event per engine it uses.
 """
@@ -15,6 +16,7 @@ from typing import Any
 from emulator.cost.dma import dma_cycles
 from emulator.cost.engines import DMA, GPSIMD, NONE, SCALAR, TENSOR, VECTOR, Cost
 from emulator.cost.gpsimd import gpsimd_cycles
+from emulator.cost.neuronlink import kernel_collective
 from emulator.cost.tensor import FAST_DTYPES, nc_matmul_cycles
 from emulator.cost.vector import scalar_cycles, vector_cycles
 from emulator.kernel_ir import ir
@@ -70,6 +72,16 @@ def _free_op(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
     return {}
 
 
+def _access_bytes(a: Any, tensors: dict[str, ir.TensorDecl]) -> int:
+    return math.prod(a.shape) * itemsize(tensors[a.tensor].dtype) if isinstance(a, ir.Access) else 0
+
+
+def _collective(ins: ir.Instruction, tensors: dict[str, ir.TensorDecl]) -> Cost:
+    """nki.collectives: a ring over NeuronLink (emulator/cost/neuronlink.py), not a DMA of the
+    destination."""
+    return kernel_collective(dict(ins.attrs), _access_bytes(ins.srcs[0], tensors), _access_bytes(ins.dst, tensors))
+
+
 InstructionCost = Callable[[ir.Instruction, dict[str, ir.TensorDecl]], Cost]
 
 #: engine -> cost rule of an instruction running on it (the engine comes from the instruction's
@@ -78,6 +90,8 @@ InstructionCost = Callable[[ir.Instruction, dict[str, ir.TensorDecl]], Cost]
 ENGINE_COST: dict[str, InstructionCost] = {
     TENSOR: _tensor, VECTOR: _vector, SCALAR: _scalar, GPSIMD: _gpsimd, DMA: _dma, NONE: _free_op,
 }
+#: instructions whose cost is not their engine's rule
+OP_COST: dict[str, InstructionCost] = {"collective": _collective}
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,7 @@ def _add_body(body: list[Any], tensors: dict[str, ir.TensorDecl], times: int, to
             # A data-dependent loop's trip count is data (extent 0): its body counts once.
             _add_body(st.body, tensors, times * (1 if st.data_dependent else st.extent), total, parts)
             continue
-        cost = ENGINE_COST[spec(st.op).engine_of(st.attrs)](st, tensors)
+        cost = OP_COST.get(st.op, ENGINE_COST[spec(st.op).engine_of(st.attrs)])(st, tensors)
         for engine, cycles in cost.items():
             total[engine] = total.get(engine, 0.0) + cycles * times
             parts.append(InstructionCycles(st.op, engine, cycles * times, times, _bytes(st, tensors),

@@ -183,22 +183,22 @@ _SPECS: list[OpSpec] = [
     # form), empty for all; start: an async -start whose value is (operands, results, zeros...).
     # Not pure: every device must reach every collective, used or not.
     OpSpec("all-reduce", None, {**_COLLECTIVE, "computation": "comp", "reducer": "str"},
-           "reduce each operand over the group, in group order", cost="dma", blas=False,
+           "reduce each operand over the group, in group order", cost="collective", blas=False,
            fresh=True, lifts=("computation",)),
     OpSpec("all-gather", None, {**_COLLECTIVE, "dim": "int", "start": "bool"},
-           "concatenate each operand of the group's devices along dim, in group order", cost="dma",
+           "concatenate each operand of the group's devices along dim, in group order", cost="collective",
            blas=False),
     OpSpec("reduce-scatter", None, {**_COLLECTIVE, "dim": "int", "computation": "comp", "reducer": "str"},
-           "all-reduce, then this device's piece along dim (its position in the group)", cost="dma",
+           "all-reduce, then this device's piece along dim (its position in the group)", cost="collective",
            blas=False, fresh=True, lifts=("computation",)),
     OpSpec("all-to-all", None, {**_COLLECTIVE, "split_dim": "int"},
            "split_dim >= 0: chunk i to device i, received chunks concatenated; -1: operand i to device i",
-           cost="dma", blas=False),
+           cost="collective", blas=False),
     OpSpec("collective-permute", None, {"mode": "str", "pairs": "intss", "start": "bool"},
            "the operand of this device's source (zeros without one); one operand (XLA's in-place form "
-           "with buffer and offsets is not lowered)", cost="dma", blas=False),
+           "with buffer and offsets is not lowered)", cost="collective", blas=False),
     OpSpec("collective-broadcast", None, dict(_COLLECTIVE), "the operand of the group's first device",
-           cost="dma", blas=False, fresh=True),
+           cost="collective", blas=False, fresh=True),
     # control flow: sub-programs (their instructions are costed when they run)
     OpSpec("while", 1, {"cond": "comp", "body": "comp"}, blas=False),
     OpSpec("conditional", None, {"branches": "comps", "by_index": "bool"}, blas=False),

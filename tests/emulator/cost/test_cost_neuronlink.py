@@ -1,0 +1,152 @@
+"""The NeuronLink cost model of collectives (emulator/cost/neuronlink.py): ring step counts and
+bytes per member, trn1's topology (two cores a chip, NeuronLink between chips shared by the hops
+leaving a chip), and that profiles of HLO collectives and NKI collectives carry those costs."""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+
+import hlo
+from emulator.collectives import DeviceContext, ThreadCommunicator, running_as
+from emulator.cost import constants as C
+from emulator.cost import neuronlink as nl
+from emulator.cost.engines import DMA
+from emulator.cost.kernel_ir import kernel_cost
+from emulator.kernel_ir import ir
+from tests.neuron_customcall.compiler.ours import compile_proto
+
+MB = float(1 << 20)
+ALPHA = C.HOP_LATENCY_S
+LINK, CHIP = C.NEURONLINK_BYTES_PER_SECOND_PER_CHIP, C.INTRA_CHIP_BYTES_PER_SECOND
+
+
+def _cycles(seconds: float) -> float:
+    return math.ceil(seconds * C.CLOCK_HZ)
+
+
+def test_the_documented_constants():
+    assert C.NEURONLINK_BYTES_PER_SECOND_PER_CHIP == 384 * 2**30  # trn1.32xlarge, GiB/s per device
+    assert C.CORES_PER_CHIP == 2 and 1e-6 <= C.HOP_LATENCY_S <= 2e-6  # "about 1-2 us" per hop
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 32])
+def test_ring_step_counts_and_bytes_per_member(n):
+    """all-reduce moves 2(n-1)/n of the value per member, all-gather/reduce-scatter/all-to-all (n-1)/n."""
+    s = 64 * MB
+    steps, chunk = nl.RING_STEPS["all-reduce"](n, s)
+    assert steps == 2 * (n - 1) and steps * chunk == pytest.approx(2 * (n - 1) / n * s)
+    for kind in ("all-gather", "reduce-scatter", "all-to-all"):
+        steps, chunk = nl.RING_STEPS[kind](n, s)
+        assert steps == n - 1 and steps * chunk == pytest.approx((n - 1) / n * s)
+
+
+def test_the_two_cores_of_a_chip_use_the_intra_chip_path():
+    s = 8 * MB
+    assert nl.collective_cost("all-reduce", (0, 1), s) == {DMA: _cycles(2 * (ALPHA + s / 2 / CHIP))}
+    # cores 0 and 2 are on chips 0 and 1: NeuronLink, one hop leaving each chip
+    assert nl.collective_cost("all-reduce", (0, 2), s) == {DMA: _cycles(2 * (ALPHA + s / 2 / LINK))}
+
+
+def test_hops_leaving_one_chip_share_its_neuronlink():
+    s = 8 * MB
+    # ring 0->1->2->3->0: 1->2 and 3->0 cross chips, one leaving each chip; 0->1, 2->3 on chip
+    assert nl.hop_bandwidth(nl.ring_hops((0, 1, 2, 3))) == min(LINK, CHIP)
+    # ring 0->2->1->3->0: every hop crosses; two leave each chip
+    assert nl.hop_bandwidth(nl.ring_hops((0, 2, 1, 3))) == LINK / 2
+    assert nl.collective_cost("all-gather", (0, 2, 1, 3), s) == {DMA: _cycles(3 * (ALPHA + s / 4 / (LINK / 2)))}
+    assert nl.collective_cost("all-gather", (0, 1, 2, 3), s) == {DMA: _cycles(3 * (ALPHA + s / 4 / min(LINK, CHIP)))}
+
+
+def test_permute_broadcast_and_a_group_of_one():
+    s = 4 * MB
+    assert nl.collective_cost("collective-permute", (), s, [(0, 2), (2, 0)]) == {DMA: _cycles(ALPHA + s / LINK)}
+    assert nl.collective_cost("collective-permute", (), s, [(0, 1)]) == {DMA: _cycles(ALPHA + s / CHIP)}
+    assert nl.collective_cost("collective-broadcast", (0, 1, 2, 3), s) == {
+        DMA: _cycles(3 * ALPHA + s / min(LINK, CHIP))}
+    one = nl.collective_cost("all-reduce", (3,), s)
+    assert one == {DMA: C.DMA_FIXED_CYCLES + math.ceil(s / C.DMA_BYTES_PER_CYCLE)}  # a copy, no link
+
+
+def test_latency_dominates_small_and_bandwidth_large_values():
+    small = nl.collective_cost("all-reduce", tuple(range(8)), 1024)[DMA]
+    assert small == pytest.approx(14 * ALPHA * C.CLOCK_HZ, rel=0.01)  # 2(n-1) hops of latency
+    big = nl.collective_cost("all-reduce", tuple(range(8)), 256 * MB)[DMA]
+    assert big == pytest.approx(2 * 7 / 8 * 256 * MB / min(LINK, CHIP) * C.CLOCK_HZ, rel=0.03)  # latency: 2%
+
+
+_PROGRAM = """HloModule m, replica_count=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[256,1024] parameter(0)
+  ar = f32[256,1024] all-reduce(p), replica_groups={{0,2,1,3}}, to_apply=add
+  ag = f32[512,1024] all-gather(p), replica_groups={{0,1},{2,3}}, dimensions={0}
+  cp = f32[256,1024] collective-permute(p), source_target_pairs={{0,2},{2,0},{1,3},{3,1}}
+  ROOT t = (f32[256,1024], f32[512,1024], f32[256,1024]) tuple(ar, ag, cp)
+}"""
+
+
+def test_a_profile_on_four_cores_shows_the_neuronlink_costs():
+    # one executable per device: an executable's profile records into one timeline
+    exes = [compile_proto(hlo.load(_PROGRAM).to_bytes()) for _ in range(4)]
+    world = ThreadCommunicator(4, 60)
+    profiles: list = [None] * 4
+    errors: list = []
+
+    def device(d: int) -> None:
+        try:
+            with running_as(DeviceContext(d, 0, 4, 1, world.endpoint(d))):
+                profiles[d] = exes[d].profile([np.ones((256, 1024), np.float32)])[1]
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            world.abort(d, e)
+    threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    s = 256 * 1024 * 4
+    want = {"all-reduce": nl.collective_cost("all-reduce", (0, 2, 1, 3), s)[DMA],
+            "all-gather": nl.collective_cost("all-gather", (0, 1), 2 * s)[DMA],
+            "collective-permute": _cycles(ALPHA + s / (LINK / 2))}  # two pairs leave each chip
+    for prof in profiles:
+        got = {t.op: t.cycles for t in prof.top(20) if t.op in want}
+        assert got == pytest.approx(want)
+    # the whole-ring all-reduce over chips is slower than the on-chip all-gather pair
+    assert want["all-reduce"] > want["all-gather"]
+
+
+def _kernel(body, tensors):
+    return ir.KernelIR(name="k", grid=(), tensors=tensors, inputs=("a",), outputs=("b",), body=body)
+
+
+def test_nki_collectives_are_costed_on_the_ring_not_as_a_dma():
+    tensors = {"a": ir.TensorDecl("a", (128, 512), "float32", "hbm"),
+               "b": ir.TensorDecl("b", (128, 512), "float32", "hbm")}
+    src, dst = ir.Access("a", (128, 512), ()), ir.Access("b", (128, 512), ())
+    s = 128 * 512 * 4
+    body = [ir.Instruction("collective", dst, (src,), {"kind": "all_reduce", "groups": [0, 1, 2, 3],
+                                                       "group_size": 4, "op": "add"})]
+    cost = kernel_cost(_kernel(body, tensors))
+    assert cost[DMA] == nl.collective_cost("all-reduce", (0, 1, 2, 3), s)[DMA]
+    permute = [ir.Instruction("collective", dst, (src,), {"kind": "permute", "pairs": [0, 2, 2, 0]})]
+    assert kernel_cost(_kernel(permute, tensors))[DMA] == _cycles(ALPHA + s / LINK)
+
+
+def test_ragged_all_to_all_is_costed_by_its_input_as_an_all_to_all():
+    from types import SimpleNamespace
+
+    ctx = SimpleNamespace(op="ragged-all-to-all", name="r", attrs={"mode": "cross_replica", "groups": [[0, 1, 2, 3]]},
+                          type=["f32", [64, 128]], in_types=[["f32", [32, 128]], ["f32", [64, 128]], ["s32", [4]],
+                                                             ["s32", [4]], ["s32", [4]], ["s32", [4]]])
+    world = ThreadCommunicator(4, 10)
+    with running_as(DeviceContext(1, 0, 4, 1, world.endpoint(1))):
+        got = nl.instruction_coster(ctx)()
+    assert got == nl.collective_cost("all-to-all", (0, 1, 2, 3), 32 * 128 * 4)
