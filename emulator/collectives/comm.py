@@ -1,9 +1,12 @@
 """What a collective asks of the other devices: the Communicator protocol and its errors.
 
-Why a protocol of two primitives: every HLO collective is, on the emulator, an exchange of whole
+Why a protocol of three primitives: every HLO collective is, on the emulator, an exchange of
 arrays followed by local NumPy work (reduce in group order, concatenate, pick a chunk). Keeping
-the transport to `all_gather` and `permute` lets threads of one process (local.py) and, later,
-processes on torch.distributed implement it without knowing any HLO semantics.
+the transport to `all_gather`, `all_to_all` and `permute` lets threads of one process (local.py)
+and processes on torch.distributed (neuron_customcall/distributed) implement it without knowing
+any HLO semantics. `all_to_all` (a distinct piece for each member) is what makes the reducing
+collectives move (n-1)/n of the bytes instead of n-1 times them: reduce-scatter is an all_to_all
+of the pieces then a fold, all-reduce that followed by an all_gather of the folded pieces.
 
 A Communicator is one device's endpoint: it knows its own flat device id (replica *
 num_partitions + partition) and numbers its calls. The k-th call of every device belongs to the
@@ -52,6 +55,11 @@ class Communicator(Protocol):
         """Every member's `value`, in `group` order (this device is a member)."""
         ...
 
+    def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
+        """pieces[i] goes to group[i]; returns what every member sent to this device, in `group`
+        order. Pieces share one dtype; their shapes may differ (uneven chunks, ragged rows)."""
+        ...
+
     def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
         """Send `value` to this device's targets in (source, target) `pairs`; return what this device
         receives, or None when it is no pair's target."""
@@ -73,6 +81,11 @@ class SoloCommunicator:
             raise CollectiveError(f"{op or 'a collective'}: group {list(group)} in a world of one device",
                                   devices=[d for d in group if d != 0])
         return [value]
+
+    def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
+        if len(pieces) != 1:
+            raise CollectiveError(f"{op or 'a collective'}: {len(pieces)} pieces for a group of {len(group)}")
+        return self.all_gather(group, pieces[0], op=op)
 
     def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
         bad = [p for p in pairs if tuple(p) != (0, 0)]

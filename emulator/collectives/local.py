@@ -46,10 +46,10 @@ def default_timeout() -> float:
 class _Entry:
     """One device's deposit at one sequence number."""
 
-    kind: str                      # "gather" or "permute"
-    key: tuple                     # the group (gather) or the pairs (permute)
+    kind: str                      # "gather", "all-to-all" or "permute"
+    key: tuple                     # the group (gather, all-to-all) or the pairs (permute)
     op: str
-    value: np.ndarray | None
+    value: np.ndarray | list[np.ndarray] | None  # an all-to-all's pieces, in group order
     readers: set[int] = field(default_factory=set)  # devices that still have to read it
 
 
@@ -150,32 +150,56 @@ class ThreadCommunicator:
             if not slot:
                 del self._slots[seq]
 
-    def all_gather(self, device: int, seq: int, group: tuple[int, ...], value: np.ndarray,
-                   op: str) -> list[np.ndarray]:
+    def _check_group(self, device: int, group: tuple[int, ...], op: str) -> None:
         if device not in group:
             raise CollectiveError(f"{op}: device {device} gathers in group {list(group)} without being in it")
         bad = [d for d in group if not 0 <= d < self.world_size]
         if bad:
             raise CollectiveError(f"{op}: group {list(group)} names devices {bad} of a world of "
                                   f"{self.world_size}", devices=bad)
+
+    def _meet(self, device: int, seq: int, kind: str, group: tuple[int, ...], value: object,
+              op: str) -> dict[int, _Entry]:
+        """Deposit `value` (a gather's array, an all-to-all's pieces) and wait for the group's."""
+        self._deposit(device, seq, _Entry(kind, group, op, value, readers=set(group)))  # type: ignore[arg-type]
+        what = f"{op} (call {seq}) in group {list(group)}"
+
+        def check(d: int, e: _Entry) -> None:
+            if e.kind != kind or e.key != group or e.op != op:
+                other = f"{e.op} in group {list(e.key)}" if e.kind != "permute" else f"{e.op} (a permute)"
+                raise self._mismatch(device, CollectiveError(
+                    f"mismatched collectives at call {seq}: device {device} runs {op} in group "
+                    f"{list(group)}, device {d} runs {other}", devices=[d]))
+        return self._wait(device, seq, group, check, what)
+
+    def all_gather(self, device: int, seq: int, group: tuple[int, ...], value: np.ndarray,
+                   op: str) -> list[np.ndarray]:
+        self._check_group(device, group, op)
         if len(group) == 1:
             with self._cond:
                 self._raise_if_failed(device)
             return [value]
-        entry = _Entry("gather", group, op, _private(value, len(group)), readers=set(group))
-        self._deposit(device, seq, entry)
-        what = f"{op} (call {seq}) in group {list(group)}"
-
-        def check(d: int, e: _Entry) -> None:
-            if e.kind != "gather" or e.key != group or e.op != op:
-                other = f"{e.op} in group {list(e.key)}" if e.kind == "gather" else f"{e.op} (a permute)"
-                raise self._mismatch(device, CollectiveError(
-                    f"mismatched collectives at call {seq}: device {device} runs {op} in group "
-                    f"{list(group)}, device {d} runs {other}", devices=[d]))
-        entries = self._wait(device, seq, group, check, what)
+        entries = self._meet(device, seq, "gather", group, _private(value, len(group)), op)
         values = [entries[d].value for d in group]
         self._done_reading(device, seq, entries)
         return values  # type: ignore[return-value]
+
+    def all_to_all(self, device: int, seq: int, group: tuple[int, ...], pieces: Sequence[np.ndarray],
+                   op: str) -> list[np.ndarray]:
+        """pieces[i] to group[i]; each piece is copied once (its one reader may keep it)."""
+        self._check_group(device, group, op)
+        if len(pieces) != len(group):
+            raise CollectiveError(f"{op}: {len(pieces)} pieces for a group of {len(group)} devices {list(group)}")
+        if len(group) == 1:
+            with self._cond:
+                self._raise_if_failed(device)
+            return [pieces[0]]
+        me = group.index(device)
+        entries = self._meet(device, seq, "all-to-all", group,
+                             [p if i == me else _private(p, 1) for i, p in enumerate(pieces)], op)
+        values = [entries[d].value[me] for d in group]  # type: ignore[index]
+        self._done_reading(device, seq, entries)
+        return values
 
     def permute(self, device: int, seq: int, pairs: Sequence[tuple[int, int]], value: np.ndarray,
                 op: str) -> np.ndarray | None:
@@ -219,6 +243,9 @@ class ThreadEndpoint:
 
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
         return self.world.all_gather(self.device, self._next(), tuple(group), value, op or "a collective")
+
+    def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
+        return self.world.all_to_all(self.device, self._next(), tuple(group), pieces, op or "a collective")
 
     def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
         return self.world.permute(self.device, self._next(), pairs, value, op or "a collective")

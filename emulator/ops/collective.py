@@ -114,15 +114,6 @@ class _Combiner:
         return acc
 
 
-def _reduce_in_order(values: Sequence[np.ndarray], combiner: _Combiner, dt: np.dtype,
-                     shape: tuple[int, ...]) -> np.ndarray:
-    """The fold of `values`, of the declared dtype and shape, the caller's own."""
-    acc = combiner.fold(values)
-    if acc.dtype == dt and acc.shape == shape and acc.flags.writeable and acc.flags.c_contiguous:
-        return acc
-    return np.array(np.broadcast_to(acc.astype(dt, copy=False), shape), dtype=dt, copy=True)
-
-
 def _check_shapes(what: str, group: tuple[int, ...], results: Sequence[np.ndarray],
                   outs: Sequence[tuple[np.dtype, tuple[int, ...]]]) -> None:
     """Refuse a result whose shape the group size made differ from the declared one (empty
@@ -140,27 +131,62 @@ def _exchange(dev: DeviceContext, group: tuple[int, ...], xs: Sequence[np.ndarra
             for k, a in enumerate(arrays)]
 
 
+#: Below this many bytes an all-reduce gathers whole values (one exchange); from it on, it
+#: reduce-scatters then all-gathers the folded pieces (two exchanges, (n-1)/n of the bytes each).
+CHUNKED_ALL_REDUCE_BYTES = 64 * 1024
+
+
+def _fold_pieces(comm: Any, group: tuple[int, ...], pieces: Sequence[np.ndarray], combiner: _Combiner,
+                 op: str) -> np.ndarray:
+    """pieces[i] to group member i; the fold, in group order, of the pieces this device gets."""
+    return combiner.fold(comm.all_to_all(group, pieces, op=op))
+
+
+def _all_reduce_chunked(comm: Any, group: tuple[int, ...], x: np.ndarray, combiner: _Combiner,
+                        dt: np.dtype, op: str) -> np.ndarray:
+    """Reduce-scatter of the flattened value in len(group) chunks (each member folds its chunk
+    in group order), then an all-gather of the folded chunks: every member's result has the
+    bits of the whole fold, while each moves 2(n-1)/n of the value instead of n-1 times it and
+    folds 1/n of it."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    mine = _fold_pieces(comm, group, np.array_split(flat, len(group)), combiner, f"{op} reduce-scatter")
+    chunks = comm.all_gather(group, mine.astype(dt, copy=False), op=f"{op} all-gather")
+    return np.concatenate(chunks).reshape(x.shape)
+
+
 def _reducing(ctx: HandlerContext, scatter: bool) -> Callable:
-    """all-reduce, or reduce-scatter (`scatter`: this device keeps its piece along `dim`)."""
+    """all-reduce, or reduce-scatter (`scatter`: this device keeps its piece along `dim`). The
+    recognised reducers of an all-reduce of at least CHUNKED_ALL_REDUCE_BYTES go through
+    _all_reduce_chunked; a reduce-scatter sends each member only its piece."""
     find = _group_finder(ctx)
     outs = _results(ctx)
     combiners = [_Combiner(ctx, dt) for dt, _ in outs]
     dim = ctx.attrs["dim"] if scatter else 0
     what = _what(ctx)
 
+    def one(dev: DeviceContext, group: tuple[int, ...], k: int, x: np.ndarray, dt: np.dtype,
+            shape: tuple[int, ...], combiner: _Combiner) -> np.ndarray:
+        x = np.asarray(x)
+        op = f"{what}[{k}] {x.dtype}{list(x.shape)}"
+        comm = dev.communicator
+        if scatter:
+            if x.shape[dim] != shape[dim] * len(group):
+                raise CollectiveError(f"{what}: dimension {dim} of {list(x.shape)} does not scatter over a group "
+                                      f"of {len(group)} devices {list(group)} into {list(shape)}")
+            acc = _fold_pieces(comm, group, np.split(x, len(group), axis=dim), combiner, op)
+        elif len(group) > 1 and combiner.ufunc is not None and x.nbytes >= CHUNKED_ALL_REDUCE_BYTES:
+            acc = _all_reduce_chunked(comm, group, x, combiner, dt, op)
+        else:
+            acc = combiner.fold(comm.all_gather(group, x, op=op))
+        if acc.dtype == dt and acc.shape == shape and acc.flags.writeable and acc.flags.c_contiguous:
+            return acc
+        return np.array(np.broadcast_to(acc.astype(dt, copy=False), shape), dtype=dt, copy=True)
+
     def run(*xs: np.ndarray) -> Any:
         dev = current()
         group = find(dev)
-        piece: tuple = ()
-        if scatter:
-            for x, (_, shape) in zip(xs, outs):
-                if x.shape[dim] != shape[dim] * len(group):
-                    raise CollectiveError(f"{what}: dimension {dim} of {list(x.shape)} does not scatter over a group "
-                                          f"of {len(group)} devices {list(group)} into {list(shape)}")
-            me, n = group.index(dev.device), outs[0][1][dim]
-            piece = (slice(None),) * dim + (slice(me * n, (me + 1) * n),)
-        results = [_reduce_in_order([v[piece] for v in values] if scatter else values, combiner, dt, shape)
-                   for values, (dt, shape), combiner in zip(_exchange(dev, group, xs, what), outs, combiners)]
+        results = [one(dev, group, k, x, dt, shape, combiner)
+                   for k, (x, (dt, shape), combiner) in enumerate(zip(xs, outs, combiners))]
         return _package(ctx, xs, results)
     return run
 
@@ -203,21 +229,20 @@ def _all_to_all(ctx: HandlerContext) -> Callable:
     def all_to_all(*xs: np.ndarray) -> Any:
         dev = current()
         group = find(dev)
-        me = group.index(dev.device)
         n = len(group)
         if split >= 0:
             (x,) = xs
             x = np.asarray(x)
             if x.shape[split] % n:
                 raise CollectiveError(f"{what}: dimension {split} of {list(x.shape)} does not split in {n}")
-            values = dev.communicator.all_gather(group, x, op=what)
-            c = x.shape[split] // n
-            idx = (slice(None),) * split + (slice(me * c, (me + 1) * c),)
-            return np.concatenate([v[idx] for v in values], axis=split)
+            values = dev.communicator.all_to_all(group, np.split(x, n, axis=split),
+                                                 op=f"{what} {x.dtype}{list(x.shape)}")
+            return np.concatenate(values, axis=split)
         if len(xs) != n:
             raise CollectiveError(f"{what}: {len(xs)} operands for a group of {n} devices")
-        received = _exchange(dev, group, xs, what)
-        return tuple(np.array(received[me][j], copy=True) for j in range(n))
+        # one shape for every operand (the verifier's rule, as XLA's)
+        received = dev.communicator.all_to_all(group, [np.asarray(x) for x in xs], op=what)
+        return tuple(np.array(v, copy=True) for v in received)
     return all_to_all
 
 
@@ -259,3 +284,48 @@ def _collective_broadcast(ctx: HandlerContext) -> Callable:
         results = [np.array(values[0], copy=True) for values in _exchange(dev, group, xs, what)]
         return tuple(results) if ctx.type[0] == TUPLE else results[0]
     return collective_broadcast
+
+
+@handles("ragged-all-to-all")
+def _ragged_all_to_all(ctx: HandlerContext) -> Callable:
+    """XLA's RaggedAllToAll: for group member j (and update k when the offsets are [n, updates]),
+    rows input[input_offsets[j,k] : +send_sizes[j,k]] go to member j, which writes them at
+    output_offsets[j,k] of its output (the offsets are in the target's output); everything else
+    of `output` is kept. Each member first sends each other member its (output offset, rows)
+    list, then the rows, in one all_to_all each. recv_sizes is what the senders' send_sizes
+    say (XLA does not read it either). A range outside input or output is an error, not a
+    clipped copy."""
+    find = _group_finder(ctx)
+    what = _what(ctx)
+
+    def ragged_all_to_all(data: np.ndarray, output: np.ndarray, in_off: np.ndarray, sizes: np.ndarray,
+                          out_off: np.ndarray, recv_sizes: np.ndarray) -> np.ndarray:
+        dev = current()
+        group = find(dev)
+        n = len(group)
+        data = np.asarray(data)
+        in_off, sizes, out_off = (np.asarray(a, np.int64).reshape(n, -1) for a in (in_off, sizes, out_off))
+        if in_off.shape[0] != n:
+            raise CollectiveError(f"{what}: offsets for {in_off.shape[0]} devices in a group of {n} {list(group)}")
+        rows = data.shape[0]
+        bad = (in_off < 0) | (sizes < 0) | (in_off + sizes > rows)
+        if bad.any():
+            j, k = map(int, np.argwhere(bad)[0])
+            raise CollectiveError(f"{what}: device {dev.device} sends rows {int(in_off[j, k])}:"
+                                  f"{int(in_off[j, k] + sizes[j, k])} of an input of {rows} rows")
+        metas = [np.stack([out_off[j], sizes[j]], axis=1) for j in range(n)]
+        pieces = [np.concatenate([data[o:o + s] for o, s in zip(in_off[j], sizes[j])]) for j in range(n)]
+        got_meta = dev.communicator.all_to_all(group, metas, op=f"{what} offsets")
+        got = dev.communicator.all_to_all(group, pieces, op=f"{what} {data.dtype}{list(data.shape[1:])}")
+        result = np.array(output, copy=True)
+        limit = result.shape[0]
+        for i, (meta, block) in enumerate(zip(got_meta, got)):
+            start = 0
+            for o, s in np.asarray(meta, np.int64).reshape(-1, 2):
+                if o < 0 or o + s > limit:
+                    raise CollectiveError(f"{what}: device {group[i]} writes rows {int(o)}:{int(o + s)} of device "
+                                          f"{dev.device}'s output of {limit} rows")
+                result[o:o + s] = block[start:start + s]
+                start += s
+        return result
+    return ragged_all_to_all

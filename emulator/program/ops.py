@@ -194,6 +194,11 @@ _SPECS: list[OpSpec] = [
     OpSpec("all-to-all", None, {**_COLLECTIVE, "split_dim": "int"},
            "split_dim >= 0: chunk i to device i, received chunks concatenated; -1: operand i to device i",
            cost="collective", blas=False),
+    OpSpec("ragged-all-to-all", 6, dict(_COLLECTIVE),
+           "(input, output, input_offsets, send_sizes, output_offsets, recv_sizes): rows "
+           "input[input_offsets[j]:+send_sizes[j]] to group member j, written at output_offsets[j] of "
+           "its output ([n] or [n, updates] offsets); the rest of output unchanged", cost="collective",
+           blas=False, fresh=True),
     OpSpec("collective-permute", None, {"mode": "str", "pairs": "intss", "start": "bool"},
            "the operand of this device's source (zeros without one); one operand (XLA's in-place form "
            "with buffer and offsets is not lowered)", cost="collective", blas=False),

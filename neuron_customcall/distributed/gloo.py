@@ -32,11 +32,11 @@ from emulator.collectives.local import ThreadCommunicator, default_timeout
 
 log = logging.getLogger(__name__)
 
-#: header: sequence, instruction digest, group digest, kind (1 gather, 2 permute), byte count,
+#: header: sequence, instruction digest, group digest, kind (1 gather, 2 permute, 3 all-to-all), byte count,
 #: dtype digest, ndim, then up to _MAX_DIMS dimensions
 _MAX_DIMS = 16
 _HEADER = 7 + _MAX_DIMS
-_GATHER, _PERMUTE = 1, 2
+_GATHER, _PERMUTE, _ALL_TO_ALL = 1, 2, 3
 
 
 def _digest(text: str) -> int:
@@ -105,20 +105,42 @@ class GlooCommunicator:
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
         group = tuple(int(d) for d in group)
         op = op or "a collective"
-        if self.device not in group:
-            raise CollectiveError(f"{op}: device {self.device} gathers in group {list(group)} without being in it")
-        bad = [d for d in group if not 0 <= d < self.world_size]
-        if bad:
-            raise CollectiveError(f"{op}: group {list(group)} names devices {bad} of a world of "
-                                  f"{self.world_size} processes", devices=bad)
+        self._check_group(group, op)
         self._seq += 1
         local = tuple(d for d in group if self._ranks[d] == self.rank)
         values: dict[int, np.ndarray] = {}
         if len(local) > 1:
             values.update(zip(local, self._local().all_gather(self.device, self._seq, local, value, op)))
         peers = tuple(d for d in group if self._ranks[d] != self.rank)
-        values.update(self._exchange(_GATHER, f"{op} {group}", value, op, send_to=peers, receive_from=peers))
+        values.update(self._exchange(_GATHER, f"{op} {group}", dict.fromkeys(peers, value), value, op,
+                                     receive_from=peers))
         return [value if d == self.device else values[d] for d in group]
+
+    def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
+        group = tuple(int(d) for d in group)
+        op = op or "a collective"
+        self._check_group(group, op)
+        if len(pieces) != len(group):
+            raise CollectiveError(f"{op}: {len(pieces)} pieces for a group of {len(group)} devices {list(group)}")
+        self._seq += 1
+        local = tuple(d for d in group if self._ranks[d] == self.rank)
+        values: dict[int, np.ndarray] = {}
+        if len(local) > 1:
+            mine = [pieces[group.index(d)] for d in local]
+            values.update(zip(local, self._local().all_to_all(self.device, self._seq, local, mine, op)))
+        peers = tuple(d for d in group if self._ranks[d] != self.rank)
+        sends = {d: np.asarray(pieces[group.index(d)]) for d in peers}
+        values.update(self._exchange(_ALL_TO_ALL, f"{op} {group}", sends, np.asarray(pieces[0]), op,
+                                     receive_from=peers))
+        return [pieces[i] if d == self.device else values[d] for i, d in enumerate(group)]
+
+    def _check_group(self, group: tuple[int, ...], op: str) -> None:
+        if self.device not in group:
+            raise CollectiveError(f"{op}: device {self.device} gathers in group {list(group)} without being in it")
+        bad = [d for d in group if not 0 <= d < self.world_size]
+        if bad:
+            raise CollectiveError(f"{op}: group {list(group)} names devices {bad} of a world of "
+                                  f"{self.world_size} processes", devices=bad)
 
     def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
         key = tuple((int(s), int(t)) for s, t in pairs)
@@ -131,7 +153,7 @@ class GlooCommunicator:
             local_value = self._local().permute(self.device, self._seq, between, value, op)
         targets = tuple(t for s, t in key if s == self.device and self._ranks[t] != here)
         sources = [s for s, t in key if t == self.device]
-        values = self._exchange(_PERMUTE, f"{op} {key}", value, op, send_to=targets,
+        values = self._exchange(_PERMUTE, f"{op} {key}", dict.fromkeys(targets, value), value, op,
                                 receive_from=tuple(s for s in sources if self._ranks[s] != here))
         if not sources:
             return None
@@ -166,47 +188,73 @@ class GlooCommunicator:
         return ((self._seq * w + source) * w + target) * 2 % (1 << 30) + phase
 
     # -- the exchange ------------------------------------------------------------------------------
-    def _exchange(self, kind: int, what: str, value: np.ndarray, op: str, send_to: tuple[int, ...],
+    def _exchange(self, kind: int, what: str, sends: dict[int, np.ndarray], like: np.ndarray, op: str,
                   receive_from: tuple[int, ...]) -> dict[int, np.ndarray]:
-        """Send `value` to `send_to`, and return the values of `receive_from`: first the headers,
-        checked equal to this device's, then the bytes."""
+        """Send sends[d] to each device d, and return the values of `receive_from`: first the
+        headers, whose call, instruction, group, kind and dtype must equal this device's (shapes
+        may differ: uneven chunks), then the bytes, received into arrays of the headers' shapes.
+        `like`: an array of the dtype every value has (what this device would send)."""
         import torch
 
         if self._failure is not None:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
-        if not send_to and not receive_from:
+        if not sends and not receive_from:
             return {}
-        value = np.asarray(value)
-        if not value.flags.c_contiguous:  # (not np.ascontiguousarray: it makes a scalar 1-d)
-            value = value.copy(order="C")
-        if value.ndim > _MAX_DIMS:
-            raise CollectiveError(f"{op}: a value of {value.ndim} dimensions (at most {_MAX_DIMS} cross processes)")
-        header = np.zeros(_HEADER, np.int64)
-        header[:7] = (self._seq, _digest(op), _digest(what), kind, value.nbytes, _digest(value.dtype.str), value.ndim)
-        header[7:7 + value.ndim] = value.shape
+        dtype = np.asarray(like).dtype
+        outs: dict[int, np.ndarray] = {}
+        ready: dict[int, np.ndarray] = {}  # id(value) -> its sendable form (a gather sends one value to all)
+        for d, value in sends.items():
+            out = ready.get(id(value))
+            if out is None:
+                out = np.asarray(value)
+                if not (out.flags.c_contiguous and out.flags.writeable):  # torch wants a writeable buffer
+                    out = out.copy(order="C")  # (not np.ascontiguousarray: it makes a scalar 1-d)
+                if out.ndim > _MAX_DIMS:
+                    raise CollectiveError(f"{op}: a value of {out.ndim} dimensions (at most {_MAX_DIMS} cross "
+                                          "processes)")
+                if out.dtype != dtype:
+                    raise CollectiveError(f"{op}: pieces of types {dtype} and {out.dtype}")
+                ready[id(value)] = out
+            outs[d] = out
+        mine = np.array((self._seq, _digest(op), _digest(what), kind, _digest(dtype.str)), np.int64)
+        sent_headers = {d: self._header(mine, v) for d, v in outs.items()}
         headers = {d: np.empty(_HEADER, np.int64) for d in receive_from}
-        self._transfer(torch, header, send_to, headers, 0, op)
+        self._transfer(torch, sent_headers, headers, 0, op)
+        shapes = {}
         for d, h in headers.items():
-            if not np.array_equal(h, header):
+            if not np.array_equal(h[[0, 1, 2, 3, 5]], mine):
                 at = f"call {int(h[0])}" if h[0] != self._seq else "the same call"
                 raise self._fail(CollectiveError(
                     f"mismatched collectives at call {self._seq}: device {self.device} runs {op} on "
-                    f"{value.dtype}{list(value.shape)}; device {d}, at {at}, runs another instruction, group or "
-                    f"value type", devices=[d]))
-        payload = value.reshape(-1).view(np.uint8)
-        received = {d: np.empty(value.nbytes, np.uint8) for d in receive_from}
-        self._transfer(torch, payload, send_to, received, 1, op)
-        return {d: b.view(value.dtype).reshape(value.shape) for d, b in received.items()}
+                    f"{dtype} values; device {d}, at {at}, runs another instruction, group or value type",
+                    devices=[d]))
+            shape = tuple(int(n) for n in h[7:7 + int(h[6])])
+            if not 0 <= h[6] <= _MAX_DIMS or int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != h[4]:
+                raise self._fail(CollectiveError(f"{op}: device {d} announced {int(h[4])} bytes of shape "
+                                                 f"{list(shape)}", devices=[d]))
+            shapes[d] = shape
+        received = {d: np.empty(shapes[d], dtype) for d in receive_from}
+        self._transfer(torch, {d: v.reshape(-1).view(np.uint8) for d, v in outs.items()},
+                       {d: b.reshape(-1).view(np.uint8) for d, b in received.items()}, 1, op)
+        return received
 
-    def _transfer(self, torch: Any, out: np.ndarray, send_to: tuple[int, ...], into: dict[int, np.ndarray],
+    @staticmethod
+    def _header(mine: np.ndarray, value: np.ndarray) -> np.ndarray:
+        header = np.zeros(_HEADER, np.int64)
+        header[[0, 1, 2, 3, 5]] = mine
+        header[4], header[6] = value.nbytes, value.ndim
+        header[7:7 + value.ndim] = value.shape
+        return header
+
+    def _transfer(self, torch: Any, outs: dict[int, np.ndarray], into: dict[int, np.ndarray],
                   phase: int, op: str) -> None:
-        """Point-to-point: `out` to every device of `send_to`, each `into[d]` from device d (all
-        posted before any wait, so no order of peers can deadlock). gloo's all_gather was 5-15x
-        slower than this on localhost for 16 MB."""
+        """Point-to-point: outs[d] to every device d, each `into[d]` from device d (all posted
+        before any wait, so no order of peers can deadlock). gloo's all_gather was 5-15x slower
+        than this on localhost for 16 MB."""
         group, ranks = self._process_group(), self._ranks
-        sent = torch.from_numpy(out if out.flags.writeable else out.copy())
         try:
-            works = [group.send([sent], ranks[d], self._tag(self.device, d, phase)) for d in send_to]
+            works = [group.send([torch.from_numpy(out)], ranks[d], self._tag(self.device, d, phase))
+                     for d, out in outs.items()]
             works += [group.recv([torch.from_numpy(buf)], ranks[d], self._tag(d, self.device, phase))
                       for d, buf in into.items()]
             for w in works:
@@ -214,7 +262,7 @@ class GlooCommunicator:
         except Exception as e:  # noqa: BLE001 - gloo's errors: a closed connection, a timeout
             text = str(e).splitlines()[0] if str(e) else type(e).__name__
             cls = CollectiveTimeout if "timed out" in text.lower() or "timeout" in text.lower() else CollectiveError
-            peers = sorted(set(send_to) | set(into))
+            peers = sorted(set(outs) | set(into))
             raise self._fail(cls(f"{op} (call {self._seq}) over torch.distributed failed: a peer process "
                                  f"(device(s) {peers} on process(es) {sorted({ranks[d] for d in peers})}) died, "
                                  f"hung past {self.timeout_s:g} s (NEURON_RT_EXEC_TIMEOUT) or left: {text}",

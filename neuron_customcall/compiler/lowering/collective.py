@@ -100,6 +100,11 @@ def _collective_permute(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
                                   "start": inst.opcode == "collective-permute-start"}
 
 
+@lowers("ragged-all-to-all")
+def _ragged_all_to_all(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    return "ragged-all-to-all", _group_attrs(inst)
+
+
 @lowers("collective-broadcast")
 def _collective_broadcast(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     return "collective-broadcast", _group_attrs(inst)
@@ -189,6 +194,28 @@ def _all_to_all_shapes(inst: Any) -> None:
         return
     if [t for s in ops for t in leaf_types(s)] != leaf_types(out) or len(set(leaf_types(out))) > 1:
         fail(inst, f"tuple all-to-all of {[str(s) for s in ops]} gives operands of one shape, not {out}")
+
+
+@shape_rule("ragged-all-to-all")
+def _ragged_all_to_all_shapes(inst: Any) -> None:
+    """(input, output, input_offsets, send_sizes, output_offsets, recv_sizes) -> output's shape;
+    the four index operands of one shape, [group size] or [group size, updates], s32 or s64."""
+    ops, out = shapes(inst)
+    if len(ops) != 6:
+        fail(inst, f"ragged-all-to-all takes 6 operands (input, output, input_offsets, send_sizes, "
+                   f"output_offsets, recv_sizes), not {len(ops)}")
+    data, output, *index = ops
+    if leaf_types(output) != leaf_types(out) or data.element_type != output.element_type or \
+            data.rank != output.rank or data.rank < 1 or list(data.dimensions[1:]) != list(output.dimensions[1:]):
+        fail(inst, f"ragged-all-to-all of {data} into {output} gives {out}: the output's shape, the same element "
+                   "type and the same dimensions but the first")
+    kinds = {(s.element_type, tuple(s.dimensions)) for s in index}
+    if len(kinds) != 1 or any(s.element_type not in ("S32", "S64") or s.rank not in (1, 2) for s in index):
+        fail(inst, f"ragged-all-to-all offsets and sizes {[str(s) for s in index]}: one shape, [n] or [n,updates], "
+                   "of s32 or s64")
+    n = _group_size(inst)
+    if n is not None and index[0].dimensions[0] != n:
+        fail(inst, f"ragged-all-to-all offsets {index[0]} for groups of {n} devices")
 
 
 @shape_rule("collective-permute", "collective-permute-start")

@@ -258,6 +258,12 @@ ENTRY e {
      "needs a channel_id"),
     ("ROOT r = f32[9,5] all-gather(p), replica_groups={{0,1}}, dimensions={0}", "groups of 2"),
     ("ROOT r = f32[2,5] reduce-scatter(p), replica_groups={{0,1,2}}, dimensions={0}, to_apply=add", "groups of 3"),
+    ("o = s32[2] constant({0,0})\n  ROOT r = f32[3,5] ragged-all-to-all(p, p, o, o, o, o), replica_groups={{0,1,2,3}}",
+     "offsets s32\\[2\\]\\{0\\} for groups of 4 devices"),
+    ("o = f32[4] constant({0,0,0,0})\n  ROOT r = f32[3,5] ragged-all-to-all(p, p, o, o, o, o), replica_groups={}",
+     "of s32 or s64"),
+    ("o = s32[4] constant({0,0,0,0})\n  ROOT r = f32[3,5] ragged-all-to-all(p, p, o, o, o), replica_groups={}",
+     "takes 6 operands"),
 ])
 def test_malformed_collectives_are_compile_errors(body, message):
     text = f"""
@@ -283,3 +289,117 @@ def test_a_device_hanging_outside_any_collective_does_not_hang_the_caller():
     with pytest.raises(CollectiveTimeout, match=r"devices \[1\] did not arrive"):
         run_devices(Hanging(), _inputs(4), 4, 1, timeout_s=0.5)
     assert time.monotonic() - t0 < 6  # the timeout and the abort grace, not the 8 s
+
+
+CHUNKED = f"""
+HloModule m, replica_count=4
+{ADD}
+ENTRY e {{
+  p = f32[300,101] parameter(0)
+  ROOT r = f32[300,101] all-reduce(p), replica_groups={{{{3,1,0,2}}}}, to_apply=add
+}}
+"""
+
+
+def test_a_large_all_reduce_reduce_scatters_then_gathers_with_the_bits_of_the_whole_fold(monkeypatch):
+    """Above CHUNKED_ALL_REDUCE_BYTES every member folds only its chunk (all_to_all), in group
+    order: the result is the same bits as gathering whole values and folding them."""
+    from emulator.collectives.local import ThreadEndpoint
+    from emulator.ops import collective
+
+    calls = []
+    real = ThreadEndpoint.all_to_all
+
+    def spy(self, group, pieces, *, op=""):
+        calls.append([p.size for p in pieces])
+        return real(self, group, pieces, op=op)
+    monkeypatch.setattr(ThreadEndpoint, "all_to_all", spy)
+    ins = _inputs(4, (300, 101), seed=3)
+    exe = _compile(CHUNKED)
+    chunked = run_devices(exe, ins, 4, 1, timeout_s=30)
+    assert len(calls) == 4 and all(sizes == [7575] * 4 for sizes in calls)  # 30300 elements in 4 chunks
+    monkeypatch.setattr(collective, "CHUNKED_ALL_REDUCE_BYTES", 1 << 40)
+    whole = run_devices(_compile(CHUNKED), ins, 4, 1, timeout_s=30)
+    assert len(calls) == 4
+    x = [i[0] for i in ins]
+    want = ((x[3] + x[1]) + x[0]) + x[2]
+    for a, b in zip(chunked, whole):
+        np.testing.assert_array_equal(a[0], want)
+        np.testing.assert_array_equal(b[0], want)
+
+
+
+def _ragged_reference(inputs, outputs, in_off, sizes, out_off):
+    """XLA's RaggedAllToAll on NumPy (operation_semantics.md): device r's rows
+    in_off[r][j,k] : +sizes[r][j,k] land at out_off[r][j,k] of device j's output."""
+    results = [o.copy() for o in outputs]
+    for r in range(len(inputs)):
+        for j in range(len(inputs)):
+            for o_in, size, o_out in zip(in_off[r][j], sizes[r][j], out_off[r][j]):
+                results[j][o_out:o_out + size] = inputs[r][o_in:o_in + size]
+    return results
+
+
+RAGGED = """
+HloModule m, replica_count=2
+ENTRY e {
+  x = f32[3] parameter(0)
+  out = f32[4] parameter(1)
+  io = s32[2] parameter(2)
+  ss = s32[2] parameter(3)
+  oo = s32[2] parameter(4)
+  rs = s32[2] parameter(5)
+  ROOT r = f32[4] ragged-all-to-all(x, out, io, ss, oo, rs), replica_groups={{0,1}}
+}
+"""
+
+
+def _ragged_example() -> list[list[np.ndarray]]:
+    """operation_semantics.md's two replicas: (input, output, input_offsets, send_sizes,
+    output_offsets, recv_sizes) each."""
+    f, i = np.float32, np.int32
+    return [[np.array(x, f), np.zeros(4, f), *(np.array(v, i) for v in idx)] for x, idx in (
+        ([1, 2, 2], ([0, 1], [1, 2], [0, 0], [1, 1])), ([3, 4, 0], ([0, 1], [1, 1], [1, 2], [2, 1])))]
+
+
+def test_ragged_all_to_all_the_example_of_operation_semantics():
+    """XLA:CPU has no ragged-all-to-all ('not supported by XLA:CPU ThunkEmitter', jaxlib 0.10.2)."""
+    f = np.float32
+    outs = run_devices(_compile(RAGGED), _ragged_example(), 2, 1, timeout_s=30)
+    np.testing.assert_array_equal(outs[0][0], np.array([1, 3, 0, 0], f))
+    np.testing.assert_array_equal(outs[1][0], np.array([2, 2, 4, 0], f))
+
+
+@pytest.mark.parametrize("n,updates", [(2, 1), (4, 1), (4, 3), (8, 2)])
+def test_ragged_all_to_all_random_updates_against_numpy(n, updates):
+    rng = np.random.default_rng(n * 10 + updates)
+    rows, cap = 12, 5  # every sender owns `cap` rows of each target's output per update slot
+    text = f"""
+HloModule m, replica_count={n}
+ENTRY e {{
+  x = bf16[{rows},3] parameter(0)
+  out = bf16[{n * updates * cap},3] parameter(1)
+  io = s64[{n},{updates}] parameter(2)
+  ss = s64[{n},{updates}] parameter(3)
+  oo = s64[{n},{updates}] parameter(4)
+  rs = s64[{n},{updates}] parameter(5)
+  ROOT r = bf16[{n * updates * cap},3] ragged-all-to-all(x, out, io, ss, oo, rs), replica_groups={{}}
+}}"""
+    import ml_dtypes
+    data = [rng.standard_normal((rows, 3)).astype(ml_dtypes.bfloat16) for _ in range(n)]
+    outputs = [rng.standard_normal((n * updates * cap, 3)).astype(ml_dtypes.bfloat16) for _ in range(n)]
+    sizes = [rng.integers(0, cap + 1, (n, updates)) for _ in range(n)]
+    in_off = [rng.integers(0, rows - cap + 1, (n, updates)) for _ in range(n)]
+    out_off = [np.array([[(r * updates + k) * cap for k in range(updates)] for _ in range(n)]) for r in range(n)]
+    ins = [[data[r], outputs[r], in_off[r], sizes[r], out_off[r], sizes[r]] for r in range(n)]
+    got = run_devices(_compile(text), ins, n, 1, timeout_s=60)
+    want = _ragged_reference(data, outputs, in_off, sizes, out_off)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g[0], w)
+
+
+def test_ragged_all_to_all_out_of_range_is_a_clear_error():
+    ins = _ragged_example()
+    ins[0][2] = np.array([0, 2], np.int32)  # rows 2:4 of 3
+    with pytest.raises(EmulatorError, match="sends rows 2:4 of an input of 3 rows"):
+        run_devices(_compile(RAGGED), ins, 2, 1, timeout_s=30)

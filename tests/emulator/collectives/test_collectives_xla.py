@@ -137,14 +137,26 @@ ENTRY e {
 """, 4),
 }
 
+#: values above emulator.ops.collective.CHUNKED_ALL_REDUCE_BYTES (all-reduce: reduce-scatter in
+#: uneven chunks, then all-gather): name -> (body, shape)
+_LARGE = {
+    "all_reduce_chunked": ("ROOT r = {t}[129,257] all-reduce(p), to_apply=add_{t}", (129, 257)),
+    "all_reduce_chunked_groups": (
+        "ROOT r = {t}[129,257] all-reduce(p), replica_groups=[2,{h}]<=[{h},2]T(1,0), to_apply=max_{t}", (129, 257)),
+    "all_reduce_chunked_tuple": ("""
+        q = {t}[129,257] multiply(p, p)
+        ROOT r = ({t}[129,257], {t}[129,257]) all-reduce(p, q), to_apply=add_{t}""", (129, 257)),
+    "reduce_scatter_large": ("ROOT r = {t}[{s},257] reduce-scatter(p), dimensions={0}, to_apply=add_{t}", (128, 257)),
+}
+
 _TYPES = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32}
 
 
-def _inputs(t: str, n: int, seed: int) -> list[list[np.ndarray]]:
+def _inputs(t: str, n: int, seed: int, shape: tuple[int, ...] = (4, 6)) -> list[list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     if t == "s32":
-        return [[rng.integers(-1000, 1000, (4, 6)).astype(np.int32)] for _ in range(n)]
-    return [[rng.standard_normal((4, 6)).astype(np.float32).astype(_TYPES[t])] for _ in range(n)]
+        return [[rng.integers(-1000, 1000, shape).astype(np.int32)] for _ in range(n)]
+    return [[rng.standard_normal(shape).astype(np.float32).astype(_TYPES[t])] for _ in range(n)]
 
 
 def _cases() -> dict[str, dict]:
@@ -158,6 +170,13 @@ def _cases() -> dict[str, dict]:
         for t in ("f32", "s32"):
             cases[f"{name}-{nr}x{npart}-{t}"] = {"hlo": _module(body, t, nr, npart), "replicas": nr,
                                                  "partitions": npart, "t": t}
+    for name, (body, shape) in _LARGE.items():
+        for n in (2, 4, 8):
+            for t in ("f32", "bf16", "s32"):
+                dims = ",".join(map(str, shape))
+                text = _module(body.replace("{h}", str(n // 2)).replace("{s}", str(shape[0] // n)), t, n,
+                               params=f"p = {{t}}[{dims}] parameter(0)")
+                cases[f"{name}-{n}-{t}"] = {"hlo": text, "replicas": n, "partitions": 1, "t": t, "shape": shape}
     for name, (text, n) in _MODULES.items():
         for t in ("f32", "s32"):
             cases[f"{name}-{n}-{t}"] = {"hlo": text.replace("{t}", t), "replicas": n, "partitions": 1, "t": t}
@@ -174,7 +193,8 @@ def xla_results(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     spec = []
     for k, (name, case) in enumerate(sorted(CASES.items())):
         path = d / f"in-{name}.npz"
-        save_arrays(str(path), _inputs(case["t"], case["replicas"] * case["partitions"], k))
+        save_arrays(str(path), _inputs(case["t"], case["replicas"] * case["partitions"], k,
+                                       case.get("shape", (4, 6))))
         spec.append({"name": name, "hlo": case["hlo"], "replicas": case["replicas"],
                      "partitions": case["partitions"], "inputs": str(path)})
     (d / "spec.json").write_text(json.dumps(spec))

@@ -37,6 +37,9 @@ max_{n} {{
 ENTRY e_{n} {{
   x = f32[4,{n}] parameter(0)
   i = s32[3] parameter(1)
+  y = f32[67,251] parameter(2)
+  big = f32[67,251] all-reduce(y), replica_groups={groups}, to_apply=add_{n}
+  a2a = f32[4,{n}] all-to-all(x), dimensions={{1}}, replica_groups={groups}
   ar = f32[4,{n}] all-reduce(x), replica_groups={groups}, to_apply=add_{n}
   mx = s32[3] all-reduce(i), replica_groups={{}}, to_apply=max_{n}
   ag = f32[4,{gathered}] all-gather(x), dimensions={{1}}, replica_groups={groups}
@@ -46,7 +49,7 @@ ENTRY e_{n} {{
   zero = f32[] constant(0)
   total = f32[] reduce(x, zero), dimensions={{0,1}}, to_apply=add_{n}
   scalar = f32[] all-reduce(total), replica_groups={{}}, to_apply=add_{n}
-  ROOT t = (f32[4,{n}], s32[3], f32[4,{gathered}], f32[4,{scattered}], f32[4,{n}], u32[], f32[]) tuple(ar, mx, ag, rs, cp, rid, scalar)
+  ROOT t = (f32[4,{n}], s32[3], f32[4,{gathered}], f32[4,{scattered}], f32[4,{n}], u32[], f32[], f32[67,251], f32[4,{n}]) tuple(ar, mx, ag, rs, cp, rid, scalar, big, a2a)
 }}"""
 
 
@@ -60,8 +63,9 @@ def _program(n: int) -> str:
 
 def _inputs(n: int) -> list[list[np.ndarray]]:
     rng = np.random.default_rng(n)
-    return [[rng.standard_normal((4, n)).astype(np.float32), rng.integers(-50, 50, 3).astype(np.int32)]
-            for _ in range(n)]
+    # the third value is above CHUNKED_ALL_REDUCE_BYTES: reduce-scatter then all-gather across processes
+    return [[rng.standard_normal((4, n)).astype(np.float32), rng.integers(-50, 50, 3).astype(np.int32),
+             rng.standard_normal((67, 251)).astype(np.float32)] for _ in range(n)]
 
 
 def _free_port() -> int:
