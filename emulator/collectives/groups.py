@@ -11,6 +11,7 @@ gathered pieces and of reductions.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -108,3 +109,84 @@ def flat_pairs(mode: str, pairs: Sequence[Sequence[int]], replica: int, partitio
     if len({s for s, _ in out}) != len(out) or len({t for _, t in out}) != len(out):
         raise GroupError(f"source_target_pairs {[list(p) for p in pairs]} repeat a source or a target")
     return out
+
+
+def mesh_device_array(axis_sizes: Sequence[int], device_ids: Sequence[int] = (),
+                      iota_reshape: Sequence[int] = (), iota_perm: Sequence[int] = ()) -> np.ndarray:
+    """A mesh's devices (XLA's MeshProto) as an array of `axis_sizes`: explicit `device_ids`,
+    else an iota (reshaped by `iota_reshape` and transposed by `iota_perm` when given)."""
+    sizes = [int(s) for s in axis_sizes]
+    if not sizes or any(s < 1 for s in sizes):
+        raise GroupError(f"a mesh of axis sizes {sizes}")
+    count = math.prod(sizes)
+    if device_ids:
+        if len(device_ids) != count:
+            raise GroupError(f"a mesh of axes {sizes} lists {len(device_ids)} devices")
+        return np.asarray(device_ids, np.int64).reshape(sizes)
+    ids = np.arange(count)
+    if iota_reshape:
+        dims = [int(d) for d in iota_reshape]
+        perm = [int(p) for p in iota_perm] or list(range(len(dims)))
+        if math.prod(dims) != count or sorted(perm) != list(range(len(dims))):
+            raise GroupError(f"mesh iota {dims}T{tuple(perm)} does not hold the {count} devices of axes {sizes}")
+        ids = ids.reshape(dims).transpose(perm)
+    return ids.reshape(sizes)
+
+
+def _split_dimension(full: int, refs: Sequence[tuple[int, int | None, int | None]]) -> tuple[list[int], list[int]]:
+    """One mesh dimension of size `full` named by `refs` (position among the group's axes, sub-axis
+    pre-size, sub-axis size; None: the whole axis): the sizes it splits into and, in the refs'
+    order, which of them the group spans (XLA's MeshAxesReplicaGroupList)."""
+    if len(refs) == 1 and refs[0][1] is None:
+        return [full], [0]
+    if any(pre is None for _, pre, _ in refs):
+        raise GroupError("a mesh axis named both whole and by sub-axes")
+    order = sorted(range(len(refs)), key=lambda k: refs[k][1])  # type: ignore[arg-type, return-value]
+    dims: list[int] = []
+    spans = [0] * len(refs)
+    prefix = 1
+    for k in order:
+        _, pre, size = refs[k]
+        if pre % prefix or size < 1:  # type: ignore[operator]
+            raise GroupError(f"sub-axis ({pre}){size} of a mesh axis of {full} overlaps another")
+        if pre != prefix:
+            dims.append(pre // prefix)  # type: ignore[operator]
+            prefix = pre  # type: ignore[assignment]
+        spans[k] = len(dims)
+        dims.append(size)  # type: ignore[arg-type]
+        prefix *= size  # type: ignore[operator]
+    if full % prefix:
+        raise GroupError(f"sub-axes {[(p, s) for _, p, s in refs]} do not divide a mesh axis of {full}")
+    if prefix != full:
+        dims.append(full // prefix)
+    return dims, spans
+
+
+def mesh_axes_groups(mesh: np.ndarray, axes: Sequence[tuple[int, int | None, int | None]]) -> list[list[int]]:
+    """The explicit groups of XLA's mesh-axes form: the devices of `mesh` that differ only along
+    the named axes (axis index, sub-axis pre-size, sub-axis size; None: the whole axis) form one
+    group, ordered along those axes in the order they are named (the first named varies slowest;
+    what XLA:CPU does, checked through jaxlib)."""
+    by_dim: dict[int, list[int]] = {}  # mesh dimension -> positions in `axes` of its refs
+    for k, (a, _, _) in enumerate(axes):
+        if not 0 <= a < mesh.ndim:
+            raise GroupError(f"mesh axis {a} of a mesh of {mesh.ndim} axes")
+        by_dim.setdefault(int(a), []).append(k)
+    sizes: list[int] = []
+    position = [0] * len(axes)  # the reshaped dimension each named axis became
+    for dim, full in enumerate(mesh.shape):
+        if dim not in by_dim:
+            sizes.append(int(full))
+            continue
+        dims, spans = _split_dimension(int(full), [axes[k] for k in by_dim[dim]])
+        for k, span in zip(by_dim[dim], spans):
+            position[k] = len(sizes) + span
+        sizes += dims
+    if len(set(position)) != len(position):
+        raise GroupError(f"mesh axes {list(axes)} name one axis twice")
+    group_size = math.prod(sizes[p] for p in position)
+    if group_size < 2:
+        raise GroupError(f"mesh-axes replica groups of {group_size} device (XLA needs more than one)")
+    rest = [k for k in range(len(sizes)) if k not in position]
+    ids = mesh.reshape(sizes).transpose(rest + position).reshape(-1, group_size)
+    return ids.tolist()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.collectives.groups import GroupError, group_mode, iota_groups
+from emulator.collectives.groups import GroupError, group_mode, iota_groups, mesh_axes_groups, mesh_device_array
 from neuron_customcall.compiler.lowering.context import LowerCtx, binary_reducer, called
 from neuron_customcall.compiler.lowering.registry import (fail, leaf_types, lowers, same_as_operand, shape_rule,
                                                           shapes)
@@ -34,7 +34,7 @@ def replica_groups(inst: Any) -> list[list[int]]:
         except GroupError as e:
             fail(inst, str(e))
     if a.HasField("mesh_axes_replica_group_list"):
-        fail(inst, "mesh-axes replica groups are not supported; use explicit or iota replica_groups")
+        return _mesh_axes_groups(inst, a.mesh_axes_replica_group_list)
     groups = a.collective_device_list.replica_groups or a.replica_groups
     out = [list(g.replica_ids) for g in groups]
     sizes = {len(g) for g in out}
@@ -43,6 +43,21 @@ def replica_groups(inst: Any) -> list[list[int]]:
     if any(not g for g in out):
         fail(inst, "an empty replica group")
     return out
+
+
+def _mesh_axes_groups(inst: Any, rg: Any) -> list[list[int]]:
+    """XLA's MeshAxesReplicaGroupList: the mesh's devices that differ only along the named axes
+    (whole, or sub-axes `(pre_size)size`) form a group (emulator.collectives.groups)."""
+    mesh = rg.mesh
+    iota = mesh.iota_transform if mesh.HasField("iota_transform") else None
+    axes = [(int(x.mesh_axis_index), int(x.sub_axis_info.pre_size) if x.HasField("sub_axis_info") else None,
+             int(x.sub_axis_info.size) if x.HasField("sub_axis_info") else None) for x in rg.axes]
+    try:
+        devices = mesh_device_array([a.size for a in mesh.axes], list(mesh.device_ids),
+                                    list(iota.reshape_dims) if iota else (), list(iota.transpose_perm) if iota else ())
+        return mesh_axes_groups(devices, axes)
+    except GroupError as e:
+        fail(inst, f"mesh-axes replica groups: {e}")
 
 
 def mode_of(inst: Any) -> str:

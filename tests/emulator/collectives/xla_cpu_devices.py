@@ -5,7 +5,8 @@ Run as a script in its own process (`python -m tests.emulator.collectives.xla_cp
 XLA:CPU's host device count (`--xla_force_host_platform_device_count`) is read once, when jax
 starts its CPU backend, so the parent test process (which may already have started it with one
 device) can not provide 8 devices. SPEC is a JSON list of cases {"name", "hlo", "replicas",
-"partitions", "inputs": npz path}; OUT gets one npz per case (or its error text). Arrays travel as
+"partitions", "inputs": npz path, optionally "proto": a serialized HloModuleProto run instead of
+the text}; OUT gets one npz per case (or its error text). Arrays travel as
 raw bytes with their dtype name and shape (no pickling).
 """
 from __future__ import annotations
@@ -61,6 +62,8 @@ def _run_case(case: dict, devs: list) -> list[list[np.ndarray]]:
     nr, npart = case["replicas"], case["partitions"]
     n = nr * npart
     proto = parse_hlo_text(case["hlo"])
+    if case.get("proto"):  # forms our text does not write (mesh-axes replica groups): the proto itself
+        proto.ParseFromString(open(case["proto"], "rb").read())
     backend = xla_bridge.get_backend("cpu")
     opts = xc.CompileOptions()
     build = opts.executable_build_options
