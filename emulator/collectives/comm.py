@@ -51,8 +51,11 @@ class Communicator(Protocol):
     device: int
     world_size: int
 
-    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
-        """Every member's `value`, in `group` order (this device is a member)."""
+    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
+                   out: np.ndarray | None = None) -> list[np.ndarray]:
+        """Every member's `value`, in `group` order (this device is a member). With `out` (1-d,
+        the members' sizes in total) the values land in it one after another, flattened, and
+        the list holds views of it; `value` may already be its own slice (see `gather_into`)."""
         ...
 
     def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
@@ -70,17 +73,39 @@ class Communicator(Protocol):
         ...
 
 
+def gather_into(out: np.ndarray | None, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """`values` (the members' values, in group order) flattened one after another into `out`,
+    returned as views of it; a value that already is its slice is not copied (a receiver may
+    have written it there). Without `out`, `values` as they are."""
+    if out is None:
+        return list(values)
+    sizes = [int(np.asarray(v).size) for v in values]
+    if out.ndim != 1 or sum(sizes) != out.size:
+        raise CollectiveError(f"gathering {sum(sizes)} elements into an array of shape {list(out.shape)}")
+    views, start = [], 0
+    for v, n in zip(values, sizes):
+        v = np.asarray(v)
+        view = out[start:start + n]
+        if not (view.size and np.shares_memory(view, v) and v.__array_interface__["data"][0] ==
+                view.__array_interface__["data"][0]):
+            view[...] = v.reshape(-1)
+        views.append(view.reshape(v.shape))
+        start += n
+    return views
+
+
 class SoloCommunicator:
     """The world of one device (the default: one NeuronCore, replica 0 of 1, partition 0 of 1)."""
 
     device = 0
     world_size = 1
 
-    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
+    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
+                   out: np.ndarray | None = None) -> list[np.ndarray]:
         if tuple(group) != (0,):
             raise CollectiveError(f"{op or 'a collective'}: group {list(group)} in a world of one device",
                                   devices=[d for d in group if d != 0])
-        return [value]
+        return gather_into(out, [value])
 
     def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
         if len(pieces) != 1:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulator.collectives.comm import CollectiveError, CollectiveTimeout
+from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather_into
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +241,10 @@ class ThreadEndpoint:
         self._seq += 1
         return self._seq
 
-    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
-        return self.world.all_gather(self.device, self._next(), tuple(group), value, op or "a collective")
+    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
+                   out: np.ndarray | None = None) -> list[np.ndarray]:
+        return gather_into(out, self.world.all_gather(self.device, self._next(), tuple(group), value,
+                                                      op or "a collective"))
 
     def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
         return self.world.all_to_all(self.device, self._next(), tuple(group), pieces, op or "a collective")

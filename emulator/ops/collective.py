@@ -97,14 +97,15 @@ class _Combiner:
         self.cdt = compute_dtype(dt) if name else dt
         self._lifted = None if name else lifted(ctx.computation("computation"), 1)
 
-    def fold(self, values: Sequence[np.ndarray]) -> np.ndarray:
+    def fold(self, values: Sequence[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
         """values[0] op values[1] op ... left to right (the same order, so the same bits, on every
-        device), as a new array."""
+        device), as a new array, or into `out` (of the accumulation dtype) for a ufunc."""
         cdt = self.cdt
         if len(values) == 1:
             return np.array(values[0], dtype=cdt, copy=True)
         if self.ufunc is not None:
-            acc = np.asarray(self.ufunc(values[0].astype(cdt, copy=False), values[1].astype(cdt, copy=False)))
+            acc = np.asarray(self.ufunc(values[0].astype(cdt, copy=False), values[1].astype(cdt, copy=False),
+                                        out=out if out is not None and out.dtype == cdt else None))
             for v in values[2:]:
                 self.ufunc(acc, v.astype(cdt, copy=False), out=acc)
             return acc
@@ -149,9 +150,16 @@ def _all_reduce_chunked(comm: Any, group: tuple[int, ...], x: np.ndarray, combin
     bits of the whole fold, while each moves 2(n-1)/n of the value instead of n-1 times it and
     folds 1/n of it."""
     flat = np.ascontiguousarray(x).reshape(-1)
-    mine = _fold_pieces(comm, group, np.array_split(flat, len(group)), combiner, f"{op} reduce-scatter")
-    chunks = comm.all_gather(group, mine.astype(dt, copy=False), op=f"{op} all-gather")
-    return np.concatenate(chunks).reshape(x.shape)
+    pieces = np.array_split(flat, len(group))
+    result = np.empty(flat.size, dt)  # this member's chunk is folded into its slice, the others received there
+    me = group.index(comm.device)
+    start = sum(p.size for p in pieces[:me])
+    own = result[start:start + pieces[me].size]
+    mine = combiner.fold(comm.all_to_all(group, pieces, op=f"{op} reduce-scatter"), out=own)
+    if mine is not own:
+        own[...] = mine
+    comm.all_gather(group, own, op=f"{op} all-gather", out=result)
+    return result.reshape(x.shape)
 
 
 def _reducing(ctx: HandlerContext, scatter: bool) -> Callable:

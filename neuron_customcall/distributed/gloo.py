@@ -21,12 +21,13 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from emulator.collectives.comm import CollectiveError, CollectiveTimeout
+from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather_into
 from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
 
@@ -102,19 +103,31 @@ class GlooCommunicator:
         return self._group
 
     # -- the protocol ------------------------------------------------------------------------------
-    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "") -> list[np.ndarray]:
+    def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
+                   out: np.ndarray | None = None) -> list[np.ndarray]:
         group = tuple(int(d) for d in group)
         op = op or "a collective"
         self._check_group(group, op)
         self._seq += 1
         local = tuple(d for d in group if self._ranks[d] == self.rank)
-        values: dict[int, np.ndarray] = {}
+        values: dict[int, np.ndarray] = {self.device: value}
         if len(local) > 1:
             values.update(zip(local, self._local().all_gather(self.device, self._seq, local, value, op)))
         peers = tuple(d for d in group if self._ranks[d] != self.rank)
+
+        def place(shapes: dict[int, tuple[int, ...]]) -> dict[int, np.ndarray] | None:
+            """The peers' values received straight into their slices of `out`."""
+            if out is None:
+                return None
+            sizes = [int(np.asarray(values[d]).size) if d in values else math.prod(shapes[d]) for d in group]
+            if sum(sizes) != out.size or out.ndim != 1:
+                raise self._fail(CollectiveError(f"{op}: gathering {sum(sizes)} elements into an array of shape "
+                                                 f"{list(out.shape)}"))
+            starts = np.cumsum([0, *sizes])
+            return {d: out[starts[k]:starts[k + 1]].reshape(shapes[d]) for k, d in enumerate(group) if d in shapes}
         values.update(self._exchange(_GATHER, f"{op} {group}", dict.fromkeys(peers, value), value, op,
-                                     receive_from=peers))
-        return [value if d == self.device else values[d] for d in group]
+                                     receive_from=peers, place=place))
+        return gather_into(out, [values[d] for d in group])
 
     def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
         group = tuple(int(d) for d in group)
@@ -189,11 +202,14 @@ class GlooCommunicator:
 
     # -- the exchange ------------------------------------------------------------------------------
     def _exchange(self, kind: int, what: str, sends: dict[int, np.ndarray], like: np.ndarray, op: str,
-                  receive_from: tuple[int, ...]) -> dict[int, np.ndarray]:
+                  receive_from: tuple[int, ...],
+                  place: Callable[[dict[int, tuple[int, ...]]], dict[int, np.ndarray] | None] | None = None,
+                  ) -> dict[int, np.ndarray]:
         """Send sends[d] to each device d, and return the values of `receive_from`: first the
         headers, whose call, instruction, group, kind and dtype must equal this device's (shapes
         may differ: uneven chunks), then the bytes, received into arrays of the headers' shapes.
-        `like`: an array of the dtype every value has (what this device would send)."""
+        `like`: an array of the dtype every value has (what this device would send); `place`:
+        given the announced shapes, the (contiguous) arrays to receive into, else new ones."""
         import torch
 
         if self._failure is not None:
@@ -233,7 +249,8 @@ class GlooCommunicator:
                 raise self._fail(CollectiveError(f"{op}: device {d} announced {int(h[4])} bytes of shape "
                                                  f"{list(shape)}", devices=[d]))
             shapes[d] = shape
-        received = {d: np.empty(shapes[d], dtype) for d in receive_from}
+        received = (place(shapes) if place is not None else None) or {d: np.empty(shapes[d], dtype)
+                                                                       for d in receive_from}
         self._transfer(torch, {d: v.reshape(-1).view(np.uint8) for d, v in outs.items()},
                        {d: b.reshape(-1).view(np.uint8) for d, b in received.items()}, 1, op)
         return received

@@ -110,3 +110,23 @@ def test_a_bad_timeout_setting_is_named(monkeypatch):
     monkeypatch.setenv("NEURON_RT_EXEC_TIMEOUT", "ten")
     with pytest.raises(ValueError, match="NEURON_RT_EXEC_TIMEOUT='ten'"):
         default_timeout()
+
+
+def test_all_gather_into_one_array_in_group_order():
+    """`out`: the members' values flattened one after another (what the chunked all-reduce
+    gathers its folded chunks into); sizes may differ."""
+    world = ThreadCommunicator(3, 10)
+    outs = [np.full(9, -1.0) for _ in range(3)]
+
+    def device(d: int):
+        value = np.arange(d + 2, dtype=np.float64) + 10 * d  # sizes 2, 3, 4
+        got = world.endpoint(d).all_gather((2, 0, 1), value, op="g", out=outs[d])
+        assert all(np.shares_memory(g, outs[d]) for g in got)
+        return [g.tolist() for g in got]
+    results, errors = _on_threads(3, device)
+    assert errors == [None] * 3
+    want = [20, 21, 22, 23, 0, 1, 10, 11, 12]
+    assert all(o.tolist() == want for o in outs)
+    assert results[0] == [[20, 21, 22, 23], [0, 1], [10, 11, 12]]
+    with pytest.raises(CollectiveError, match="into an array of shape"):
+        ThreadCommunicator(1, 1).endpoint(0).all_gather((0,), np.zeros(3), out=np.zeros(4))
