@@ -52,29 +52,33 @@ def _check(got: dict, free: frozenset[str] = frozenset()) -> None:
         assert r["err"] <= 2e-5, (name, r)  # float32: XLA:CPU's FMAs and tanh differ by ulps
 
 
-def test_shard_map_collectives_on_four_cores():
-    got = run_json(MESHES + dedent("""
+@pytest.mark.parametrize("cores", [2, 4, 8])
+def test_shard_map_collectives(cores):
+    """Every lax collective in shard_map on 2, 4 and 8 emulated cores against XLA:CPU with as many
+    host devices; the two-axis cases on a 2 x cores/2 mesh."""
+    got = run_json(MESHES + dedent(f"""
+        n = {cores}
         rng = np.random.default_rng(0)
-        x = rng.standard_normal((8, 12)).astype(np.float32)
-        ring = [(i, (i + 1) % 4) for i in range(4)]
-        cases = {
-            "psum": smap(lambda a: jax.lax.psum(a, "x"), P("x"), P(), (4,)),
-            "pmax": smap(lambda a: jax.lax.pmax(a, "x"), P("x"), P(), (4,)),
-            "all_gather": smap(lambda a: jax.lax.all_gather(a, "x", tiled=True) * 2, P("x"), P(), (4,)),
+        x = rng.standard_normal((8, 24)).astype(np.float32)
+        ring = [(i, (i + 1) % n) for i in range(n)]
+        cases = {{
+            "psum": smap(lambda a: jax.lax.psum(a, "x"), P("x"), P(), (n,)),
+            "pmax": smap(lambda a: jax.lax.pmax(a, "x"), P("x"), P(), (n,)),
+            "all_gather": smap(lambda a: jax.lax.all_gather(a, "x", tiled=True) * 2, P("x"), P(), (n,)),
             "all_gather_stacked": smap(lambda a: jax.lax.all_gather(a, "x", axis=1), P(None, "x"),
-                                       P(None, None, "x"), (4,)),
-            "ppermute": smap(lambda a: jax.lax.ppermute(a, "x", ring), P("x"), P("x"), (4,)),
-            "all_to_all": smap(lambda a: jax.lax.all_to_all(a, "x", 1, 0, tiled=True), P("x"), P("x"), (4,)),
+                                       P(None, None, "x"), (n,)),
+            "ppermute": smap(lambda a: jax.lax.ppermute(a, "x", ring), P("x"), P("x"), (n,)),
+            "all_to_all": smap(lambda a: jax.lax.all_to_all(a, "x", 1, 0, tiled=True), P("x"), P("x"), (n,)),
             "psum_scatter": smap(lambda a: jax.lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True),
-                                 P("x"), P(None, "x"), (4,)),
-            "axis_index": smap(lambda a: a + jax.lax.axis_index("x"), P("x"), P("x"), (4,)),
-            # a 2x2 mesh: collectives over one axis, results replicated over the other
-            "mesh_2x2": smap(lambda a: jax.lax.psum(a, "b") * jax.lax.axis_index("a"), P("a", "b"),
-                             P("a", None), (2, 2), ("a", "b")),
-            "mesh_2x2_by_b": smap(lambda a: jax.lax.psum(a, "b"), P("b"), P(), (2, 2), ("a", "b")),
-        }
-        report(**{name: on_both(make, x) for name, make in cases.items()})
-    """), env=_env(4))
+                                 P("x"), P(None, "x"), (n,)),
+            "axis_index": smap(lambda a: a + jax.lax.axis_index("x"), P("x"), P("x"), (n,)),
+            # a 2 x n/2 mesh: collectives over one axis, results replicated over the other
+            "mesh_2d": smap(lambda a: jax.lax.psum(a, "b") * jax.lax.axis_index("a"), P("a", "b"),
+                            P("a", None), (2, n // 2), ("a", "b")),
+            "mesh_2d_by_b": smap(lambda a: jax.lax.psum(a, "b"), P("b"), P(), (2, n // 2), ("a", "b")),
+        }}
+        report(**{{name: on_both(make, x) for name, make in cases.items()}})
+    """), env=_env(cores))
     assert len(got) == 10
     _check(got)
 
