@@ -24,11 +24,15 @@ padding is rewritten so that it does not:
   sets the size of each dimension;
 - `get-dimension-size` becomes the size value (or the bound of a static dimension).
 
+- while, conditional and call (dynamic_calls.py) carry the sizes into and out of their
+  computations; sort, gather, scatter, reduce-window, dynamic-slice and dynamic-update-slice
+  (dynamic_indexing.py) follow XLA's rules for each.
+
 The entry's results keep XLA:CPU's convention for a dynamic array: the valid elements compacted in
 row-major order at the start of a buffer of the bound's shape (the rest unspecified). Anything else
-that meets a dynamic dimension (loops, calls, sorts, windows, gathers, dynamic entry parameters,
-dynamic shapes inside called computations) is refused with a CompileError naming the opcode:
-reading the padding there would give a plausible-looking wrong answer.
+that meets a dynamic dimension (convolution, select-and-scatter, scan, dynamic entry parameters,
+dynamic shapes inside computations applied element-wise) is refused with a CompileError naming
+the opcode: reading the padding there would give a plausible-looking wrong answer.
 """
 from __future__ import annotations
 
@@ -91,11 +95,13 @@ def _truncating_divide(a: int, b: int) -> int:
     return q if (a < 0) == (b < 0) else -q
 
 
-class _Padder:
-    """Rewrites one (entry) computation; `value` and `sizes` are keyed by the original instruction."""
+class Padder:
+    """Rewrites one computation; `value` and `sizes` are keyed by the original instruction. A called
+    computation is rewritten as a copy of its own (dynamic_calls.py), with its parameters' sizes."""
 
-    def __init__(self, comp: HloComputation) -> None:
+    def __init__(self, comp: HloComputation, module: HloModule) -> None:
         self.comp = comp
+        self.module = module
         self.count = 0
         self.value: dict[int, HloInstruction] = {}
         self.sizes: dict[int, Sizes] = {}
@@ -255,12 +261,36 @@ class _Padder:
     def s(self, inst: HloInstruction) -> Sizes:
         return self.sizes[id(inst)]
 
+    def seed(self, inst: HloInstruction, value: HloInstruction, sizes: Sizes) -> None:
+        """`inst` (a parameter of a called computation) stands for `value` with `sizes`."""
+        self.value[id(inst)] = value
+        self.sizes[id(inst)] = sizes
+
+    def wrap(self, value: HloInstruction, sizes: list[Size]) -> HloInstruction:
+        """A flat tuple of value (its elements, if a tuple) followed by the s32 sizes: how a size
+        crosses into or out of a called computation (XLA appends them to a while's tuple too)."""
+        parts = [self.add("get-tuple-element", s, [value], tuple_index=k) for k, s in enumerate(value.shape.tuple_shapes)] \
+            if value.shape.is_tuple else [value]
+        parts += [self.scalar(s) for s in sizes]
+        return self.add("tuple", Shape.tuple_of([x.shape for x in parts]), parts)
+
+    def unwrap(self, wrapped: HloInstruction, shape: Shape, count: int) -> tuple[HloInstruction, list[HloInstruction]]:
+        """The value of `shape` and the `count` sizes that wrap() packed into `wrapped`."""
+        n = len(shape.tuple_shapes) if shape.is_tuple else 1
+        parts = [self.add("get-tuple-element", wrapped.shape.tuple_shapes[k], [wrapped], tuple_index=k)
+                 for k in range(n + count)]
+        value = self.add("tuple", shape, parts[:n]) if shape.is_tuple else parts[0]
+        return value, parts[n:]
+
     def run(self, order: list[HloInstruction]) -> None:
         for inst in order:
+            if id(inst) in self.value:  # a parameter seeded by the caller
+                continue
             self.base = inst
             handler = _HANDLERS.get(inst.opcode)
             touched = inst.opcode in _ALWAYS or _is_dynamic(inst.shape) or \
-                any(_dynamic_sizes(self.s(o)) for o in inst.operands)
+                any(_dynamic_sizes(self.s(o)) for o in inst.operands) or \
+                any(calls_dynamic(c) for c in inst.called_computations)
             if inst.opcode == "parameter":
                 if _is_dynamic(inst.shape):
                     raise CompileError(f"an entry parameter with a dynamic dimension ({inst.shape}) is not supported: "
@@ -284,11 +314,11 @@ class _Padder:
             self.sizes[id(inst)] = sizes
 
 
-Handler = Callable[[_Padder, HloInstruction, list[HloInstruction]], tuple[HloInstruction, Sizes]]
+Handler = Callable[[Padder, HloInstruction, list[HloInstruction]], tuple[HloInstruction, Sizes]]
 _HANDLERS: dict[str, Handler] = {}
 
 
-def _handles(*opcodes: str) -> Callable[[Handler], Handler]:
+def handles(*opcodes: str) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         for op in opcodes:
             _HANDLERS[op] = fn
@@ -300,8 +330,8 @@ def _set_size(d: int, sizes: tuple[Size, ...], size: Size) -> tuple[Size, ...]:
     return sizes[:d] + (size,) + sizes[d + 1:]
 
 
-@_handles("set-dimension-size")
-def _set_dimension_size(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("set-dimension-size")
+def _set_dimension_size(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     d = inst.attributes.dimensions[0]
     assert p.declared is not None
     if not p.declared.is_dynamic_dimension[d]:
@@ -310,16 +340,16 @@ def _set_dimension_size(p: _Padder, inst: HloInstruction, ops: list[HloInstructi
     return p.v(ops[0]), _set_size(d, p.s(ops[0]), p.v(ops[1]))
 
 
-@_handles("get-dimension-size")
-def _get_dimension_size(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("get-dimension-size")
+def _get_dimension_size(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     return p.scalar(p.s(ops[0])[inst.attributes.dimensions[0]]), ()
 
 
 _CARRY = tuple(op for op, r in OPCODES.items() if r.cls == ELEMENTWISE) + ("bitcast-convert",)
 
 
-@_handles(*_CARRY)
-def _elementwise(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles(*_CARRY)
+def _elementwise(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     """XLA's rule (dynamic dimension inference): operands' dynamic sizes of one dimension merge
     pairwise into the larger where the smaller is 1 (an implicit broadcast), else the smaller; a
     binary op broadcasts an operand whose size is 1 where the other's is larger (dynamic padder)."""
@@ -348,31 +378,31 @@ def _elementwise(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) ->
 _ELEMENTWISE_BINARY = frozenset(op for op, r in OPCODES.items() if r.cls == ELEMENTWISE and r.arity == 2)
 
 
-@_handles("broadcast")
-def _broadcast(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("broadcast")
+def _broadcast(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     sizes = list(inst.shape.dimensions)
     for k, d in enumerate(inst.attributes.dimensions):
         sizes[d] = p.s(ops[0])[k]
     return inst, tuple(sizes)
 
 
-@_handles("transpose")
-def _transpose(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("transpose")
+def _transpose(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     return inst, tuple(p.s(ops[0])[d] for d in inst.attributes.dimensions)
 
 
-@_handles("tuple")
-def _tuple(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("tuple")
+def _tuple(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     return inst, tuple(p.s(o) for o in ops)
 
 
-@_handles("get-tuple-element")
-def _get_tuple_element(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("get-tuple-element")
+def _get_tuple_element(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     return inst, p.s(ops[0])[inst.attributes.tuple_index]
 
 
-@_handles("reduce")
-def _reduce(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("reduce")
+def _reduce(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     n = len(ops) // 2
     dims = list(inst.attributes.dimensions)
     inst.operands = [p.mask(p.v(x), p.s(x), dims, p.v(init)) for x, init in zip(ops[:n], ops[n:])] + \
@@ -381,8 +411,8 @@ def _reduce(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tupl
     return inst, (kept if not inst.shape.is_tuple else tuple(kept for _ in range(n)))
 
 
-@_handles("dot")
-def _dot(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("dot")
+def _dot(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     dn = inst.attributes.dot_dimension_numbers
     lhs, rhs = p.s(ops[0]), p.s(ops[1])
     masked = []
@@ -406,8 +436,8 @@ def _dot(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[H
     return inst, tuple(batch + free_l + free_r)
 
 
-@_handles("slice")
-def _slice(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("slice")
+def _slice(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     sizes: list[Size] = list(inst.shape.dimensions)
     for d, (s, sd) in enumerate(zip(p.s(ops[0]), inst.attributes.slice_dimensions)):
         stride = sd.stride or 1
@@ -420,8 +450,8 @@ def _slice(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple
     return inst, tuple(sizes)
 
 
-@_handles("pad")
-def _pad(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("pad")
+def _pad(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     in_sizes = p.s(ops[0])
     config = inst.attributes.padding_config.dimensions
     sizes: list[Size] = list(inst.shape.dimensions)
@@ -437,8 +467,8 @@ def _pad(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[H
     return inst, tuple(sizes)
 
 
-@_handles("concatenate")
-def _concatenate(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("concatenate")
+def _concatenate(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     d = inst.attributes.dimensions[0]
     merged = _elementwise(p, inst, ops)[1]
     if not any(isinstance(p.s(o)[d], HloInstruction) for o in ops):
@@ -454,8 +484,8 @@ def _concatenate(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) ->
     return out, _set_size(d, merged, offset)
 
 
-@_handles("reverse")
-def _reverse(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("reverse")
+def _reverse(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     sizes = p.s(ops[0])
     out = inst
     for d in inst.attributes.dimensions:
@@ -473,12 +503,12 @@ def _reverse(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tup
     return out, sizes
 
 
-def _reshaped(p: _Padder, inst: HloInstruction, x: HloInstruction, sizes: tuple[Size, ...]) -> tuple[HloInstruction, Sizes]:
+def _reshaped(p: Padder, inst: HloInstruction, x: HloInstruction, sizes: tuple[Size, ...]) -> tuple[HloInstruction, Sizes]:
     return p.relayout(p.v(x), p.s(x), inst.shape.dimensions, sizes), sizes
 
 
-@_handles("reshape")
-def _reshape(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("reshape")
+def _reshape(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     declared = p.declared
     assert declared is not None
     dims = inst.shape.dimensions
@@ -501,8 +531,8 @@ def _reshape(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tup
     return _reshaped(p, inst, ops[0], _set_size(k, tuple(dims), p.arith("divide", total, rest)))
 
 
-@_handles("dynamic-reshape")
-def _dynamic_reshape(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
+@handles("dynamic-reshape")
+def _dynamic_reshape(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[HloInstruction, Sizes]:
     assert p.declared is not None
     sizes = tuple(p.v(ops[1 + d]) if flag else b
                   for d, (b, flag) in enumerate(zip(inst.shape.dimensions, p.declared.is_dynamic_dimension)))
@@ -518,11 +548,27 @@ def _dynamic_reshape(p: _Padder, inst: HloInstruction, ops: list[HloInstruction]
 _ALWAYS = REWRITTEN_OPCODES = frozenset({"set-dimension-size", "dynamic-reshape"})
 _SUPPORTED = ("set-dimension-size", "get-dimension-size", "element-wise ops", "broadcast", "transpose", "reduce",
               "dot", "slice", "pad", "concatenate", "reverse", "reshape", "dynamic-reshape", "tuple",
-              "get-tuple-element")
+              "get-tuple-element", "while", "conditional", "call", "sort", "gather", "scatter", "reduce-window",
+              "dynamic-slice", "dynamic-update-slice")
+
+
+def calls_dynamic(comp: HloComputation, _seen: set[int] | None = None) -> bool:
+    """Whether `comp`, or a computation it calls, holds a dynamic shape or an opcode only this pass
+    removes (so that a while, conditional or call around it must be rewritten)."""
+    seen = _seen if _seen is not None else set()
+    if id(comp) in seen:
+        return False
+    seen.add(id(comp))
+    return any(_is_dynamic(inst.shape) or inst.opcode in REWRITTEN_OPCODES or
+               any(calls_dynamic(c, seen) for c in inst.called_computations) for inst in comp.instructions)
 
 
 def pad_dynamic_shapes(module: HloModule) -> HloModule:
-    """`module` itself when no shape in it is dynamic, else a rewritten copy with static shapes only."""
+    """`module` itself when no shape in it is dynamic, else a rewritten copy with static shapes only.
+
+    The entry is rewritten in place of the copy; a while, conditional or call whose computations
+    meet a dynamic dimension gets rewritten copies of them (dynamic_calls.py), so a computation
+    called from several places is rewritten for each. Computations no longer called are dropped."""
     if not has_dynamic_shapes(module):
         return module
     module = module_from_proto(module_to_proto(module))
@@ -530,14 +576,8 @@ def pad_dynamic_shapes(module: HloModule) -> HloModule:
         if any(d < 0 for leaf in inst.shape.leaves() for d in leaf.dimensions):
             raise CompileError(f"an unbounded dynamic dimension ({inst.shape}) is not supported: a padded "
                                "buffer needs a bound (write <=N)", inst)
-    for comp in module.computations:
-        if comp is not module.entry:
-            for inst in comp.instructions:
-                if _is_dynamic(inst.shape):
-                    raise CompileError(f"a dynamic dimension inside a called computation ({comp.name}) is not "
-                                       "supported: the dynamic padder handles the entry computation", inst)
     entry = module.entry
-    padder = _Padder(entry)
+    padder = Padder(entry, module)
     padder.run(schedule(entry))
     root = entry.root
     result = padder.v(root)
@@ -545,10 +585,36 @@ def pad_dynamic_shapes(module: HloModule) -> HloModule:
     # the replaced instructions (set-dimension-size, get-dimension-size, ...) still hold dynamic
     # shapes: keep what the root reaches
     entry.instructions = schedule(entry)
+    module.computations = _reachable(entry)
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if _is_dynamic(inst.shape) or inst.opcode in REWRITTEN_OPCODES:
+                user = next((f"{i.opcode} {i.name!r}" for c in module.computations for i in c.instructions
+                             if comp in i.called_computations), "?")
+                raise CompileError(f"a dynamic dimension inside computation {comp.name}, applied by {user}, is "
+                                   "not supported: the dynamic padder rewrites the computations of while, "
+                                   "conditional and call", inst)
     return module
 
 
-def _compacted(p: _Padder, root: HloInstruction, value: HloInstruction, sizes: Sizes) -> HloInstruction:
+def _reachable(entry: HloComputation) -> list[HloComputation]:
+    """The computations `entry` reaches, callees before callers (XLA's order), entry last."""
+    order: list[HloComputation] = []
+    seen: set[int] = set()
+
+    def visit(comp: HloComputation) -> None:
+        seen.add(id(comp))
+        for inst in comp.instructions:
+            for c in inst.called_computations:
+                if id(c) not in seen:
+                    visit(c)
+        order.append(comp)
+
+    visit(entry)
+    return order
+
+
+def _compacted(p: Padder, root: HloInstruction, value: HloInstruction, sizes: Sizes) -> HloInstruction:
     """The entry's result as XLA:CPU returns a dynamic array: valid elements first, row-major."""
     p.base = root
     shape = value.shape
@@ -563,3 +629,7 @@ def _compacted(p: _Padder, root: HloInstruction, value: HloInstruction, sizes: S
     flat = p.relayout(value, sizes, (shape.num_elements,), (math.prod(shape.dimensions),))
     # relayout to a 1-D buffer puts logical element L at L; then the bound's shape
     return p.add("reshape", shape, [flat]) if shape.rank != 1 else flat
+
+
+# handlers of other modules register in _HANDLERS when imported (they import this module's names)
+from neuron_customcall.compiler import dynamic_calls, dynamic_indexing  # noqa: E402,F401
