@@ -18,8 +18,11 @@ Classes, worst first:
   memory        the worker ran out of its memory cap
   our_refused   our parser (HloParseError), compiler (CompileError) or emulator (EmulatorError) said no
   xla_refused   XLA's parser or XLA:CPU refused it (not ours to run)
+  random        differs, and the module draws random numbers (`rng`): XLA:CPU's generator is not ours,
+                random by design (not run further)
   undefined     differs, but matches once scalar parameters are 0: a reduce whose init value is a
-                parameter and not an identity, so XLA's result is implementation-defined
+                parameter and not an identity, so XLA's result is implementation-defined; or an
+                unstable sort of keys with ties whose outputs hold the same (key, values) per row
   unverified    differs from a reference that is not exact for the module (as_calls wrote a bitcast
                 between layouts as a reshape): no verdict, look at it by hand
   slow          matched, but ours took more than --slow-factor times XLA:CPU (median of runs)
@@ -49,8 +52,10 @@ TOLERANCES = {"float64": (1e-9, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2
               "bfloat16": (2e-2, 2e-2), "complex64": (1e-4, 1e-5), "complex128": (1e-9, 1e-9)}
 #: 8-bit and narrower floats: one unit in the last place of their few mantissa bits.
 NARROW_FLOAT_TOLERANCE = (0.13, 0.13)
-CLASSES = ("mismatch", "our_crash", "timeout", "memory", "our_refused", "xla_refused", "undefined",
+CLASSES = ("mismatch", "our_crash", "timeout", "memory", "our_refused", "xla_refused", "random", "undefined",
            "unverified", "slow", "match")
+#: opcodes whose values are the generator's (XLA's `rng` leaves the algorithm to the backend)
+RANDOM_OPCODES = frozenset({"rng"})
 STAGE_MARK = "xla_corpus stage: "
 MODULE_SEPARATOR = re.compile(r"^//\s*-----\s*$", re.M)
 TEST_DIRECTIVE = re.compile(r"^\s*//\s*(RUN|CHECK[\w-]*|[A-Z][A-Z0-9-]*-?(LABEL|NEXT|SAME|DAG|NOT|COUNT-\d+))?:.*$")
@@ -174,6 +179,36 @@ def uses_parameter_as_reduce_init(module: Any) -> bool:
                 if any(o.opcode != "constant" for o in inits):
                     return True
     return False
+
+
+def draws_random_numbers(module: Any) -> bool:
+    return any(inst.opcode in RANDOM_OPCODES for comp in module.computations for inst in comp.instructions)
+
+
+def unstable_sort_root(module: Any) -> int | None:
+    """The sort dimension when the entry's result is an unstable sort of several operands (keys
+    first), else None: among equal keys, XLA leaves the order of the other operands unspecified."""
+    root = module.entry.root
+    if root.opcode == "sort" and len(root.operands) > 1 and not root.attributes.is_stable:
+        return int(root.attributes.dimensions[0])
+    return None
+
+
+def same_up_to_ties(ours: list[Any], ref: list[Any], dim: int) -> bool:
+    """Whether the keys (output 0) are equal and each row along `dim` holds the same (key, value)
+    pairs for every other output: an unstable sort's answer up to the order among ties."""
+    import numpy as np
+
+    keys, theirs_keys = np.moveaxis(np.asarray(ours[0]), dim, -1), np.moveaxis(np.asarray(ref[0]), dim, -1)
+    if not np.array_equal(keys, theirs_keys, equal_nan=keys.dtype.kind in "fc"):
+        return False
+    for a, b in zip(ours[1:], ref[1:]):
+        a, b = np.moveaxis(np.asarray(a), dim, -1), np.moveaxis(np.asarray(b), dim, -1)
+        order_a = np.lexsort((a, keys), axis=-1)
+        order_b = np.lexsort((b, keys), axis=-1)
+        if not np.array_equal(np.take_along_axis(a, order_a, -1), np.take_along_axis(b, order_b, -1)):
+            return False
+    return True
 
 
 def with_dynamic_sizes(text: str) -> tuple[str, list[tuple[int, list[int]]]]:
@@ -343,6 +378,13 @@ def run_one(name: str, text: str, runs: int, budget_s: float, slow_factor: float
     if not ok and reference == "calls" and has_layout_changing_bitcast(hlo.load(xla_parse(text), form="proto")):
         return Result(name, "unverified", f"{what}; but the reference wrote a bitcast between layouts as a "
                       "reshape, which it is not", max_err=worst, outputs=outputs)
+    if not ok and draws_random_numbers(theirs):
+        return Result(name, "random", f"{what}; the module draws random numbers (rng), whose values are the "
+                      "generator's: random by design", max_err=worst, outputs=outputs)
+    if not ok and (sort_dim := unstable_sort_root(theirs)) is not None and len(ours) == len(ref) and \
+            same_up_to_ties(ours, ref, sort_dim):
+        return Result(name, "undefined", f"{what}; an unstable sort: the same (key, value) pairs per row, in "
+                      "another order among equal keys, which XLA leaves unspecified", max_err=worst, outputs=outputs)
     if not ok:
         scalars = [k for k, p in enumerate(params) if not p.shape.dimensions]
         if scalars and uses_parameter_as_reduce_init(theirs):

@@ -152,3 +152,47 @@ def test_dynamic_results_get_their_sizes_and_are_cut_to_them() -> None:
     np.testing.assert_array_equal(parts[0], buf0[:2])
     np.testing.assert_array_equal(parts[2], np.arange(6, dtype=np.float32).reshape(3, 2))
     assert xc.with_dynamic_sizes(SPLIT.split("// -----")[0]) == (SPLIT.split("// -----")[0], [])
+
+
+UNSTABLE_SORT = """HloModule s
+lt {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT r = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  k = s32[6] parameter(0)
+  v = s32[6] parameter(1)
+  ROOT s = (s32[6], s32[6]) sort(k, v), dimensions={0}, to_apply=lt
+}
+"""
+
+
+def test_unstable_sort_ties_are_told_from_wrong_answers() -> None:
+    """An unstable sort may order the values of equal keys either way (XLA leaves it open); other
+    values, or other keys, are a mismatch."""
+    import hlo
+
+    m = hlo.load(UNSTABLE_SORT)
+    assert xc.unstable_sort_root(m) == 0
+    assert xc.unstable_sort_root(hlo.load(UNSTABLE_SORT.replace("to_apply=lt", "is_stable=true, to_apply=lt"))) is None
+    keys = np.array([0, 1, 1, 2, 2, 2], np.int32)
+    ours, ref = [keys, np.array([5, 1, 2, 3, 4, 0], np.int32)], [keys, np.array([5, 2, 1, 0, 3, 4], np.int32)]
+    assert xc.same_up_to_ties(ours, ref, 0)
+    assert not xc.same_up_to_ties(ours, [keys, np.array([5, 1, 2, 3, 4, 9], np.int32)], 0)
+    assert not xc.same_up_to_ties(ours, [np.array([0, 1, 1, 2, 2, 3], np.int32), ref[1]], 0)
+    # along dimension 1 of a matrix: a value moved to another row is a mismatch
+    k2 = np.stack([keys, keys])
+    assert xc.same_up_to_ties([k2, np.stack([ours[1], ref[1]])], [k2, np.stack([ref[1], ours[1]])], 1)
+    assert not xc.same_up_to_ties([k2, np.stack([ours[1], ours[1] + 1])], [k2, np.stack([ref[1], ref[1]])], 1)
+
+
+def test_modules_drawing_random_numbers_are_recognised() -> None:
+    import hlo
+
+    rng = hlo.load("HloModule r\nENTRY e {\n  a = f32[] constant(0)\n  b = f32[] constant(1)\n"
+                   "  ROOT r = f32[4] rng(a, b), distribution=rng_uniform\n}\n")
+    assert xc.draws_random_numbers(rng)
+    assert not xc.draws_random_numbers(hlo.load(UNSTABLE_SORT))
