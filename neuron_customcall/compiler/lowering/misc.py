@@ -11,9 +11,10 @@ from neuron_customcall.compiler.lowering.lapack import is_lapack_target, lower_l
 from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_rule, shapes
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
-#: Custom-call targets that only annotate their operand (sharding, placement): identities here.
+#: Custom-call targets that only annotate their operand (sharding, placement, XLA's layout pin):
+#: identities here, where values have no physical layout.
 IDENTITY_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
-                              "annotate_device_placement", "MoveToHost", "MoveToDevice"})
+                              "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint"})
 _RNG = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
 
 

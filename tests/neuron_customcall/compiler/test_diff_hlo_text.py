@@ -35,6 +35,15 @@ ENTRY e {
   n = f32[2,2] negate(a)
   ROOT r = (f32[2,2], s32[3]) tuple(n, b)
 }""", [rand(2, 2), np.array([1, -2, 3], np.int32)]),
+    # XLA's own target: an identity that pins its operand's layout (was "target 'LayoutConstraint' is
+    # not supported"; found in XLA's algebraic simplifier tests)
+    "layout_constraint_custom_call": ("""
+HloModule m
+ENTRY e {
+  x = f32[6,4,3]{0,1,2} parameter(0)
+  c = f32[6,4,3]{0,1,2} custom-call(x), custom_call_target="LayoutConstraint"
+  ROOT r = f32[6,4,3]{2,1,0} negate(c)
+}""", [rand(6, 4, 3)]),
     # every indexed dim has size 1, so each window is the whole operand (was "cannot reshape")
     "gather_from_size_one_operand": ("""
 HloModule m
