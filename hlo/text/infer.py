@@ -265,6 +265,28 @@ def _reduce(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) 
     return s
 
 
+@_rule("reduce-window")
+def _reduce_window(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> ShapeProto:
+    """XLA's InferReduceWindowShape: per dimension, the positions of the dilated window in the
+    dilated, padded input; the reducer's element type(s)."""
+    if len(ops) != 2:
+        raise InferError("the result shape of reduce-window of several inputs is not inferred (nor by XLA's "
+                         "parser): write it")
+    x = ops[0]
+    _need_array(x, "the input")
+    window = inst.window.dimensions
+    if len(window) != len(x.dimensions):
+        raise InferError(f"reduce-window's window has {len(window)} dimensions, its input {len(x.dimensions)}")
+    dims = []
+    for d, w in zip(x.dimensions, window):
+        base = (d - 1) * (w.base_dilation or 1) + 1 + w.padding_low + w.padding_high if d else 0
+        dims.append(_strided_bound(base, (w.size - 1) * (w.window_dilation or 1) + 1, w.stride or 1))
+    root = _callee(inst, called)
+    if root.element_type == PT.TUPLE:
+        raise InferError("reduce-window's reducer returns a tuple for one input")
+    return _array(root.element_type, dims)
+
+
 @_rule("sort")
 def _sort(inst: Any, ops: Sequence[ShapeProto], called: Sequence[ShapeProto]) -> ShapeProto:
     if len(ops) == 1:

@@ -489,7 +489,8 @@ ENTRY e {
   o = sort(p), dimensions={1}, to_apply=lt
   w = while(s), condition=cnd, body=neg
   k = conditional(b, s, s), true_computation=neg, false_computation=neg
-  ROOT t = tuple(r, r2, m, c, o, w, k)
+  rw = reduce-window(p, s), window={size=2x2 stride=1x2 pad=0_1x1_1 lhs_dilate=2x1 rhs_dilate=1x2}, to_apply=add
+  ROOT t = tuple(r, r2, m, c, o, w, k, rw)
 }""",
     "buffer_type": """HloModule buffers
 ENTRY e {

@@ -16,7 +16,8 @@ def _module(body: str, before: str = "") -> str:
 
 @pytest.mark.parametrize("body, message", [
     ("  ROOT c = constant(1)", "result shape of constant is not inferred here"),
-    ("  ROOT r = reduce-window(p, p), window={size=1x1}, to_apply=e", "result shape of reduce-window is not inferred"),
+    ("  ROOT r = select-and-scatter(p, p, p), window={size=1x1}, select=e, scatter=e",
+     "result shape of select-and-scatter is not inferred"),
     ("  ROOT r = add(p, q)", r"cannot infer the result shape of 'r': add operands have different dimensions"),
     ("  ROOT r = transpose(p), dimensions={0,0}", "not a permutation"),
     ("  ROOT r = dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "do not fit"),
@@ -28,6 +29,19 @@ def _module(body: str, before: str = "") -> str:
 def test_what_cannot_be_inferred_is_an_error_naming_the_instruction(body: str, message: str) -> None:
     with pytest.raises(HloParseError, match=message):
         parse_hlo_text(_module(body))
+
+
+@pytest.mark.parametrize("body, message", [
+    # XLA's parser infers a reduce-window of one input only
+    ("  s = f32[] constant(0)\n  ROOT r = reduce-window(p, p, s, s), window={size=1x1}, to_apply=f",
+     "reduce-window of several inputs"),
+    ("  s = f32[] constant(0)\n  ROOT r = reduce-window(p, s), window={size=1}, to_apply=f",
+     "window has 1 dimensions, its input 2"),
+])
+def test_reduce_window_shapes_that_are_not_inferred(body: str, message: str) -> None:
+    before = "f {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
+    with pytest.raises(HloParseError, match=message):
+        parse_hlo_text(_module(body, before))
 
 
 def test_a_callee_defined_after_its_caller_is_refused_as_xla_does() -> None:
