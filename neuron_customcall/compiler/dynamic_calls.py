@@ -19,7 +19,8 @@ from typing import Any
 
 from hlo.ir.module import HloComputation, HloInstruction
 from hlo.ir.shape import Shape
-from neuron_customcall.compiler.dynamic_padder import Padder, Size, Sizes, _static, _static_sizes, handles
+from neuron_customcall.compiler.dynamic_padder import (Padder, Size, Sizes, _static, _static_sizes, clone_computation,
+                                                       handles)
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.schedule import schedule
 
@@ -65,22 +66,6 @@ def with_sizes(sizes: Sizes, slots: list[Slot], values: list[Size]) -> Sizes:
     return sizes
 
 
-def _clone(comp: HloComputation, name: str) -> tuple[HloComputation, dict[int, HloInstruction]]:
-    """A copy of `comp` (same callees) named `name`, and the copy of each instruction by id."""
-    copy = HloComputation(name)
-    copy.attributes.CopyFrom(comp.attributes)
-    copy.attributes.ClearField("program_shape")  # the parameters change
-    new: dict[int, HloInstruction] = {}
-    for inst in schedule(comp):
-        c = HloInstruction(inst.name, inst.opcode, inst.shape, [new[id(o)] for o in inst.operands],
-                           called_computations=list(inst.called_computations),
-                           control_predecessors=[new[id(o)] for o in inst.control_predecessors if id(o) in new])
-        c.attributes.CopyFrom(inst.attributes)
-        new[id(inst)] = copy.add(c)
-    copy.root = new[id(comp.root)]
-    return copy, new
-
-
 class PaddedCallee:
     """A rewritten copy of a called computation: its padder, its root's value and sizes."""
 
@@ -89,7 +74,7 @@ class PaddedCallee:
         k = 1
         while f"{comp.name}.dyn{k}" in taken:
             k += 1
-        self.comp, _ = _clone(comp, f"{comp.name}.dyn{k}")
+        self.comp, _ = clone_computation(comp, f"{comp.name}.dyn{k}")
         caller.module.add(self.comp)
         self.padder = Padder(self.comp, caller.module)
         old_root = self.comp.root
@@ -197,7 +182,7 @@ def _call(p: Padder, inst: HloInstruction, ops: list[HloInstruction]) -> tuple[H
     if len(inst.called_computations) != 1:
         raise CompileError(f"a {inst.opcode} with a dynamic dimension needs exactly one computation", inst)
     callee = inst.called_computations[0]
-    copy, new = _clone(callee, callee.name)
+    copy, new = clone_computation(callee, callee.name)
     params = {id(c) for c in copy.parameters}
     for c in copy.parameters:
         n = c.attributes.parameter_number

@@ -25,8 +25,8 @@ import numpy as np
 from hlo.ir.dtypes import numpy_dtype
 from hlo.ir.module import HloComputation, HloInstruction
 from hlo.ir.shape import Shape
-from neuron_customcall.compiler.dynamic_calls import _clone
-from neuron_customcall.compiler.dynamic_padder import Padder, Size, Sizes, _set_size, _static_sizes, handles
+from neuron_customcall.compiler.dynamic_padder import (Padder, Size, Sizes, _set_size, _static_sizes, clone_computation,
+                                                       handles)
 from neuron_customcall.compiler.errors import CompileError
 
 
@@ -71,7 +71,7 @@ def _inside_first(p: Padder, comparator: HloComputation) -> HloComputation:
     k = 1
     while f"{comparator.name}.inside{k}" in taken:
         k += 1
-    comp, _ = _clone(comparator, f"{comparator.name}.inside{k}")
+    comp, _ = clone_computation(comparator, f"{comparator.name}.inside{k}")
     n = len(comp.parameters)
     scalar = Shape.array("PRED", ())
     flags = []

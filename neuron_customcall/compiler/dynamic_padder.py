@@ -552,6 +552,22 @@ _SUPPORTED = ("set-dimension-size", "get-dimension-size", "element-wise ops", "b
               "dynamic-slice", "dynamic-update-slice")
 
 
+def clone_computation(comp: HloComputation, name: str) -> tuple[HloComputation, dict[int, HloInstruction]]:
+    """A copy of `comp` (same callees) named `name`, and the copy of each instruction by id."""
+    copy = HloComputation(name)
+    copy.attributes.CopyFrom(comp.attributes)
+    copy.attributes.ClearField("program_shape")  # the parameters change
+    new: dict[int, HloInstruction] = {}
+    for inst in schedule(comp):
+        c = HloInstruction(inst.name, inst.opcode, inst.shape, [new[id(o)] for o in inst.operands],
+                           called_computations=list(inst.called_computations),
+                           control_predecessors=[new[id(o)] for o in inst.control_predecessors if id(o) in new])
+        c.attributes.CopyFrom(inst.attributes)
+        new[id(inst)] = copy.add(c)
+    copy.root = new[id(comp.root)]
+    return copy, new
+
+
 def calls_dynamic(comp: HloComputation, _seen: set[int] | None = None) -> bool:
     """Whether `comp`, or a computation it calls, holds a dynamic shape or an opcode only this pass
     removes (so that a while, conditional or call around it must be rewritten)."""
@@ -631,5 +647,6 @@ def _compacted(p: Padder, root: HloInstruction, value: HloInstruction, sizes: Si
     return p.add("reshape", shape, [flat]) if shape.rank != 1 else flat
 
 
-# handlers of other modules register in _HANDLERS when imported (they import this module's names)
+# handlers of other modules register in _HANDLERS when imported (they import this module's names,
+# and only this module's: imported first, either of them still finds every name defined here)
 from neuron_customcall.compiler import dynamic_calls, dynamic_indexing  # noqa: E402,F401

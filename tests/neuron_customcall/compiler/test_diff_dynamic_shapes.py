@@ -538,3 +538,16 @@ def test_inferred_dimension_reads_as_xla_reads_it() -> None:
     assert hlo.modules_equal(ours, theirs)
     assert "inferred_dimension=0" in ours.to_text()
     assert hlo.modules_equal(hlo.load(ours.to_text()), ours)
+
+
+@pytest.mark.parametrize("module", ["dynamic_calls", "dynamic_indexing", "dynamic_padder"])
+def test_each_padder_module_imports_first(module: str) -> None:
+    """The handler modules and the core import each other's names; whichever a program imports
+    first, every handler registers (a fresh interpreter each)."""
+    import subprocess
+    import sys
+
+    code = (f"import neuron_customcall.compiler.{module}\n"
+            "from neuron_customcall.compiler.dynamic_padder import _HANDLERS\n"
+            "assert {'while', 'conditional', 'call', 'sort', 'gather', 'scatter', 'reduce-window'} <= set(_HANDLERS)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
