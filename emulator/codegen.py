@@ -99,11 +99,14 @@ class _Hoist:
 
 
 def _emit(src: _Source, comp: Computation, steps: Sequence[Step], names: Sequence[str], value: dict[int, str],
-          prefix: str, indent: int, *, state: str | None = None, hoist: _Hoist | None = None) -> None:
+          prefix: str, indent: int, *, state: str | None = None, hoist: _Hoist | None = None,
+          record: list[tuple[Any, list[str], str]] | None = None) -> None:
     """Append the lines of `comp` to `src`; `value` maps each live slot to the name holding it
     (parameters on entry) and is left mapping the result. Names starting with `prefix + "r"` are
     registers (freed after their last use); others (constants, state, hoisted values) persist.
-    `state`: the name of a loop's tuple parameter, whose elements are the variables s0, s1, ..."""
+    `state`: the name of a loop's tuple parameter, whose elements are the variables s0, s1, ...
+    `record` receives (instruction, argument names, result name) of every line run in the loop
+    (not folded, not hoisted), in order: the loop runner's ownership analysis reads it."""
     foldable = foldable_steps(comp)
     reg = prefix + "r"
     for k, ((fn, ins, out, free), inst) in enumerate(zip(steps, comp.instructions)):
@@ -134,6 +137,8 @@ def _emit(src: _Source, comp: Computation, steps: Sequence[Step], names: Sequenc
             else:
                 src.add(f"{reg}{out} = {call}", indent, label)
                 value[out] = f"{reg}{out}"
+                if record is not None:
+                    record.append((inst, args, value[out]))
         dropped = [f for f in free if value.pop(f, "").startswith(reg)]
         if dropped:
             src.add("; ".join(f"{reg}{f} = None" for f in dropped), indent)
@@ -203,7 +208,8 @@ def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: 
     passed = _passed_through(body, bp, size) if root_tuple else set()
     hoist = _Hoist({f"s{k}" for k in passed})
     value = {bp: "bstate"}
-    if _state_uses(body, bp):
+    whole_state = _state_uses(body, bp)
+    if whole_state:
         body_src.add(f"bstate = {packed}", 6)
     steps, names = list(body_steps), list(body_names)
     if root_tuple:  # the root tuple becomes the state assignment below
@@ -211,9 +217,13 @@ def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: 
         body_comp = replace(body, instructions=body.instructions[:-1])
     else:
         body_comp = body
-    _emit(body_src, body_comp, steps, names, value, "b", 6, state="bstate", hoist=hoist)
+    record: list[tuple[Any, list[str], str]] = []
+    _emit(body_src, body_comp, steps, names, value, "b", 6, state="bstate", hoist=hoist, record=record)
     nxt = [value[i] for i in last.ins] if root_tuple else None
-    if own is not None and nxt is not None:  # state updated in place must not be a hoisted value
+    owned = None if own is None or nxt is None or whole_state else _updated_in_place(record, nxt)
+    if owned is not None:  # proven: copy the updated elements on entry, check nothing per iteration
+        own = None
+    elif own is not None and nxt is not None:  # state updated in place must not be a hoisted value
         nxt = [f"_copy({n})" if n in hoist.invariant and not n.startswith("s") else n for n in nxt]
 
     (cp,) = cond.params
@@ -221,6 +231,8 @@ def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: 
     src.add("try:", 2)
     unpack = f"{', '.join(state)}{',' if size == 1 else ''}"
     src.add(f"{unpack} = _own(state, True)" if own else f"{unpack} = state", 4)
+    for k in sorted(owned or ()):
+        src.add(f"s{k} = _copy(s{k})", 4)  # the caller's array is never written
     for text, label in hoist.lines:
         src.add(text, 4, label)
     src.add("start = _monotonic(); chunks = 0", 4)
@@ -246,6 +258,39 @@ def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: 
     src.add("except Exception as e:", 2)
     src.add("raise failed(e) from e", 4)
     return src.build("loop", f"while loop over {body.name}")
+
+
+def _updated_in_place(record: Sequence[tuple[Any, list[str], str]], nxt: Sequence[str]) -> set[int] | None:
+    """The state elements a loop body updates in place, when the generated code can prove that
+    each stays the loop's own from one iteration to the next without a check; None when it can
+    not (the loop then re-owns its whole state after every iteration: control._own_state).
+
+    Proven for element k when: the body's only reference to it (`s<k>`) is one in-place
+    dynamic-update-slice, whose result is read by nothing but the next state, at position k and
+    there alone. Then that result is the same array (written in place) or the handler's fresh
+    copy: unshared and writeable either way, so only the entry needs a copy of it. Every other
+    element is never written in place by the loop and may stay shared. Any in-place update of
+    another value, or of an element some other way, gives None."""
+    reads: dict[str, int] = {}
+    for _, args, _ in record:
+        for a in ins_names(args):
+            reads[a] = reads.get(a, 0) + 1
+    for n in nxt:
+        reads[n] = reads.get(n, 0) + 1
+    owned: set[int] = set()
+    for pos, (inst, args, out) in enumerate(record):
+        if inst.reuse < 0 or inst.op != "dynamic-update-slice":
+            continue
+        target = args[inst.reuse]
+        if inst.reuse != 0 or not target.startswith("s") or not target[1:].isdigit():
+            return None
+        k = int(target[1:])
+        later = record[pos + 1:]
+        if (k >= len(nxt) or nxt[k] != out or reads.get(target) != 1 or reads.get(out) != 1
+                or any(o == out for _, _, o in later)):
+            return None
+        owned.add(k)
+    return owned
 
 
 def _passed_through(body: Computation, param: int, size: int) -> set[int]:

@@ -334,6 +334,17 @@ def where(p: np.ndarray, a: Any, b: Any) -> np.ndarray:
     return _bitwise_select(dt, -1)(p, a, b)
 
 
+def _scalar_select(p: Any, a: Any, b: Any) -> Any:
+    """A select declared on scalars (loop bodies' clamps and counters): 60 ns instead of
+    np.where's 2 us when the predicate is a NumPy bool. No scalar result is ever overwritten in
+    place (buffers.choose_reuse), so returning an operand is safe. Lifted element-wise
+    computations declare scalars but run on whole arrays (a branch may then be an array while
+    the predicate is a constant): those go to np.where, which broadcasts."""
+    if type(p) is np.bool_ and not getattr(a, "ndim", 0) and not getattr(b, "ndim", 0):
+        return a if p else b
+    return np.where(p, a, b)
+
+
 @handles("select")
 def _select(ctx: HandlerContext) -> Callable:
     """np.where, or, when the compiler lets the result reuse a branch operand's buffer, a masked
@@ -346,6 +357,8 @@ def _select(ctx: HandlerContext) -> Callable:
             and ctx.dtype.kind != "c" and ctx.in_shape(0) == ctx.shape and all(
                 ctx.in_dtype(i) == ctx.dtype for i in (1, 2)):
         return _bitwise_select(ctx.dtype, k if can_reuse else -1)
+    if ctx.shape == ():
+        return _scalar_select
     if can_reuse:
         if k == 1:
             return lambda p, a, b: (np.copyto(a, b, where=~np.asarray(p, bool)), a)[1]

@@ -14,39 +14,74 @@ from emulator.program.dtypes import DTYPES, TUPLE
 from emulator.program.ops import handles
 
 
+def _window(shape: tuple[int, ...], sizes: tuple[int, ...]) -> Callable[..., tuple | slice]:
+    """A function of the start indices giving the index of the window of `sizes` in an array of
+    `shape`, each start clamped into [0, dim - size] as XLA does.
+
+    Why specialised: a scan or an in-place update loop slices once per iteration, and the generic
+    loop over dimensions (int(), min/max, a slice per dimension, a tuple) cost more than the
+    copy. Dimensions the window spans whole (no start can move it) are fixed slices; with one
+    movable dimension (the usual: one row of a stacked array) the index is built directly."""
+    limits = [d - n for d, n in zip(shape, sizes)]
+    if len(shape) != len(sizes) or min(limits, default=0) < 0:
+        raise ValueError(f"a window of {list(sizes)} does not fit in {list(shape)}")
+    moving = [d for d, lim in enumerate(limits) if lim > 0]
+    whole = (slice(None),) * len(shape)  # a dimension no start can move is spanned whole
+    if not moving:
+        return lambda *starts: whole
+    if len(moving) == 1:
+        (d,) = moving
+        lim, n = limits[d], sizes[d]
+        before = whole[:d]  # the dimensions after d need no index: they are whole
+
+        if not before:
+            def first(*starts: Any) -> slice:
+                s = int(starts[d])
+                s = 0 if s < 0 else (lim if s > lim else s)
+                return slice(s, s + n)
+            return first
+
+        def one(*starts: Any) -> tuple:
+            s = int(starts[d])
+            s = 0 if s < 0 else (lim if s > lim else s)
+            return (*before, slice(s, s + n))
+        return one
+
+    def general(*starts: Any) -> tuple:
+        idx = list(whole)
+        for d in moving:
+            s = int(starts[d])
+            s = 0 if s < 0 else (limits[d] if s > limits[d] else s)
+            idx[d] = slice(s, s + sizes[d])
+        return tuple(idx)
+    return general
+
+
 @handles("dynamic-slice")
 def _dynamic_slice(ctx: HandlerContext) -> Callable:
-    sizes = ctx.attrs["sizes"]
-    shape = ctx.in_shape(0)
-    limits = [d - s for d, s in zip(shape, sizes)]
+    window = _window(ctx.in_shape(0), tuple(ctx.attrs["sizes"]))
 
     def dslice(x: np.ndarray, *starts: Any) -> np.ndarray:
-        idx = []
-        for s, lim, n in zip(starts, limits, sizes):
-            s = min(max(int(s), 0), lim)
-            idx.append(slice(s, s + n))
-        return x[tuple(idx)]
+        return x[window(*starts)]
     return dslice
 
 
 @handles("dynamic-update-slice")
 def _dynamic_update_slice(ctx: HandlerContext) -> Callable:
-    shape, ushape = ctx.in_shape(0), ctx.in_shape(1)
-    limits = [d - u for d, u in zip(shape, ushape)]
+    window = _window(ctx.in_shape(0), ctx.in_shape(1))
 
-    in_place = ctx.reuse == 0
+    if ctx.reuse == 0:
+        def dus_in_place(x: np.ndarray, upd: np.ndarray, *starts: Any) -> np.ndarray:
+            # in place only on a buffer the loop state owns (see control._own_state); else a copy
+            owned = type(x) is np.ndarray and (flags := x.flags).writeable and flags.owndata
+            out = x if owned else np.array(x, copy=True)
+            out[window(*starts)] = upd
+            return out
+        return dus_in_place
 
     def dus(x: np.ndarray, upd: np.ndarray, *starts: Any) -> np.ndarray:
-        idx = []
-        for s, lim, n in zip(starts, limits, ushape):
-            s = min(max(int(s), 0), lim)
-            idx.append(slice(s, s + n))
-        # in place only on a buffer the loop state owns (see control._own_state); else a copy
-        if in_place and isinstance(x, np.ndarray) and x.flags.writeable and x.flags.owndata:
-            out = x
-        else:
-            out = np.array(x, copy=True)
-        out[tuple(idx)] = upd
+        out = np.array(x, copy=True)
+        out[window(*starts)] = upd
         return out
     return dus
 
