@@ -10,6 +10,7 @@ instruction's `free` are dropped right after it, so temporaries die at their las
 from __future__ import annotations
 
 import logging
+import math
 import operator
 import os
 from collections.abc import Callable, Sequence
@@ -244,11 +245,44 @@ def _may_share(a: np.ndarray, owner: np.ndarray | None, others: list[tuple[np.nd
     return False
 
 
+#: OpenBLAS runs a GEMM of fewer multiply-adds (m * n * k) than this on one thread whatever its
+#: thread setting (interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4)
+SINGLE_THREAD_GEMM = 65536 * 4
+
+
+def _multiply_adds(inst: Any, operand_types: list[ValueType]) -> int | None:
+    """An upper bound of the multiply-adds of one GEMM a dot or convolution makes (all of its
+    batches, groups and windows counted together), None for other ops and for types that do not
+    fit the op (the loader refuses those later, by name)."""
+    try:
+        out = math.prod(inst.type[1])
+        if inst.op == "dot":
+            lhs = operand_types[0][1]
+            return out * math.prod(lhs[d] for d in inst.attrs["lhs_contracting"])
+        if inst.op == "convolution":
+            kernel = operand_types[1][1]
+            return out * math.prod(kernel) // max(1, kernel[inst.attrs["kernel_output_feature"]])
+    except (IndexError, KeyError, TypeError):
+        return None
+    return None
+
+
 def _uses_blas(program: Program) -> bool:
-    """Whether any instruction of `program` (any computation) may call BLAS. A program without
-    such ops runs without the BLAS thread policy (emulator/blas.py): its load-average and
-    affinity system calls are about 4 us of every run, which is most of a small graph's."""
-    return any(OPS[inst.op].blas for comp in program.computations for inst in comp.instructions)
+    """Whether an instruction of `program` (any computation) may call BLAS with threads. A
+    program without one runs without the BLAS thread policy (emulator/blas.py), whose system
+    calls and thread settings cost 4 us of every run on a quiet machine and 30 us under load:
+    most of a small graph's time. Dots and convolutions too small for OpenBLAS to thread (the
+    5x5 and 4x4 ones of XLA's tests, a loop's matrix-vector products) do not count."""
+    for comp in program.computations:
+        types: dict[int, ValueType] = dict(zip(comp.params, comp.param_types))
+        for inst in comp.instructions:
+            if OPS[inst.op].blas:
+                operands = [types.get(i) for i in inst.ins]
+                work = None if None in operands else _multiply_adds(inst, operands)  # type: ignore[arg-type]
+                if work is None or work >= SINGLE_THREAD_GEMM:
+                    return True
+            types[inst.out] = inst.type
+    return False
 
 
 def _type_leaves(t: ValueType) -> list[ValueType]:

@@ -27,8 +27,7 @@ import logging
 import os
 import platform
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 
@@ -85,11 +84,27 @@ def _lookup() -> tuple[Callable[[ctypes.Array], int], Callable[[ctypes.Array], i
     return _api
 
 
+_MODE_ENV = "NEURON_EMULATOR_DENORMALS"
+_mode_seen: tuple[str | None, bool] = ("\0", True)  # (the setting last read, whether it flushes)
+
+
 def _wanted() -> bool:
-    mode = os.environ.get("NEURON_EMULATOR_DENORMALS", "flush").strip().lower()
+    """Whether to flush: the setting is read every run (tests and users change it at run time),
+    parsed only when it changed."""
+    global _mode_seen
+    raw = os.environ.get(_MODE_ENV)
+    if raw == _mode_seen[0]:
+        return _mode_seen[1]
+    mode = (raw or "flush").strip().lower()
     if mode not in ("flush", "keep"):
-        log.warning("NEURON_EMULATOR_DENORMALS=%r is neither flush nor keep; flushing", mode)
-    return mode != "keep"
+        log.warning("%s=%r is neither flush nor keep; flushing", _MODE_ENV, mode)
+    _mode_seen = (raw, mode != "keep")
+    return _mode_seen[1]
+
+
+#: the flushing environment made from each environment a run started in (fenv_t bytes -> it);
+#: a thread's environment rarely changes, and building one costs more than the two calls
+_flushing_of: dict[bytes, ctypes.Array] = {}
 
 
 def active() -> bool:
@@ -97,21 +112,35 @@ def active() -> bool:
     return getattr(_state, "depth", 0) > 0
 
 
-@contextmanager
-def flushed_denormals() -> Iterator[None]:
+class flushed_denormals:  # noqa: N801 - used as a function: `with flushed_denormals():`
     """Within the block this thread flushes subnormal float results and inputs to zero (unless
-    NEURON_EMULATOR_DENORMALS=keep); its previous environment is restored after."""
-    api = _lookup() if _wanted() else None
-    if api is None:
-        yield
-        return
-    get, put = api
-    saved = _Env()
-    get(saved)
-    put(_flushing(saved))
-    _state.depth = getattr(_state, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _state.depth -= 1
-        put(saved)
+    NEURON_EMULATOR_DENORMALS=keep); its previous environment is restored after.
+
+    A class rather than a generator context manager: every `Executable.run` enters one, and
+    the generator, the environment built afresh and the setting parsed each time were about
+    4 us, half the fixed cost of running a small program."""
+
+    __slots__ = ("_saved",)
+
+    def __enter__(self) -> None:
+        api = _lookup() if _wanted() else None
+        self._saved = None
+        if api is None:
+            return
+        get, put = api
+        saved = _Env()
+        get(saved)
+        key = bytes(saved)
+        flush = _flushing_of.get(key)
+        if flush is None:
+            if len(_flushing_of) >= 16:
+                _flushing_of.clear()
+            flush = _flushing_of[key] = _flushing(saved)
+        put(flush)
+        _state.depth = getattr(_state, "depth", 0) + 1
+        self._saved = saved
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            _state.depth -= 1
+            _api[1](self._saved)  # type: ignore[index]

@@ -224,6 +224,8 @@ def test_check_mode_catches_a_wrong_intermediate_type(monkeypatch):
 
 
 def test_the_blas_thread_policy_is_applied_only_to_programs_that_may_call_blas(monkeypatch):
+    """...with threads: OpenBLAS runs a GEMM under 65536 x 4 multiply-adds on one thread anyway,
+    so a program whose dots are all smaller skips the policy's system calls too."""
     import contextlib
 
     from emulator import executor
@@ -236,15 +238,33 @@ def test_the_blas_thread_policy_is_applied_only_to_programs_that_may_call_blas(m
         yield
 
     monkeypatch.setattr(executor, "blas_threads_for_run", policy)
-    M = ["f32", [3, 3]]
     elementwise = Computation("main", 3, [0, 1], [F, F], [Instruction("add", 2, [0, 1], F, name="a")], 2, F)
     x = np.ones(3, np.float32)
     np.testing.assert_array_equal(_load([elementwise], [F, F], [F]).run([x, x])[0], 2)
     assert not entered
-    dot = Computation("main", 3, [0, 1], [M, M], [
-        Instruction("dot", 2, [0, 1], M, {"lhs_contracting": [1], "rhs_contracting": [0], "lhs_batch": [],
-                                          "rhs_batch": [], "out_perm": []}, name="d"),
-    ], 2, M)
-    m = np.eye(3, dtype=np.float32)
-    np.testing.assert_array_equal(_load([dot], [M, M], [M]).run([m, m])[0], m)
-    assert entered == [True]
+
+    def dot(n: int) -> tuple[Computation, list]:
+        M = ["f32", [n, n]]
+        return Computation("main", 3, [0, 1], [M, M], [
+            Instruction("dot", 2, [0, 1], M, {"lhs_contracting": [1], "rhs_contracting": [0], "lhs_batch": [],
+                                              "rhs_batch": [], "out_perm": []}, name="d"),
+        ], 2, M), M
+    for n, threaded in ((3, False), (63, False), (64, True)):  # 64^3 = 65536 x 4
+        entered.clear()
+        comp, M = dot(n)
+        m = np.eye(n, dtype=np.float32)
+        np.testing.assert_array_equal(_load([comp], [M, M], [M]).run([m, m])[0], m)
+        assert entered == ([True] if threaded else []), n
+
+
+def test_a_convolution_counts_its_multiply_adds_per_output_feature():
+    """The policy's estimate for a convolution: outputs x the kernel's taps and input features
+    (not its output features), so a small one skips the policy and a training step's does not."""
+    from emulator.executor import SINGLE_THREAD_GEMM, _multiply_adds
+
+    def conv(out: list[int], kernel: list[int]) -> int | None:
+        inst = Instruction("convolution", 2, [0, 1], ["f32", out], {"kernel_output_feature": 3}, name="c")
+        return _multiply_adds(inst, [["f32", [1, 1, 1, 1]], ["f32", kernel]])
+    assert conv([1, 4, 4, 1], [3, 3, 1, 1]) == 16 * 9 < SINGLE_THREAD_GEMM
+    assert conv([32, 28, 28, 16], [3, 3, 16, 16]) == 32 * 28 * 28 * 16 * 144 >= SINGLE_THREAD_GEMM
+    assert conv([1, 4, 4, 1], [3, 3]) is None  # a kernel shape that does not fit: counted as BLAS
