@@ -64,6 +64,13 @@ class DynamicIndex:
     def __rsub__(self, other):
         return other - self.materialise()
 
+    def __getattr__(self, name: str):
+        """Any other tile member (``nl.add(iy, off).reshape(...)``, ``.dtype``) is the
+        materialised tile's: the result of ``nl.add`` stays usable as the tile it was."""
+        if name.startswith("__") or name in DynamicIndex.__slots__:
+            raise AttributeError(name)
+        return getattr(self.materialise(), name)
+
     def __repr__(self) -> str:
         return f"DynamicIndex({self.expr!r} + {self.offset!r})"
 

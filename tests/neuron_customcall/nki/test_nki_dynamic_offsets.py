@@ -368,3 +368,21 @@ def test_an_index_plus_offset_used_as_data_is_the_tile_it_computes():
     np.testing.assert_array_equal(out[1], np.broadcast_to((iy + 7) * 2, (128, 8)))
     np.testing.assert_array_equal(out[2], np.broadcast_to(ix + 6, (128, 8)))
     np.testing.assert_array_equal(rows, x[7:135])
+
+
+def test_nl_add_of_an_index_and_an_offset_keeps_the_tile_members():
+    """nl.add(iy, o[0, 0]) is the tile iota + offset for every member a tile has."""
+    @nki.jit
+    def k(offsets):
+        out = nl.ndarray((128, 2, 4), nl.int32, buffer=nl.shared_hbm)
+        o = nl.load(offsets)
+        iy = nl.arange(8)[None, :]
+        t = nl.add(iy, o[0, 0])
+        assert t.dtype == nl.int32
+        zero = nl.zeros((128, 2, 4), nl.int32, buffer=nl.sbuf)
+        nl.store(out, nl.add(zero, t.reshape((1, 2, 4))))
+        return out
+
+    got = k(np.array([[5]], np.int32))
+    np.testing.assert_array_equal(got, np.broadcast_to((np.arange(8) + 5).reshape(1, 2, 4),
+                                                       (128, 2, 4)))
