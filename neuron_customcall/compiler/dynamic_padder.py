@@ -645,8 +645,3 @@ def _compacted(p: Padder, root: HloInstruction, value: HloInstruction, sizes: Si
     flat = p.relayout(value, sizes, (shape.num_elements,), (math.prod(shape.dimensions),))
     # relayout to a 1-D buffer puts logical element L at L; then the bound's shape
     return p.add("reshape", shape, [flat]) if shape.rank != 1 else flat
-
-
-# handlers of other modules register in _HANDLERS when imported (they import this module's names,
-# and only this module's: imported first, either of them still finds every name defined here)
-from neuron_customcall.compiler import dynamic_calls, dynamic_indexing  # noqa: E402,F401

@@ -11,7 +11,7 @@ from neuron_customcall import __version__
 from neuron_customcall.compiler import buffers, emit, fusion, memory, verify
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.custom_op_rules import check_custom_op_limits
-from neuron_customcall.compiler.dynamic_padder import pad_dynamic_shapes
+from neuron_customcall.compiler.dynamic_shapes import pad_dynamic_shapes
 from neuron_customcall.compiler.flags import CompileFlags
 from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule

@@ -19,7 +19,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import hlo  # noqa: E402
 from emulator import load_artifact  # noqa: E402
 from neuron_customcall.compiler import CompileError, compile_module  # noqa: E402
-from neuron_customcall.compiler.dynamic_padder import has_dynamic_shapes, pad_dynamic_shapes  # noqa: E402
+from neuron_customcall.compiler.dynamic_shapes import has_dynamic_shapes, pad_dynamic_shapes  # noqa: E402
 from neuron_customcall.jax.xla_cpu import XlaCpuExecutable  # noqa: E402
 
 _COMPS = """
@@ -540,14 +540,16 @@ def test_inferred_dimension_reads_as_xla_reads_it() -> None:
     assert hlo.modules_equal(hlo.load(ours.to_text()), ours)
 
 
-@pytest.mark.parametrize("module", ["dynamic_calls", "dynamic_indexing", "dynamic_padder"])
+@pytest.mark.parametrize("module", ["dynamic_calls", "dynamic_indexing", "dynamic_padder", "dynamic_shapes"])
 def test_each_padder_module_imports_first(module: str) -> None:
-    """The handler modules and the core import each other's names; whichever a program imports
-    first, every handler registers (a fresh interpreter each)."""
+    """Whichever of the pass's modules a program imports first, it imports (no circle between
+    them), and the pass as the pipeline runs it (dynamic_shapes) has every handler registered
+    (a fresh interpreter each)."""
     import subprocess
     import sys
 
     code = (f"import neuron_customcall.compiler.{module}\n"
+            "import neuron_customcall.compiler.dynamic_shapes\n"
             "from neuron_customcall.compiler.dynamic_padder import _HANDLERS\n"
             "assert {'while', 'conditional', 'call', 'sort', 'gather', 'scatter', 'reduce-window'} <= set(_HANDLERS)\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
