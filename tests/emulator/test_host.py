@@ -125,7 +125,8 @@ def test_helper_processes_time_is_ours_and_stays_ours_after_they_exit():
 
 
 def test_the_instant_count_leaves_out_our_own_running_tasks(monkeypatch):
-    """The reader and our GpSimd workers are not strangers."""
+    """Our own threads (a framework's pool, OpenBLAS threads still spinning) and GpSimd workers
+    are not strangers."""
     monkeypatch.setattr(host, "_machine_running", lambda: 4)
     monkeypatch.setattr(host, "_own_running", lambda: 3)
     assert host._running_others() == 1.0
@@ -135,8 +136,28 @@ def test_the_instant_count_leaves_out_our_own_running_tasks(monkeypatch):
     assert host._running_others() is None
 
 
-def test_own_running_counts_this_thread_and_a_busy_helper():
+def test_own_running_counts_busy_threads_of_ours_and_a_busy_helper():
     assert host._own_running() >= 1  # the reader itself is running
+    import hashlib
+    import threading
+    import time
+
+    stop = threading.Event()
+    data = bytes(32 << 20)
+
+    def busy() -> None:  # hashing releases the GIL: the thread runs beside the reader
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        time.sleep(0.05)
+        # a busy thread of ours is ours, not a stranger's (at some instant of ten tries)
+        assert max(host._own_running() for _ in range(10)) >= 2
+    finally:
+        stop.set()
+        worker.join()
     child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         host.count_as_own(child.pid)
