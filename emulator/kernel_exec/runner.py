@@ -19,6 +19,7 @@ import numpy as np
 from emulator import blas, machine
 from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Operand,
                                 Statement, dtypes)
+from emulator.kernel_ir.printer import format_operand
 
 from . import alu, buffers, control, parallel, watch
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,
@@ -242,7 +243,7 @@ class Runner:
                     value = self.read(src, masked=True)
                 except KernelRuntimeError:
                     continue  # the instruction itself reports the bad read
-                inputs.append((watch.operand_text(src), self._split(value, len(src.shape))))
+                inputs.append((format_operand(src), self._split(value, len(src.shape))))
         return wanted, tuple(inputs)
 
     def _watch_result(self, ins: Instruction, wanted: list[watch.Watch], inputs: tuple) -> None:

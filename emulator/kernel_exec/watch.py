@@ -23,13 +23,13 @@ watch registered by the user's thread must see them.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from emulator.kernel_ir import Access, Instruction
-from emulator.kernel_ir.printer import format_instruction
+from emulator.kernel_ir import Instruction
+from emulator.kernel_ir.printer import format_instruction, format_operand
 
 _lock = threading.Lock()
 _watches: tuple["Watch", ...] = ()
@@ -81,7 +81,6 @@ class Watch:
     kernel: str | None = None
     lines: frozenset[int] | None = None
     ops: frozenset[str] | None = None
-    steps_seen: int = field(default=0)
 
     def wants(self, ins: Instruction) -> bool:
         if self.lines is not None and (ins.loc is None or ins.loc.line not in self.lines):
@@ -135,13 +134,8 @@ def describe(ins: Instruction) -> tuple[str, int | None, str]:
     return f"{ins.loc.file}:{ins.loc.line}", ins.loc.line, format_instruction(ins)
 
 
-def operand_text(op: Access) -> str:
-    return f"{op.tensor}[{', '.join(str(a) for a in op.index)}]"
-
-
 def deliver(watches: Iterable[Watch], step: Step) -> None:
     for w in watches:
-        w.steps_seen += 1
         w.callback(step)
 
 

@@ -26,7 +26,8 @@ def format_kernel(kernel: KernelIR) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _operand(o: Access | Const) -> str:
+def format_operand(o: Access | Const) -> str:
+    """An operand as the kernel text prints it: ``t3[t0, t1]`` or a constant's repr."""
     if isinstance(o, Const):
         return repr(o.value)
     return f"{o.tensor}[{', '.join(str(a) for a in o.index)}]"
@@ -35,12 +36,12 @@ def _operand(o: Access | Const) -> str:
 def format_instruction(ins: Instruction) -> str:
     """One instruction as a line of ``format_kernel``'s text, without its source location."""
     attrs = " ".join(f"{k}={v}" for k, v in sorted(ins.attrs.items()))
-    srcs = ", ".join(_operand(s) for s in ins.srcs)
+    srcs = ", ".join(format_operand(s) for s in ins.srcs)
     rhs = " ".join(p for p in (ins.op, attrs, srcs) if p)
     if ins.dst is None:
         text = rhs
     else:
-        text = f"{_operand(ins.dst)} {'=' if ins.acc is None else ins.acc + '='} {rhs}"
+        text = f"{format_operand(ins.dst)} {'=' if ins.acc is None else ins.acc + '='} {rhs}"
     if ins.mask:
         text += f"  mask({' & '.join(f'{m} >= 0' for m in ins.mask)})"
     return text
