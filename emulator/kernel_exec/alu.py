@@ -33,10 +33,15 @@ _ML_FLOATS = {r.numpy for r in records.BY_NKI.values() if r.kind == records.FLOA
 
 def widen(a: np.ndarray) -> np.ndarray:
     """Engine-side view of an operand: floats as float32 (no copy when already float32)."""
+    if type(a) is np.ndarray and a.dtype is _F32:  # the common case, decided without calls
+        return a
     a = np.asarray(a)
     if _is_float(a.dtype) and a.dtype != np.float32:
         return a.astype(np.float32)
     return a
+
+
+_F32 = np.dtype(np.float32)
 
 
 def _rsqrt(x):

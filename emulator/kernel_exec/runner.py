@@ -36,6 +36,13 @@ log = logging.getLogger(__name__)
 BATCH_BYTES_BUDGET = 512 << 20
 
 
+def _root(arr: np.ndarray) -> np.ndarray:
+    """The array that owns the memory ``arr`` views."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
 class Runner:
     """Executes a prepared kernel once. Create a new runner per call."""
 
@@ -84,6 +91,8 @@ class Runner:
         self._lent: set[int] = set()
         #: The recycled array ``fresh`` handed out for the current instruction's result.
         self._fresh: np.ndarray | None = None
+        #: id() of storage arrays handed out as they are by the current instruction's reads.
+        self._whole_reads: set[int] = set()
         #: Set when another range of the grid failed (a worker's, see parallel.py).
         self._stop: threading.Event | None = None
         #: The program while it runs as one batch without loops: the context never changes, so
@@ -184,6 +193,7 @@ class Runner:
         w.storage = dict(self.storage)
         w._skip = set()
         w.instruction = w.forward = w._out = w._fresh = None
+        w._whole_reads = set()
         w._stop = stop
         return w
 
@@ -205,6 +215,8 @@ class Runner:
             self.instruction = ins
             self.forward = forward
             self._out = self._fresh = None
+            if self._whole_reads:
+                self._whole_reads.clear()
             seen = None
             if watches:
                 self.forward = None  # a watched result lands in its own tile, to be shown
@@ -392,7 +404,10 @@ class Runner:
         plan = self._plan(st, op, out_tile)
         arr = st.array
         if plan.in_bounds(arr.shape):
-            return plan.view(arr)
+            value = plan.view(arr)
+            if value is arr:  # a whole read hands out the storage's own array: never "owned"
+                self._whole_reads.add(id(arr))
+            return value
         ins = self.instruction
         if masked and ins is not None and ins.mask:
             return self._masked_gather(st, op, plan, ins)
@@ -437,6 +452,8 @@ class Runner:
                 finally:
                     self.instruction = ins
             return
+        if value is self._out and value is not None:
+            return  # computed into the destination itself (dst_view)
         dst = ins.dst
         assert dst is not None
         ctx = self.ctx
@@ -451,7 +468,7 @@ class Runner:
                 value = np.broadcast_to(value, full)
             if value.dtype != np_dtype or may_alias:
                 value = value.astype(np_dtype)
-            owned = (value.flags.owndata or value is self._fresh) and value.flags.writeable
+            owned = self._owns(value)
             if not owned:
                 self._lend(value)
             syms = ctx.batch_syms
@@ -480,7 +497,7 @@ class Runner:
                 value = value.astype(np_dtype)
             # Views (zero-copy loads, broadcasts) are bound as they are; a later partial write
             # copies them first (Storage.owned).
-            owned = (value.flags.owndata or value is self._fresh) and value.flags.writeable
+            owned = self._owns(value)
             if not owned:
                 self._lend(value)
             syms = tuple(ctx.batch_syms[i] for i in keep)
@@ -559,16 +576,24 @@ class Runner:
         st.zero = False
         return True
 
+    def _owns(self, value: np.ndarray) -> bool:
+        """Whether a value being bound as a tile's storage is memory nobody else holds: the
+        recycled array of this instruction, or a new array, but never an array that a whole
+        read handed out as it is (another tile's storage, or the caller's input: binding that
+        as owned let a later in-place write change the caller's array)."""
+        if value is self._fresh:
+            return value.flags.writeable
+        return value.flags.owndata and value.flags.writeable and id(value) not in self._whole_reads
+
     def _lend(self, view: np.ndarray) -> None:
         """``view`` becomes a tile's storage without a copy: remember the array it views."""
-        while isinstance(view.base, np.ndarray):
-            view = view.base
-        self._lent.add(id(view))
+        self._lent.add(id(_root(view)))
 
     def exclusive(self, st: Storage) -> bool:
         """Whether ``st``'s array may be changed in place: it owns it, and no other tile's
-        storage was bound as a view of it (a ``tensor_copy`` of a slice, a zero-copy load)."""
-        return st.owned and id(st.array) not in self._lent
+        storage was bound as a view of it (a ``tensor_copy`` of a slice, a zero-copy load).
+        Compared by the memory's root array: a pooled tile is itself a view of its block."""
+        return st.owned and id(_root(st.array)) not in self._lent
 
     def out_view(self, dtype) -> np.ndarray | None:
         """A writable view a handler may compute into (``out=``): the destination of the consumer
@@ -592,6 +617,30 @@ class Runner:
         if plan is None:
             return None
         self._fill_zeros(st)  # the consumer may write only part of it
+        self._out = plan.view(st.array)
+        return self._out
+
+    def dst_view(self, dtype) -> np.ndarray | None:
+        """A writable view of the current instruction's own destination that its handler may
+        compute into (``out=``), for an unmasked, non-accumulating write of ``dtype`` into an
+        existing tile nothing else views, covering every batch axis: a loop body updating a
+        tile (``t = f(t)``) then works in place on the same memory every iteration instead of
+        rebinding the tile to a new array each time (a smaller cache footprint: 18 -> 13 us per
+        iteration of a [128, 512] ``tensor_scalar``). ``write`` recognises the view and does
+        nothing. NumPy's ufuncs handle operands overlapping ``out``."""
+        ins = self.instruction
+        if ins is None or self.forward is not None or ins.acc is not None or ins.mask \
+                or self._watches:
+            return None
+        dst = ins.dst
+        st = self.storage.get(dst.tensor)
+        if st is None or st.array.dtype != dtype or not self.exclusive(st):
+            return None
+        plan = self._plan(st, dst)
+        if plan.divs is not None or not plan.uses_all(self.ctx.batch_shape) \
+                or not plan.in_bounds(st.array.shape):
+            return None
+        self._fill_zeros(st)  # the write may cover only part of it
         self._out = plan.view(st.array)
         return self._out
 
@@ -631,6 +680,25 @@ class Runner:
         neither ``out_view`` nor ``scratch`` has one and the result is big (see buffers.py);
         ``write`` binds it as the destination's own storage."""
         self._fresh = buffers.take(self.ctx.batch_shape + tuple(tile), dtype)
+        return self._fresh
+
+    def result_array(self, tile: tuple[int, ...], last_reads: Sequence[Operand] = ()
+                     ) -> np.ndarray | None:
+        """Where a float32 element-wise result of shape ``batch_shape + tile`` is best computed
+        (``out=``): the forwarded consumer's destination, the instruction's own destination, a
+        source of ``last_reads`` read for the last time, or a recycled array (None: allocate)."""
+        out = self.out_view(np.float32)
+        if out is None:
+            out = self.dst_view(np.float32)
+        for op in last_reads:
+            if out is not None:
+                break
+            out = self.scratch(op, tile)
+        return out if out is not None else self.fresh(tile)
+
+    @property
+    def fresh_array(self) -> np.ndarray | None:
+        """The array ``fresh`` handed out for the current instruction (no tile's storage yet)."""
         return self._fresh
 
     def accumulated_axes(self) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from emulator.kernel_ir import Instruction
+from emulator.kernel_ir import Const, Instruction
 from emulator.kernel_ir.instructions import VECTOR
 
 from .. import alu, mx
@@ -98,13 +98,7 @@ def tensor_tensor(r: Runner, ins: Instruction) -> None:
     tile = ins.dst.shape
     a = r.read(ins.srcs[0], tile, masked=True)
     b = r.read(ins.srcs[1], tile, masked=True)
-    out = r.out_view(np.float32)
-    if out is None:
-        out = r.scratch(ins.srcs[0], tile)
-    if out is None:
-        out = r.scratch(ins.srcs[1], tile)
-    if out is None and ins.attrs["op"] not in alu.BOOL_OPS:
-        out = r.fresh(tile)
+    out = None if ins.attrs["op"] in alu.BOOL_OPS else r.result_array(tile, ins.srcs[:2])
     r.write(ins, alu.binary(ins.attrs["op"], a, b, out=out))
 
 
@@ -117,16 +111,16 @@ def tensor_scalar(r: Runner, ins: Instruction) -> None:
     steps = [(ins.attrs.get(k), ins.attrs.get(rev), i)
              for k, rev, i in (("op0", "reverse0", 1), ("op1", "reverse1", 2))]
     steps = [s for s in steps if s[0] is not None]
+    out = None if steps[-1][0] in alu.BOOL_OPS else r.result_array(tile, ins.srcs[:1])
+    # op0 may compute into the result array too when nothing read later can be a view of it: a
+    # fresh array is nobody's storage, and a constant second operand is no view at all. (A
+    # per-partition operand1 may be a view of the destination or of ``data``.)
+    early = out if out is not None and (out is r.fresh_array or len(steps) == 1
+                                        or isinstance(ins.srcs[steps[-1][2]], Const)) else None
     for n, (op, rev, src_i) in enumerate(steps):
         operand = r.read(ins.srcs[src_i], tile, masked=True)
-        out = None
-        if n == len(steps) - 1:
-            out = r.out_view(np.float32)
-            if out is None:
-                out = r.scratch(ins.srcs[0], tile)
-            if out is None and op not in alu.BOOL_OPS:
-                out = r.fresh(tile)
-        x = alu.binary(op, operand, x, out) if rev else alu.binary(op, x, operand, out)
+        dst = out if n == len(steps) - 1 else early
+        x = alu.binary(op, operand, x, dst) if rev else alu.binary(op, x, operand, dst)
     r.write(ins, x)
 
 
