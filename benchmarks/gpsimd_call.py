@@ -4,9 +4,12 @@ What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall._
 ``kernel`` instruction's GpSimd payload): the main job's ReLU forward (32x120 fp32) and backward
 (two 32x120 inputs). Measured in one run, interleaved round by round:
 
-* ``worker``: the call as a graph makes it (isolated worker process), back to back and with host
-  work between calls (NumPy dots of the step's sizes, about as long as the rest of a step's
-  ``Program.run`` between two calls: the training-step pattern);
+* ``worker``: the call as a graph makes it (isolated worker process, whose runtime answers
+  prepared calls in its C loop), back to back and with host work between calls (NumPy dots of
+  the step's sizes, about as long as the rest of a step's ``Program.run`` between two calls: the
+  training-step pattern);
+* ``worker, Python loop``: the same with a second worker of the same library that answers them
+  in Python (``NEURON_CUSTOMCALL_GPSIMD_LOOP=python``, the loop before the C one);
 * ``in-process floor``: the same request handled in this process (the library loaded here with
   ctypes, the kernel called on the same prepared arguments, inputs copied in and the output copied
   out as the call does): what isolation costs is the difference;
@@ -15,9 +18,11 @@ What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall._
 
 Wall time per call (median over rounds of the mean per round) and CPU time per call: this
 thread's, plus the worker's (all its threads, from /proc/<pid>/task/*/schedstat, nanoseconds).
-The machine's load average is printed before and after.
+The machine's load average is printed before and after, with the worker's poll cap the host
+chose from its load (control.worker_spin); ``--spin US`` fixes the cap instead (both sides then
+poll whatever the load: a measurement of the polls themselves, as for choosing the cap).
 
-Run: ``python benchmarks/gpsimd_call.py [--quick] [--json PATH]``.
+Run: ``python benchmarks/gpsimd_call.py [--quick] [--spin US] [--json PATH]``.
 """
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ from benchmarks._results import Row, write_json  # noqa: E402
 from emulator.gpsimd import abi, args as gargs, control  # noqa: E402
 from emulator.gpsimd.call import OpCall  # noqa: E402
 from emulator.gpsimd.library import HostLibrary  # noqa: E402
-from emulator.gpsimd.runner import runner_for  # noqa: E402
+from emulator.gpsimd.runner import GpSimdRunner, runner_for  # noqa: E402
+from emulator.gpsimd.worker import LOOP_ENV  # noqa: E402
 
 SUITE = "GpSimd call inside a compiled graph: isolated worker vs in-process floor (issue 14)"
 TARGET_US = 25.0
@@ -115,6 +121,23 @@ class InProcess:
         return self.output.copy()
 
 
+def python_loop_runner(path: Path) -> GpSimdRunner:
+    """A runner of its own whose worker answers prepared calls in Python (the loop before the
+    runtime's C loop), started now with the variable that selects it."""
+    saved = os.environ.get(LOOP_ENV)
+    os.environ[LOOP_ENV] = "python"
+    try:
+        runner = GpSimdRunner(path)
+        runner.request({"cmd": "ping"}, 60)
+    finally:
+        if saved is None:
+            del os.environ[LOOP_ENV]
+        else:
+            os.environ[LOOP_ENV] = saved
+    assert runner._worker is not None and runner._worker.loop == "python"
+    return runner
+
+
 class Pipe:
     """A 16-byte round trip to an echoing child process."""
 
@@ -160,21 +183,22 @@ def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | Non
     return wall / calls / 1e3, cpu / calls / 1e3, peer / calls / 1e3
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls, to check the script")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--spin", type=float, metavar="US",
+                        help="the worker's poll cap in us, whatever the load (default: the host's choice)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls = 3, 200
+    if args.spin is not None:
+        control.may_poll = lambda: True  # type: ignore[assignment]  # the host polls too
+        control.worker_spin = lambda: args.spin * 1e-6  # type: ignore[assignment]
     load_before = os.getloadavg()
-    polls_before = control.may_poll()
+    spin_before = control.worker_spin()
     path = build_library()
     host = HostLibrary(path)
     spec = gargs.TensorSpec("float32", SHAPE)
@@ -183,15 +207,24 @@ def main(argv: list[str] | None = None) -> None:
     g = rng.standard_normal(SHAPE, dtype=np.float32)
     forward = OpCall(str(path), host.descriptor.op("relu_forward"), [("tensor", None)], spec)
     backward = OpCall(str(path), host.descriptor.op("relu_backward"), [("tensor", None), ("tensor", None)], spec)
+    python_runner = python_loop_runner(path)
+    forward_py = OpCall(str(path), host.descriptor.op("relu_forward"), [("tensor", None)], spec)
+    backward_py = OpCall(str(path), host.descriptor.op("relu_backward"), [("tensor", None), ("tensor", None)], spec)
+    forward_py._runner = backward_py._runner = python_runner
     floor_f = InProcess(path, host, "relu_forward", 1)
     floor_b = InProcess(path, host, "relu_backward", 2)
     expected_f, expected_b = np.maximum(x, 0), np.where(x > 0, g, 0)
     for label, got, expected in (("worker forward", forward(x), expected_f), ("floor forward", floor_f(x), expected_f),
                                  ("worker backward", backward(g, x), expected_b),
-                                 ("floor backward", floor_b(g, x), expected_b)):
+                                 ("floor backward", floor_b(g, x), expected_b),
+                                 ("Python loop forward", forward_py(x), expected_f),
+                                 ("Python loop backward", backward_py(g, x), expected_b)):
         if not np.array_equal(got, expected):
             raise SystemExit(f"{label}: the ReLU's result differs from NumPy's")
-    worker_pid = runner_for(str(path))._worker.proc.pid
+    native = runner_for(str(path))._worker
+    if native.loop != "native":
+        raise SystemExit("the library's worker has no C loop (built by an older runtime?)")
+    worker_pid, python_pid = native.proc.pid, python_runner._worker.proc.pid
     pipe = Pipe()
     a = rng.standard_normal((32, 64), dtype=np.float32)
     b = rng.standard_normal((64, 120), dtype=np.float32)
@@ -203,6 +236,8 @@ def main(argv: list[str] | None = None) -> None:
     cases = [
         ("worker, forward", forward, (x,), worker_pid),
         ("worker, backward", backward, (g, x), worker_pid),
+        ("worker, Python loop, forward", forward_py, (x,), python_pid),
+        ("worker, Python loop, backward", backward_py, (g, x), python_pid),
         ("in-process floor, forward", floor_f, (x,), None),
         ("in-process floor, backward", floor_b, (g, x), None),
         ("bare pipe round trip", pipe, (), pipe.pid),
@@ -213,18 +248,20 @@ def main(argv: list[str] | None = None) -> None:
             for label, fn, inputs, pid in cases:
                 results.setdefault((label, pattern), []).append(measure(fn, inputs, args.calls, pid, between))
     pipe.close()
+    python_runner.close()
     load_after = os.getloadavg()
-    polls_after = control.may_poll()
+    spin_after = control.worker_spin()
     print(f"GpSimd call, ReLU {SHAPE[0]}x{SHAPE[1]} fp32 (the main job's), {args.rounds} rounds x {args.calls} calls, "
           f"interleaved; host work between calls: {work_us:.0f} us of NumPy dots")
+    chosen = "fixed by --spin" if args.spin is not None else "the host's choice from its load"
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs; "
-          f"host and worker poll (two CPUs free of other work): {_yes(polls_before)} before, {_yes(polls_after)} after")
-    print(f"  {'case':28s} {'pattern':18s} {'wall us':>8s} {'(min)':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
+          f"worker's poll cap ({chosen}): {spin_before * 1e6:.0f} us before, {spin_after * 1e6:.0f} us after")
+    print(f"  {'case':31s} {'pattern':18s} {'wall us':>8s} {'(min)':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
     medians: dict[tuple[str, str], float] = {}
     for (label, pattern), rows in results.items():
         wall = statistics.median(r[0] for r in rows)
         medians[(label, pattern)] = wall
-        print(f"  {label:28s} {pattern:18s} {wall:8.1f} {min(r[0] for r in rows):7.1f} "
+        print(f"  {label:31s} {pattern:18s} {wall:8.1f} {min(r[0] for r in rows):7.1f} "
               f"{statistics.median(r[1] for r in rows):9.1f} {statistics.median(r[2] for r in rows):9.1f}")
     out = []
     for pattern in ("back to back", "host work between"):

@@ -122,3 +122,37 @@ def bind(lib: ctypes.CDLL) -> None:
 
 
 ABI_VERSION = 1
+
+
+class NccServeConfig(ctypes.Structure):
+    """The worker's loop of prepared calls in C (struct ncc_serve_config, runtime/gpsimd_serve.h):
+    the control page, its layout and time constants (control.py defines them), the pipes, and
+    the latest sequence number answered, which the loop updates."""
+
+    _fields_ = [
+        ("page", ctypes.c_void_p),
+        *((name, ctypes.c_int64) for name in (
+            "request", "call", "host_waiting", "poll", "reply", "code", "worker_waiting", "text_len", "taken",
+            "counters_offset", "error_offset", "text_offset", "text_capacity", "error_capacity", "refused",
+            "sequence", "gaps_kept")),
+        ("fd_in", ctypes.c_int32),
+        ("fd_out", ctypes.c_int32),
+        ("wake_token", ctypes.c_uint32),
+        *((name, ctypes.c_double) for name in (
+            "cpu_seconds", "arm_every", "first_slice", "preempted", "backoff", "spin_floor", "spin_max")),
+    ]
+
+
+def bind_serve(lib: ctypes.CDLL) -> bool:
+    """Declares the serve loop's functions; False when the library predates them (it was built
+    by an older runtime: the worker then runs its Python loop)."""
+    if not hasattr(lib, "ncc_gpsimd_serve"):
+        return False
+    lib.ncc_gpsimd_serve.argtypes = [ctypes.POINTER(NccServeConfig)]
+    lib.ncc_gpsimd_serve.restype = ctypes.c_int
+    lib.ncc_gpsimd_serve_prepare.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.ncc_gpsimd_serve_prepare.restype = ctypes.c_int
+    lib.ncc_gpsimd_serve_forget.argtypes = [ctypes.c_int64]
+    lib.ncc_gpsimd_serve_forget.restype = ctypes.c_int
+    return True

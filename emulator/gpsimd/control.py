@@ -19,8 +19,8 @@ worker only (separate cache lines), then the runtime's output buffers, which the
 word 0     request sequence number (the host writes it last, after word 1)
 word 1     prepared call id
 word 2     1 while the host sleeps on the reply pipe
-word 3     1 while polling pays: the host found a CPU for each side (`may_poll`); else 0, and
-           the worker sleeps at once after each reply
+word 3     the longest the worker may poll for the next call after a reply, in nanoseconds
+           (`worker_spin`: the host's choice from its load); 0: it sleeps at once
 word 8     reply sequence number (the worker writes it last, after word 9)
 word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
 word 10    1 while the worker sleeps on the request pipe
@@ -73,6 +73,10 @@ TAKE_SPIN = 30e-6
 #: calls at best: polling through the 174 us gap cost more worker CPU than the wake-up it saves
 #: (a wake-up is a few microseconds of each side's CPU), so only gaps up to 50 us are polled.
 WORKER_SPIN = 50e-6
+#: The worker's poll never exceeds this, whatever word 3 says (the page is writable by kernels).
+WORKER_SPIN_MAX = 1e-3
+#: spin_after's margin: the worker polls up to twice the last gap plus this.
+SPIN_MARGIN = 20e-6
 #: A gap between two looks at the clock that means the poller lost its CPU, and how long it
 #: then sleeps without polling (Spinner).
 PREEMPTED = protocol.PREEMPTED
@@ -138,6 +142,12 @@ def may_poll() -> bool:
     CPUs, calls without any polling took 15-25% less CPU on both sides and 20-30% less wall
     time than with the worker's and the host's polls (benchmarks/gpsimd_call.md)."""
     return host.free_cpus() >= POLL_CPUS
+
+
+def worker_spin() -> float:
+    """How long the worker may poll for the next call after each reply (word 3), from the
+    host's load: `WORKER_SPIN` while `may_poll`, else 0."""
+    return WORKER_SPIN if may_poll() else 0.0
 
 
 class Spinner:

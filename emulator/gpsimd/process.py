@@ -180,6 +180,9 @@ class WorkerProcess:
             )
         if not loaded["ok"]:
             raise LibraryError(loaded["error"])
+        #: Which loop answers prepared calls in the worker: "native" (the runtime's, in C) or
+        #: "python" (a library built before it, or NEURON_CUSTOMCALL_GPSIMD_LOOP=python).
+        self.loop = str(loaded.get("loop", "python"))
 
     def _exit_detail(self) -> tuple[str, str]:
         """How the worker ended and a suffix quoting its last stderr output."""
@@ -221,9 +224,10 @@ class WorkerProcess:
         self.sequence += 1
         sequence = self.sequence
         deadline = time.monotonic() + timeout
-        poll = control.may_poll()
+        spin = control.worker_spin()
+        poll = spin > 0
         try:
-            words[control.POLL] = int(poll)
+            words[control.POLL] = int(spin * 1e9)
             words[control.CALL] = call_id
             words[control.REQUEST] = sequence
             if words[control.WORKER_WAITING]:

@@ -30,9 +30,10 @@ MIN_MEMORY = 256 << 20
 #: Largest file a worker may write (its captured standard output is one) [1 GiB].
 FILE_SIZE = 1 << 30
 #: Variables the worker keeps from the host's environment (the runtime's printf setting, the
-#: seccomp switch and what a C++ runtime may consult); everything else (tokens, keys, paths) is
+#: seccomp switch, the choice of the prepared calls' loop (worker.LOOP_ENV) and what a C++ runtime may consult); everything else (tokens, keys, paths) is
 #: left out.
-KEPT = ("NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", seccomp.ENV, "LANG", "LC_ALL", "TZ")
+KEPT = ("NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", seccomp.ENV, "NEURON_CUSTOMCALL_GPSIMD_LOOP", "LANG", "LC_ALL",
+        "TZ")
 
 
 def memory_limit() -> int:

@@ -184,6 +184,9 @@ _RUN_BY_ADDRESS = ctypes.CFUNCTYPE(
     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 #: Prepared calls one worker keeps (the host keeps at most as many alive per runner).
 PREPARED_KEPT = 1024
+#: "python": answer prepared calls with the Python loop even when the library has the C one
+#: (to debug the protocol, or to compare the two).
+LOOP_ENV = "NEURON_CUSTOMCALL_GPSIMD_LOOP"
 #: A prepared call re-arms the CPU budget at most this often (seconds of wall time): arming costs
 #: three system calls, a third of a small call's overhead. A request then has the budget less at
 #: most this long times the cores' count of CPU time.
@@ -227,6 +230,9 @@ class Worker:
             "ping": self.ping, "prepare": self.prepare_call, "forget": self.forget,
         }
         self._run_by_address = _RUN_BY_ADDRESS(ctypes.cast(self.lib.ncc_gpsimd_run, ctypes.c_void_p).value)
+        #: Whether prepared calls are answered by the runtime's loop in C (`serve`): libraries
+        #: built before it existed, or NEURON_CUSTOMCALL_GPSIMD_LOOP=python, take the Python loop.
+        self.native = abi.bind_serve(self.lib) and os.environ.get(LOOP_ENV, "").strip() != "python"
 
     def handle(self, body: bytes) -> bytes:
         """The encoded reply to one encoded request. A run request whose bytes were seen before
@@ -303,6 +309,9 @@ class Worker:
                      page.address(control.TEXT_LEN * 8), page.address(control.ERROR_OFFSET), abi.ERROR_CAPACITY)
         self.forget({"ids": [ident]})
         self.prepared[ident] = _Prepared(mapped, array, dst, arguments)
+        if self.native:
+            self.lib.ncc_gpsimd_serve_prepare(ident, request["index"], function, ctypes.addressof(array), len(specs),
+                                              ctypes.addressof(dst), ncores)
         return {"ok": True}
 
     def forget(self, request: dict) -> dict:
@@ -313,6 +322,8 @@ class Worker:
         for ident in ids:
             entry = self.prepared.pop(ident, None) if args.is_int(ident) else None
             if entry is not None:
+                if self.native:
+                    self.lib.ncc_gpsimd_serve_forget(ident)  # before its arguments go
                 entry.mapped.close()
         return {"ok": True}
 
@@ -473,35 +484,77 @@ def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings, private: list[mmap.m
     args.fill(arg, spec, data)
 
 
-def spin_after(gap: float | None) -> float:
+def spin_after(gap: float | None, cap: float) -> float:
     """How long to poll for the next call after answering a call that was followed, last time,
-    after `gap` seconds (None: never answered yet). A graph's calls come in the same order at
-    every run, so the gap after each call repeats: the last call of a graph is followed by the
-    host's work until the next run (milliseconds), and polling there would only burn CPU."""
+    after `gap` seconds (None: never answered yet), polling at most `cap` seconds (the host's
+    choice, control.worker_spin). A graph's calls come in the same order at every run, so the
+    gap after each call repeats: the last call of a graph is followed by the host's work until
+    the next run (milliseconds), and polling there would only burn CPU. The C loop
+    (runtime/gpsimd_serve.h) computes the same."""
     if gap is None:
-        return control.WORKER_SPIN
-    if gap > control.WORKER_SPIN:
+        return cap
+    if gap > cap:
         return 0.0
-    return min(control.WORKER_SPIN, 2 * gap + 20e-6)
+    return min(cap, 2 * gap + control.SPIN_MARGIN)
 
 
 def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
-    """Answers requests until the host closes the request pipe: prepared calls from the control
-    page, polled for after each answer for as long as the next call came last time
-    (`spin_after`), then, asleep on the request pipe, JSON requests and wake tokens (control.py
-    describes the hand-over)."""
+    """Answers requests until the host closes the request pipe: prepared calls in the runtime's
+    C loop (`serve_native`) when the library has it, else in `serve_python`."""
+    return (serve_native if worker.native else serve_python)(worker, fd_in, fd_out)
+
+
+def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
+    """The runtime's loop answers prepared calls (runtime/gpsimd_serve.h: the same protocol as
+    `serve_python`, with no Python per call) and returns here for each JSON request."""
+    page = worker.page
+    assert page is not None
+    config = abi.NccServeConfig(
+        page=page.address(0), request=control.REQUEST, call=control.CALL, host_waiting=control.HOST_WAITING,
+        poll=control.POLL, reply=control.REPLY, code=control.CODE, worker_waiting=control.WORKER_WAITING,
+        text_len=control.TEXT_LEN, taken=control.TAKEN, counters_offset=control.COUNTERS_OFFSET,
+        error_offset=control.ERROR_OFFSET, text_offset=control.TEXT_OFFSET, text_capacity=abi.TEXT_CAPACITY,
+        error_capacity=abi.ERROR_CAPACITY, refused=control.REFUSED, sequence=worker.sequence,
+        gaps_kept=2 * PREPARED_KEPT, fd_in=fd_in, fd_out=fd_out,
+        wake_token=int.from_bytes(control.WAKE_TOKEN, "little"), cpu_seconds=worker.cpu_seconds,
+        arm_every=ARM_EVERY, first_slice=control.FIRST_SLICE, preempted=control.PREEMPTED,
+        backoff=control.BACKOFF, spin_floor=control.SPIN_MARGIN, spin_max=control.WORKER_SPIN_MAX)
+    while True:
+        if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
+            return 1  # a message where a wake token belonged, or poll() failed
+        if not answer_frame(worker, fd_in, fd_out):
+            return 0
+
+
+def answer_frame(worker: Worker, fd_in: int, fd_out: int) -> bool:
+    """Reads the frame waiting on the request pipe and answers it (a wake token, which came
+    with no call, is skipped); False when the host closed the pipe."""
+    body = protocol.receive_body(fd_in, tokens=True)
+    if body is None:
+        return False
+    if body:
+        sandbox.arm_cpu(worker.cpu_seconds)
+        protocol.send_body(fd_out, worker.handle(body))
+    return True
+
+
+def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
+    """Prepared calls from the control page, polled for after each answer for as long as the
+    next call came last time (`spin_after`), then, asleep on the request pipe, JSON requests
+    and wake tokens (control.py describes the hand-over)."""
     page = worker.page
     assert page is not None
     words = page.words
-    spinner = control.Spinner(control.WORKER_SPIN)
+    spinner = control.Spinner(control.WORKER_SPIN_MAX)
     gaps: dict[int, float] = {}  # call id -> how long the next call took to come, last time
     previous: int | None = None
     replied_at = 0.0
     while True:
         expected = worker.sequence + 1
-        polling = previous is not None and words[control.POLL]
+        cap = min(words[control.POLL] * 1e-9, control.WORKER_SPIN_MAX) if previous is not None else 0.0
+        polling = cap > 0
         if words[control.REQUEST] != expected and not (
-                polling and spinner.poll(words, control.REQUEST, expected, spin_after(gaps.get(previous)))):
+                polling and spinner.poll(words, control.REQUEST, expected, spin_after(gaps.get(previous), cap))):
             words[control.WORKER_WAITING] = 1
             woken = False
             try:
@@ -517,13 +570,9 @@ def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
                     # read now, it would otherwise wake this worker again at its next sleep.
                     if os.read(fd_in, len(control.WAKE_TOKEN)) != control.WAKE_TOKEN:
                         return 1
+            elif not answer_frame(worker, fd_in, fd_out):
+                return 0
             else:
-                body = protocol.receive_body(fd_in, tokens=True)
-                if body is None:
-                    return 0
-                if body:
-                    sandbox.arm_cpu(worker.cpu_seconds)
-                    protocol.send_body(fd_out, worker.handle(body))
                 continue
         if polling:
             if len(gaps) > 2 * PREPARED_KEPT:
@@ -548,7 +597,7 @@ def main(argv: list[str]) -> int:
     except LoadError as exc:
         protocol.send(fd_out, {"ok": False, "error": str(exc)})
         return 1
-    protocol.send(fd_out, {"ok": True, "ready": True})
+    protocol.send(fd_out, {"ok": True, "ready": True, "loop": "native" if worker.native else "python"})
     return serve(worker, fd_in, fd_out)
 
 

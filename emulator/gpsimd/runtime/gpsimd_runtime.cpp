@@ -446,3 +446,6 @@ int ncc_gpsimd_run(int op, void* fn, const ncc_arg* args, int nargs, const ncc_a
 }
 
 }  // extern "C"
+
+// The worker's loop of prepared calls (ncc_gpsimd_serve), in C so that a call costs no Python.
+#include "gpsimd_serve.h"

@@ -15,6 +15,7 @@ from emulator.gpsimd import (GpSimdError, GpSimdRunner, HostLibrary, KernelCrash
                              TensorSpec, args, control, protocol, runner as runner_module)
 from emulator.gpsimd.call import OpCall
 from emulator.gpsimd.process import WorkerProcess
+from emulator.gpsimd import worker as worker_module
 from emulator.gpsimd.runner import runner_for
 from gpsimd_kernels import library
 
@@ -27,15 +28,29 @@ def _op_call(name: str, op_name: str, shape: tuple[int, ...]) -> tuple[OpCall, H
     return OpCall(str(path), host.descriptor.op(op_name), [("tensor", None)], TensorSpec("float32", shape)), host
 
 
+@pytest.fixture(params=["native", "python"])
+def loop(request, monkeypatch) -> str:
+    """Which of the worker's loops answers prepared calls: the runtime's in C, or the Python one
+    (kept for libraries built before the C loop existed)."""
+    if request.param == "python":
+        monkeypatch.setenv(worker_module.LOOP_ENV, "python")
+    else:
+        monkeypatch.delenv(worker_module.LOOP_ENV, raising=False)
+    return request.param
+
+
 @pytest.fixture
-def private_runner():
-    """A runner of its own (the tests below kill workers and count requests)."""
+def private_runner(loop):
+    """A runner of its own (the tests below kill workers and count requests), whose workers
+    answer prepared calls with each of the two loops in turn."""
     made = []
 
     def make(name: str, **kwargs) -> tuple[GpSimdRunner, HostLibrary]:
         runner = GpSimdRunner(library(name), **kwargs)
         made.append(runner)
-        return runner, HostLibrary(runner.library_path, runner)
+        host = HostLibrary(runner.library_path, runner)
+        assert runner._worker.loop == loop
+        return runner, host
 
     yield make
     for runner in made:
@@ -217,10 +232,12 @@ def test_argument_descriptions_are_checked(fields, message) -> None:
 def test_the_worker_polls_after_a_call_as_long_as_the_next_one_came_last_time() -> None:
     from emulator.gpsimd.worker import spin_after
 
-    assert spin_after(None) == control.WORKER_SPIN  # not known yet: poll, and learn
-    assert spin_after(10e-6) == pytest.approx(40e-6)
-    assert spin_after(control.WORKER_SPIN * 0.9) == control.WORKER_SPIN
-    assert spin_after(control.WORKER_SPIN * 1.5) == 0.0  # the end of a graph: sleep at once
+    cap = 50e-6
+    assert spin_after(None, cap) == cap  # not known yet: poll, and learn
+    assert spin_after(10e-6, cap) == pytest.approx(40e-6)
+    assert spin_after(cap * 0.9, cap) == cap
+    assert spin_after(cap * 1.5, cap) == 0.0  # the end of a graph: sleep at once
+    assert spin_after(cap * 1.5, 4 * cap) == pytest.approx(3 * cap + control.SPIN_MARGIN)
 
 
 def test_calls_with_short_and_long_gaps_between_them_give_their_results() -> None:

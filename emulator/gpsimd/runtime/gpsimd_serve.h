@@ -1,0 +1,259 @@
+// The worker's hot loop: prepared calls taken from the control page and answered in C.
+//
+// Included by gpsimd_runtime.cpp (so every library built from now on has it; the worker keeps its
+// Python loop for libraries built before). Why C: in Python, the worker's side of a prepared call
+// (the poll, reading the call id, the ctypes call of ncc_gpsimd_run with twelve arguments, the
+// reply) cost several microseconds of a call whose kernel takes about ten. Here a call costs no
+// Python in the worker: Python hands over the loop (ncc_gpsimd_serve) and gets it back only when
+// a framed JSON request (prepare, shape, info, ...) or the end of the request pipe is waiting.
+//
+// The protocol is control.py's, word for word: the layout (word indices, offsets, the refusal
+// code) and the time constants come from Python in ncc_serve_config, so that control.py stays
+// their one definition. What the Python loop did is done here in the same order:
+//   * poll the request word for as long as the next call came last time after the previous
+//     call id (at most the host's cap in the POLL word, in nanoseconds; 0: no polling), giving
+//     up when the poll finds it was preempted (then no polling for `backoff` seconds);
+//   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
+//     then sleep until the pipe is readable; a wake token is read, anything else returns to
+//     Python;
+//   * run the call: TAKEN, the call id checked against the calls prepared here, the CPU budget
+//     re-armed at most every `arm_every` seconds, ncc_gpsimd_run with its counters, text and
+//     error in the page, then CODE and REPLY (release stores), and a wake token for a host that
+//     sleeps.
+#include <poll.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <unordered_map>
+
+namespace {
+
+struct ServeEntry {
+  int op;
+  void* fn;
+  const ncc_arg* args;
+  int nargs;
+  const ncc_arg* dst;
+  int ncores;
+};
+
+// The worker's state across calls of ncc_gpsimd_serve (it returns to Python for JSON requests).
+struct ServeState {
+  std::unordered_map<int64_t, ServeEntry> prepared;
+  std::unordered_map<int64_t, double> gaps;  // call id -> how long the next call took to come, last time
+  bool has_previous = false;
+  int64_t previous = 0;
+  double replied_at = 0;
+  double quiet_from = 0;  // no polling before this time (a poll was preempted)
+  double armed_until = 0;
+};
+
+ServeState& serve_state() {
+  static ServeState state;
+  return state;
+}
+
+double monotonic() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Everything of control.py and worker.py that the loop needs; filled by worker.py.
+struct ncc_serve_config {
+  int64_t* page;  // the control page
+  int64_t request, call, host_waiting, poll, reply, code, worker_waiting, text_len, taken;  // word indices
+  int64_t counters_offset, error_offset, text_offset;  // byte offsets in the page
+  int64_t text_capacity, error_capacity;
+  int64_t refused;         // the code word's value for an unknown call id
+  int64_t sequence;        // the latest sequence number answered (read and updated)
+  int64_t gaps_kept;       // call ids whose gap is remembered, at most
+  int32_t fd_in, fd_out;   // the request and reply pipes
+  uint32_t wake_token;     // the 4 bytes of an empty frame
+  double cpu_seconds;      // CPU budget, re-armed at most every arm_every seconds of wall time
+  double arm_every;
+  double first_slice;      // the first sleep's length (lost wake-ups, control.py)
+  double preempted;        // a gap between two looks at the clock that means the CPU was lost
+  double backoff;          // no polling for this long after a preempted poll
+  double spin_floor;       // spin_after's margin over twice the last gap
+  double spin_max;         // the longest poll, whatever the POLL word says (a kernel may write it)
+};
+
+int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
+                             int ncores) {
+  serve_state().prepared[id] = ServeEntry{op, fn, args, nargs, dst, ncores};
+  return 0;
+}
+
+int ncc_gpsimd_serve_forget(int64_t id) { return static_cast<int>(serve_state().prepared.erase(id)); }
+
+}  // extern "C"
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+int64_t load(const int64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void store(int64_t* p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+// Whether page word `word` holds `value` within `limit` seconds, polling without a system call.
+bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t value, double limit) {
+  const int64_t* p = c.page + word;
+  if (load(p) == value) return true;
+  double now = monotonic();
+  if (now < s.quiet_from || limit <= 0) return false;
+  const double end = now + limit;
+  double last = now;
+  for (;;) {
+    if (load(p) == value) return true;
+    cpu_relax();
+    now = monotonic();
+    if (now - last > c.preempted) {
+      s.quiet_from = now + c.backoff;
+      return load(p) == value;
+    }
+    if (now >= end) return load(p) == value;
+    last = now;
+  }
+}
+
+// How long to poll after the previous call: worker.spin_after with the host's cap.
+double spin_after(const ServeState& s, const ncc_serve_config& c, double cap) {
+  auto found = s.gaps.find(s.previous);
+  if (found == s.gaps.end()) return cap;
+  double gap = found->second;
+  if (gap > cap) return 0;
+  double twice = 2 * gap + c.spin_floor;
+  return twice < cap ? twice : cap;
+}
+
+// 1: readable, 0: time-out, -1: error. `seconds` < 0: no time-out.
+int wait_readable(int fd, double seconds) {
+  pollfd p{fd, POLLIN, 0};
+  int ms = seconds < 0 ? -1 : static_cast<int>(seconds * 1e3 + 0.999);
+  for (;;) {
+    int n = ::poll(&p, 1, ms);
+    if (n >= 0) return n > 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+bool read_token(int fd, uint32_t token) {
+  uint32_t got = 0;
+  ssize_t n;
+  do {
+    n = ::read(fd, &got, sizeof got);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof got) && got == token;
+}
+
+void write_token(int fd, uint32_t token) {
+  ssize_t n;
+  do {
+    n = ::write(fd, &token, sizeof token);
+  } while (n < 0 && errno == EINTR);
+}
+
+void arm_cpu(double seconds) {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return;
+  double used = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_CPU, &limit) != 0) return;
+  rlim_t soft = static_cast<rlim_t>(used + seconds) + 1;
+  if (limit.rlim_max != RLIM_INFINITY && soft > limit.rlim_max) soft = limit.rlim_max;
+  limit.rlim_cur = soft;
+  setrlimit(RLIMIT_CPU, &limit);
+}
+
+void run_call(ServeState& s, ncc_serve_config& c, int64_t sequence) {
+  int64_t* page = c.page;
+  char* bytes = reinterpret_cast<char*>(page);
+  store(page + c.taken, sequence);
+  const int64_t id = load(page + c.call);
+  s.has_previous = true;
+  s.previous = id;
+  auto found = s.prepared.find(id);
+  int64_t code;
+  if (found == s.prepared.end()) {
+    snprintf(bytes + c.error_offset, static_cast<size_t>(c.error_capacity), "no prepared call %lld in this worker",
+             static_cast<long long>(id));
+    code = c.refused;
+  } else {
+    double now = monotonic();
+    if (now >= s.armed_until) {
+      arm_cpu(c.cpu_seconds);
+      s.armed_until = now + c.arm_every;
+    }
+    const ServeEntry& e = found->second;
+    code = ncc_gpsimd_run(e.op, e.fn, e.args, e.nargs, e.dst, e.ncores,
+                          reinterpret_cast<ncc_counters*>(bytes + c.counters_offset), bytes + c.text_offset,
+                          static_cast<size_t>(c.text_capacity), reinterpret_cast<size_t*>(page + c.text_len),
+                          bytes + c.error_offset, static_cast<size_t>(c.error_capacity));
+  }
+  store(page + c.code, code);
+  store(page + c.reply, sequence);
+  c.sequence = sequence;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // the reply before the look at HOST_WAITING
+  if (load(page + c.host_waiting)) write_token(c.fd_out, c.wake_token);
+  s.replied_at = monotonic();
+}
+
+}  // namespace
+
+extern "C" {
+
+// Answers prepared calls until a frame (a JSON request, or the end of the pipe) waits on the
+// request pipe: returns 0 then (Python reads and answers it, and calls this again), 1 when the
+// pipe held something that is not a wake token while a call waited (the protocol is broken:
+// the worker ends), 2 when poll() failed.
+int ncc_gpsimd_serve(ncc_serve_config* config) {
+  ncc_serve_config& c = *config;
+  ServeState& s = serve_state();
+  int64_t* page = c.page;
+  for (;;) {
+    const int64_t expected = c.sequence + 1;
+    const int64_t cap_ns = s.has_previous ? load(page + c.poll) : 0;
+    bool ready = load(page + c.request) == expected;
+    if (!ready && cap_ns > 0) {
+      const double cap = static_cast<double>(cap_ns) * 1e-9;
+      ready = spin_for(s, c, c.request, expected, spin_after(s, c, cap < c.spin_max ? cap : c.spin_max));
+    }
+    if (!ready) {
+      store(page + c.worker_waiting, 1);
+      __atomic_thread_fence(__ATOMIC_SEQ_CST);
+      int woken = 0;
+      if (load(page + c.request) != expected) {
+        woken = wait_readable(c.fd_in, c.first_slice);
+        if (woken == 0 && load(page + c.request) != expected) woken = wait_readable(c.fd_in, -1);
+      }
+      store(page + c.worker_waiting, 0);
+      if (woken < 0) return 2;
+      if (load(page + c.request) != expected) return 0;  // a JSON request (or the pipe's end)
+      if (woken > 0 && !read_token(c.fd_in, c.wake_token)) return 1;
+    }
+    if (cap_ns > 0) {
+      // How long this call took to come after the previous one: the next poll is sized by it.
+      if (s.gaps.size() > static_cast<size_t>(c.gaps_kept)) s.gaps.clear();
+      s.gaps[s.previous] = monotonic() - s.replied_at;
+    }
+    run_call(s, c, expected);
+  }
+}
+
+}  // extern "C"
