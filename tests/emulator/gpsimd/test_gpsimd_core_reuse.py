@@ -77,3 +77,25 @@ def test_a_multicore_run_works_after_a_crash_killed_its_core_threads() -> None:
         stack_bytes(400 * 1024, 3, multicore=True)
     result = run("reuse_ops", "dirty_core", tensor(X), multicore=True)
     assert result.output.view(np.int32)[1::2].tolist() == list(range(8))
+
+
+def _overflow_bytes(nbytes: int, core: int, multicore: bool) -> int:
+    """The stack a run of `nbytes` past the limit used, from its overflow error."""
+    import re
+
+    with pytest.raises(KernelError, match="stack overflow") as info:
+        stack_bytes(nbytes, core, multicore)
+    return int(re.search(r"the kernel used (\d+) bytes", str(info.value)).group(1))
+
+
+@pytest.mark.parametrize("multicore, core", [(False, -1), (True, 5)])
+def test_the_write_protected_slack_measures_each_overflow_as_a_full_scan_would(multicore: bool, core: int) -> None:
+    # Between runs the slack below the limit is write-protected and read back only from the
+    # lowest page a run wrote (runtime: PaintedStack): every depth, on either side of a page
+    # boundary, after deeper and shallower runs, measures what it wrote.
+    measured = {}
+    for nbytes in (30 * 1024, 70 * 1024 + 100, 30 * 1024, 100 * 1024 - 8, 4096 * 17, 30 * 1024):
+        used = _overflow_bytes(nbytes, core, multicore)
+        assert nbytes < used < nbytes + 4096, (nbytes, used)
+        assert measured.setdefault(nbytes, used) == used
+    assert stack_bytes(1024, core, multicore) < 8192  # repainted and protected again
