@@ -26,6 +26,17 @@ from .tile import Tile
 from .tracer import user_location
 from .views import identity_index
 
+def mask_fits(mask_shape: tuple[int, ...], tile: tuple[int, ...]) -> bool:
+    """Whether a mask of ``mask_shape`` (its index expressions broadcast together) selects
+    elements of a ``tile``: right-aligned, every axis 1 or the tile's. (A mask of higher rank
+    is left to ``Idx.to_affine``, which drops extent-1 axes or refuses.) A mask written over a
+    source larger than the result (``max8(src=t[ix, iy], mask=iy < k)``) must not be read as a
+    condition on the result's positions: that would silently change its meaning."""
+    if len(mask_shape) > len(tile):
+        return True
+    return all(m in (1, d) for m, d in zip(reversed(mask_shape), reversed(tile)))
+
+
 class Builder:
     """The kernel IR under construction (see the module docstring)."""
 
@@ -126,6 +137,12 @@ class Builder:
             elif not isinstance(mask, Pred):
                 raise self.error("invalid mask", f"mask must be an affine predicate, got {mask!r}")
             if isinstance(mask, Pred):
+                if not mask_fits(mask.shape, tuple(dst_access.shape)):
+                    raise self.error("mask shape", (
+                        f"{op}: the mask's index space {list(mask.shape)} is not the "
+                        f"destination's {list(dst_access.shape)}; an instruction's mask selects "
+                        "elements of what it writes (a mask over a larger source is not "
+                        "supported for this instruction)"))
                 affs = mask.to_affines(len(dst_access.shape))
             # Conditions that hold everywhere (i * 128 + ix < n on full tiles) cost nothing.
             affs = checks.drop_always_true(self, tuple(affs), dst_access.shape)

@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 from emulator.kernel_ir import divmod as dm
 
+from . import boolops
 from .errors import NonAffineIndexError
 from .indexing import Idx, Pred
 from .lang.spmd import affine_range, sequential_range
@@ -64,9 +65,9 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
 # --- the source rewrite -------------------------------------------------------------------------
 
 def traceable(func: Callable) -> Callable:
-    """``func`` with its ``for ... in range(...)`` statements rewritten (see module docstring),
-    memoised on the function; ``func`` itself when its source is unavailable or has no such
-    loop."""
+    """``func`` with its ``for ... in range(...)`` statements (see module docstring) and its
+    ``and`` / ``or`` expressions (boolops.py) rewritten, memoised on the function; ``func``
+    itself when its source is unavailable or has neither."""
     cached = getattr(func, "__nki_traceable__", None)
     if cached is not None:
         return cached
@@ -98,7 +99,8 @@ def _rewrite(func: Callable) -> Callable:
     free = list(code.co_freevars)
     factory = ast.FunctionDef(
         name="_nki_factory",
-        args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in free + [_RUNTIME]],
+        args=ast.arguments(posonlyargs=[],
+                           args=[ast.arg(n) for n in free + [_RUNTIME, boolops.RUNTIME]],
                            kwonlyargs=[], kw_defaults=[], defaults=[]),
         body=[fdef, ast.Return(ast.Name(fdef.name, ast.Load()))], decorator_list=[])
     module = ast.Module([factory], type_ignores=[])
@@ -106,7 +108,7 @@ def _rewrite(func: Callable) -> Callable:
     namespace: dict[str, Any] = {}
     exec(compile(module, code.co_filename, "exec"), func.__globals__, namespace)
     cells = [c.cell_contents for c in (func.__closure__ or ())]
-    new = namespace["_nki_factory"](*cells, PlainRange)
+    new = namespace["_nki_factory"](*cells, PlainRange, boolops.Helpers)
     new.__defaults__ = func.__defaults__
     new.__kwdefaults__ = func.__kwdefaults__
     functools.update_wrapper(new, func, updated=())
@@ -226,13 +228,21 @@ def _local_names(fdef: ast.FunctionDef) -> set[str]:
 
 class _Rewriter(ast.NodeTransformer):
     """Rewrites ``for <name> in range(...)`` statements, and ``nl.affine_range`` /
-    ``nl.sequential_range`` ones (innermost first)."""
+    ``nl.sequential_range`` ones (innermost first); ``and`` / ``or`` go to boolops.py."""
 
     def __init__(self, fdef: ast.FunctionDef, line_offset: int):
         self.fdef = fdef
         self.line_offset = line_offset
         self.count = 0
         self.local_names = _local_names(fdef)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        """``and`` / ``or``: through boolops' helpers, so that ``mask_a and mask_b`` is both."""
+        self.generic_visit(node)
+        new = boolops.rewrite(node)
+        if new is not node:
+            self.count += 1
+        return new
 
     def visit_For(self, node: ast.For) -> Any:
         it = node.iter

@@ -94,7 +94,8 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None, name=None) -> Tile:
 
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, name=None) -> Tile:
     if dst_idx is not None:
-        _c.nc_find_index8(dst_idx, data, vals, reverse=True, api="nki.isa.nc_match_replace8")
+        _c.nc_find_index8(dst_idx, data, vals, reverse=True, mask=mask,
+                          api="nki.isa.nc_match_replace8")
     return _c.nc_match_replace8(None, data, vals, imm, dtype=dtype, mask=mask)
 
 

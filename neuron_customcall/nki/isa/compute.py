@@ -9,11 +9,14 @@ from emulator import machine
 from emulator.kernel_ir import ops
 
 from .. import dtypes as nkd
+from ..builder import mask_fits
+from ..indexing import Pred
 from ..lang.elementwise import unary_dtype
 from ..lang.memory import expand_dims
 from ..lang.operands import activation_name, operand
 from ..lang.reductions import _axes as reduction_axes
 from ..tile import Tile
+from ..tracer import current
 from .emit import alu, dtype_name, fail, free_size, result, tile, tile_or_scalar
 
 def is_prelu(op) -> bool:
@@ -175,8 +178,9 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
 def max8(dst, src, *, dtype=None, mask=None, api="nki.isa.max8") -> Tile:
     """The 8 largest values of each partition, descending: [P, ...] -> [P, 8]."""
     x = tile(src, "src", api)
-    return result(dst, "max8", (x.shape[0], 8), dtype_name(dtype, x.dtype_name), x, api=api,
-                  mask=mask)
+    out_dtype = dtype_name(dtype, x.dtype_name)
+    x, mask = source_mask(x, mask, (x.shape[0], 8), float("-inf"), api)
+    return result(dst, "max8", (x.shape[0], 8), out_dtype, x, api=api, mask=mask)
 
 
 def nc_find_index8(dst, data, vals, *, dtype=None, mask=None, reverse=False,
@@ -189,6 +193,7 @@ def nc_find_index8(dst, data, vals, *, dtype=None, mask=None, reverse=False,
         raise fail("nc_find_index8 vals", f"{api}: vals must hold 8 values per partition of "
                    f"data ({x.shape[0]} partitions), got {list(v.shape)}")
     _check_eight(x, api)
+    x, mask = source_mask(x, mask, (x.shape[0], 8), float("nan"), api)
     return result(dst, "find_index8", (x.shape[0], 8), dtype_name(dtype, "uint32"), x, v,
                   api=api, mask=mask, reverse=bool(reverse))
 
@@ -205,8 +210,38 @@ def nc_match_replace8(dst, data, vals, imm, *, dtype=None, mask=None,
     imm = operand(imm)
     if isinstance(imm, Tile):
         raise fail("nc_match_replace8 imm", f"{api}: imm is a scalar constant")
-    return result(dst, "match_replace8", x.shape, dtype_name(dtype, x.dtype_name), x, v,
-                  api=api, mask=mask, imm=float(imm))
+    out_dtype = dtype_name(dtype, x.dtype_name)
+    if isinstance(mask, Pred) and mask.exprs:
+        # Only the masked elements are searched (a value outside the mask is never claimed);
+        # the result is written where the mask holds.
+        x, _ = source_mask(x, mask, (), float("nan"), api)
+    return result(dst, "match_replace8", x.shape, out_dtype, x, v, api=api, mask=mask,
+                  imm=float(imm))
+
+
+def source_mask(x: Tile, mask, result_shape: tuple[int, ...], fill: float, api: str
+                ) -> tuple[Tile, Pred | None]:
+    """A mask written over the source of an instruction whose result is smaller (``max8``,
+    ``nc_find_index8``: ``mask=(ix < n // 2 and iy < m // 2)`` over ``data[ix, iy]``, as AWS's
+    examples write it): the source as an fp32 copy with ``fill`` where the mask fails (minus
+    infinity takes no part in a maximum, NaN equals nothing), and the mask's conditions on the
+    partition axis alone as the result's mask (those partitions are not written). A mask that
+    already fits the result (``result_shape``; ``()``: always copy) is returned unchanged."""
+    if not isinstance(mask, Pred) or not mask.exprs or (
+            result_shape and mask_fits(mask.shape, result_shape)):
+        return x, mask
+    if not mask_fits(mask.shape, tuple(x.shape)):
+        return x, mask  # the builder names the mismatch
+    if not nkd.is_float(x.dtype_name):
+        raise fail("source mask", f"{api}: a mask over the elements of an integer source "
+                   f"({x.dtype_name}) is not supported; mask the result's partitions instead")
+    tr = current()
+    copy = tr.new("memset", tuple(x.shape), "float32", fill)
+    tr.emit("tensor_copy", copy, x, mask=mask)
+    rank = len(x.shape)
+    part = [e for e in mask.exprs
+            if all(n == 1 for n in ((1,) * (rank - len(e.shape)) + tuple(e.shape))[1:])]
+    return copy, (Pred(part) if part else None)
 
 
 def _check_eight(x: Tile, api: str) -> None:

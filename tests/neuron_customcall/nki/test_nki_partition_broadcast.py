@@ -221,17 +221,3 @@ def test_partition_only_tile_in_reductions_transpose_and_matmul():
     np.testing.assert_array_equal(o1, m)
     np.testing.assert_array_equal(o2, m[None, :])
     np.testing.assert_allclose(o3, (w.T @ m)[:, None], rtol=1e-4, atol=1e-4)
-
-
-def test_masks_combined_with_python_and_are_refused_with_the_fix():
-    """``(ix < 64 and iy < 8)`` would keep only the second condition: a trace error that says
-    to use ``&``."""
-    @nki.jit
-    def k(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        ix, iy = nl.mgrid[0:128, 0:16]
-        nl.store(out, value=nl.exp(nl.load(a), mask=(ix < 64 and iy < 8)))
-        return out
-
-    with pytest.raises(KernelTraceError, match="to combine masks use &"):
-        k(rand(128, 16))
