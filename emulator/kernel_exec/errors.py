@@ -10,8 +10,9 @@ class KernelRuntimeError(KernelError, RuntimeError):
     """A kernel failed while running on the emulator."""
 
 
-class OutOfBoundsAccessError(KernelRuntimeError):
-    """An unmasked access reaches outside its tensor."""
+class OutOfBoundsAccessError(KernelRuntimeError, IndexError):
+    """An unmasked access reaches outside its tensor. Also an ``IndexError``: what the SDK's
+    simulator raises for it (NumPy's indexing error), so code that catches that catches this."""
 
     def __init__(self, kernel: str, loc: SourceLoc | None, detail: str):
         super().__init__(kernel, loc, "out-of-bounds access", detail)

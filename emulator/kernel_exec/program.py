@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from emulator.kernel_ir import (DEFINED, Access, Const, Instruction, KernelIR, Loop, Statement,
                                 dtypes, walk_instructions, walk_loops)
 
-from . import lnc
+from . import lnc, precision
 from .parallel import parallel_reason
 from .setup import LaunchSetup, build, is_whole
 from .vectorise import first_appearance, grid_reason, non_vectorisable_reason
@@ -47,6 +47,8 @@ class Program:
     frozen: frozenset[str] = frozenset()
     #: id(instruction) -> tiles it reads for the last time (see _dead_after).
     dead_after: dict[int, frozenset[str]] = field(default_factory=dict)
+    #: The NKI_PRECISE_FP setting the storage dtypes were chosen for (precision.py).
+    precise: bool = True
     #: Memoised access plans (see Runner._plan).
     plans: dict = field(default_factory=dict)
     #: What each launch needs, decided once (see setup.py).
@@ -69,16 +71,18 @@ class Program:
 
 def prepare(kernel: KernelIR) -> Program:
     """The analysis of ``kernel``, memoised on the IR object (traced IR is never modified), so
-    callers that keep an IR and run it repeatedly pay for it once."""
+    callers that keep an IR and run it repeatedly pay for it once; one per NKI_PRECISE_FP
+    setting (precision.py), read at each launch as the SDK's simulator reads it."""
+    precise = precision.precise_fp()
     cached = kernel.__dict__.get("_exec_program")
-    if cached is not None and cached.kernel is kernel:
+    if cached is not None and cached.kernel is kernel and cached.precise == precise:
         return cached
-    prog = _analyse(kernel)
+    prog = _analyse(kernel, precise)
     kernel.__dict__["_exec_program"] = prog
     return prog
 
 
-def _analyse(kernel: KernelIR) -> Program:
+def _analyse(kernel: KernelIR, precise: bool = True) -> Program:
     instrs = list(walk_instructions(kernel.body))
     dynamic = [lp for lp in walk_loops(kernel.body) if lp.data_dependent]
     # A dynamic loop's index register is written each iteration only if something reads it.
@@ -132,7 +136,8 @@ def _analyse(kernel: KernelIR) -> Program:
     operands = {o.tensor for lp in dynamic for o in lp.operands if isinstance(o, Access)}
     prog.dead_after = {k: v - operands for k, v in
                        _dead_after(kernel.body, prog.frozen).items() if v - operands}
-    prog.setup = build(kernel, written, prog.covered)
+    prog.precise = precise
+    prog.setup = build(kernel, written, prog.covered, precise)
     return prog
 
 

@@ -21,7 +21,7 @@ from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Oper
                                 Statement, dtypes)
 from emulator.kernel_ir.printer import format_operand
 
-from . import alu, buffers, control, parallel, watch
+from . import alu, buffers, control, parallel, precision, watch
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,
                      plan_access)
 from .errors import KernelRuntimeError, OutOfBoundsAccessError
@@ -47,6 +47,10 @@ class Runner:
     """Executes a prepared kernel once. Create a new runner per call."""
 
     def __init__(self, program: Program, inputs: Sequence[np.ndarray]):
+        if program.precise != precision.precise_fp():
+            # NKI_PRECISE_FP changed since the program was prepared (callers keep programs
+            # across launches): storage dtypes follow the setting of this launch.
+            program = prepare(program.kernel)
         kernel = program.kernel
         self.program = program
         self.kernel = kernel

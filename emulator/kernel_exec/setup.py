@@ -15,6 +15,7 @@ import numpy as np
 
 from emulator import machine
 from emulator.kernel_ir import Access, KernelIR, dtypes, walk_instructions
+from emulator.kernel_exec import precision
 from emulator.kernel_exec.errors import KernelRuntimeError
 from emulator.limits import GridLimitError, check_grid
 
@@ -68,8 +69,11 @@ def is_whole(a: Access, shape: tuple[int, ...]) -> bool:
         x.const == 0 and x.terms == ((f"t{d}", 1),) for d, x in enumerate(a.index))
 
 
-def build(kernel: KernelIR, written: frozenset[str], covered: frozenset[str]) -> LaunchSetup:
-    np_dtypes = {name: dtypes.to_numpy(t.dtype) for name, t in kernel.tensors.items()}
+def build(kernel: KernelIR, written: frozenset[str], covered: frozenset[str],
+          precise: bool = True) -> LaunchSetup:
+    """``precise``: NKI_PRECISE_FP's setting (precision.py), which decides the storage dtype of
+    low-precision on-chip tiles."""
+    np_dtypes = precision.storage_dtypes(kernel, precise)
     inputs = tuple(InputSlot(n, tuple(kernel.tensors[n].shape), np_dtypes[n], n in written)
                    for n in kernel.inputs)
     constants = []
