@@ -9,8 +9,9 @@ rows, repeats). ``scalar_offset`` (a register or a one-element integer tile) add
 dimension ``indirect_dim`` when the instruction runs (lang/dynamic.py); ``vector_offset`` (a
 [P, 1] integer tile, HBM, ``indirect_dim`` 0) makes partition ``p`` read row ``offsets[p]``
 (indirect DMA; the pattern's leading step is ignored, as the reference says). A pattern that
-wraps across a row, a dtype reinterpretation and patterns on tensors with block dimensions are
-refused by name.
+wraps across a row, a dtype reinterpretation of on-chip storage and patterns on tensors with block
+dimensions are refused by name. ``dtype=`` on an HBM tensor is ``.view(dtype)`` of the whole
+tensor with the pattern counted in elements of the new dtype.
 """
 
 from __future__ import annotations
@@ -70,11 +71,17 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
     if vector_offset is not None and scalar_offset is not None:
         raise self.trace.error("invalid access pattern", f"{api}: scalar_offset or "
                                "vector_offset, not both")
-    if dtype is not None and dtype != self.dtype and str(dtype) != self.decl.dtype:
-        refuse(f"{api}(dtype=...)", "reinterpreting storage through an access pattern is not "
-               "emulated (use .view(dtype))")
+    if dtype is not None and nkd.name_of(dtype) != self.dtype_name:
+        if self.on_chip:
+            refuse(f"{api}(dtype=...)", "reinterpreting on-chip storage through an access "
+                   "pattern is not emulated (.view(dtype) gives a reinterpreted copy)")
+        # The storage as ``dtype`` (a bit-cast view of the whole tensor), then the pattern in
+        # elements of that dtype: what AWS's MX matmul deep dive reads its packed x4 data with.
+        self.indirect_use(api)
+        return ap(self.view(dtype), pattern, offset, scalar_offset, vector_offset, indirect_dim)
     self.indirect_use(api)
-    self.bitcast_use(api)
+    if self.cast and (scalar_offset is not None or vector_offset is not None):
+        self.bitcast_use(f"{api} with a dynamic offset")
     decl = self.decl
     if decl.name in self.trace.blocks:
         refuse(api, f"{decl.name!r} has block dimensions (nl.par_dim); its storage order is not "
@@ -90,7 +97,8 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
     if not pairs or any(num < 1 or step < 0 for step, num in pairs):
         raise self.trace.error("invalid access pattern", f"{api}: each [step, num] has num >= 1 "
                                f"and step >= 0, got {pattern!r}")
-    shape = tuple(decl.shape)
+    # A bit-cast view's pattern walks the storage as the view's dtype (its shape: ``vshape``).
+    shape = tuple(self.vshape) if self.vshape is not None else tuple(decl.shape)
     steps = _row_major_steps(shape)
     base = sum(a.const * s for a, s in zip(self.index, steps))  # the view's storage offset
     # The part of the view's start that varies with program ids and loop variables (a view
@@ -121,7 +129,8 @@ def ap(self: Tile, pattern, offset: int | None = None, scalar_offset=None, vecto
                    "dimension are not emulated")
         index.append(Affine.make(origin[k], {**moving[k], **{f"t{d}": c[k] for d, c in
                                                              enumerate(coeffs) if c[k]}}))
-    view = Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index))
+    view = Tile(self.trace, decl, tuple(num for _, num in pairs), tuple(index), self.cast,
+                self.vshape)
     if vector_offset is not None:
         return _vector_offset(self, view, vector_offset, indirect_dim, api)
     if scalar_offset is None:

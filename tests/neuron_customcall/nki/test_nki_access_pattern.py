@@ -136,3 +136,34 @@ def test_refusals_name_the_rule(pattern, kwargs, err, match):
 
     with pytest.raises(err, match=match):
         k(np.zeros((16, 16), np.float32))
+
+
+@nki.jit
+def words_of_bytes(x):
+    """uint8 storage read as uint32 words through a strided pattern: rows 0..31, every other
+    word from word 1 (what ``.ap(dtype=)`` counts in: elements of the new dtype)."""
+    out = nl.ndarray((32, 16), dtype=nl.uint32, buffer=nl.shared_hbm)
+    t = nl.ndarray((32, 16), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.ap(pattern=[[32, 32], [2, 16]], offset=1, dtype=nl.uint32))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_an_hbm_pattern_with_dtype_reads_the_storage_as_that_dtype():
+    x = np.random.default_rng(4).integers(0, 256, (64, 128), dtype=np.uint8)
+    words = x.view(np.uint32)  # [64, 32], little endian as the hardware
+    np.testing.assert_array_equal(words_of_bytes(x), words[:32, 1::2])
+
+
+@nki.jit
+def float_bits_as_int(x):
+    out = nl.ndarray((16, 8), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.ndarray((16, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.ap(pattern=[[16, 16], [1, 8]], offset=8, dtype=nl.int32))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_same_width_reinterpretation_through_a_pattern():
+    x = np.random.default_rng(5).standard_normal((16, 16)).astype(np.float32)
+    np.testing.assert_array_equal(float_bits_as_int(x), x.view(np.int32)[:, 8:])
