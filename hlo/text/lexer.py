@@ -33,7 +33,7 @@ _WORD = r"%?(?:[\w.$]|-(?!>))+"
 # One pattern for every token, tried in this order: string start, number, two/three-character
 # punctuation, word, one-character punctuation.
 _TOKEN_RE = re.compile(
-    r'(?P<string>")|(?P<number>' + _NUMBER + r")|(?P<punct2>->|<=|\.\.\.)|(?P<word>" + _WORD
+    r'(?P<string>["\'])|(?P<number>' + _NUMBER + r")|(?P<punct2>->|<=|\.\.\.)|(?P<word>" + _WORD
     + r")|(?P<punct1>[{}\[\](),=:*?#+~<>/|@!^&;])"
 )
 _SPACE_RE = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*", re.S)
@@ -168,26 +168,29 @@ class Lexer:
         return tok.offset + len(tok.text) if tok.kind != EOF else tok.offset
 
     def _lex_string(self) -> Token:
-        """A C-escaped double-quoted string, decoded to bytes (backend_config is bytes in XLA)."""
+        """A C-escaped string, decoded to bytes (backend_config is bytes in XLA): double-quoted,
+        or single-quoted as XLA prints mesh axis names (`mesh['x'=2]`)."""
         text = self.text
         start = self._pos
+        quote = text[start]
+        stops = quote + "\\"
         pos = start + 1
         n = len(text)
         out = bytearray()
         while True:
             end = pos
-            while end < n and text[end] not in '"\\':
+            while end < n and text[end] not in stops:
                 end += 1
             if end > pos:
                 out += text[pos:end].encode("utf-8", "surrogatepass")
             if end >= n:
-                raise self.error("unterminated string", start, expected='closing \'"\'')
-            if text[end] == '"':
+                raise self.error("unterminated string", start, expected=f"closing '{quote}'")
+            if text[end] == quote:
                 pos = end + 1
                 break
             # backslash escape
             if end + 1 >= n:
-                raise self.error("unterminated string", start, expected='closing \'"\'')
+                raise self.error("unterminated string", start, expected=f"closing '{quote}'")
             e = text[end + 1]
             if e in _SIMPLE_ESCAPES:
                 out += _SIMPLE_ESCAPES[e]

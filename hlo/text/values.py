@@ -14,6 +14,7 @@ from hlo.schema import hlo_pb2, xla_data_pb2
 from hlo.text.cursor import MAX_LIST, Cursor, parse_int_text
 from hlo.text.lexer import STRING, WORD, Lexer
 from hlo.text.literals import parse_literal, print_literal
+from hlo.text.mesh_groups import at_mesh_groups, read_mesh_groups, write_mesh_groups
 from hlo.text.shapes import parse_shape, print_shape
 
 __all__ = [
@@ -500,7 +501,11 @@ def _key(key: str) -> str:
 
 # -- replica groups ------------------------------------------------------------------------------------
 def read_replica_groups(cur: Cursor, inst: hlo_pb2.HloInstructionProto) -> None:
-    """`{{0,1},{2,3}}` or the iota form `[2,2]<=[4]` / `[2,2]<=[2,2]T(1,0)`."""
+    """`{{0,1},{2,3}}`, the iota form `[2,2]<=[4]` / `[2,2]<=[2,2]T(1,0)`, or the mesh-axes form
+    `mesh['x'=2,'y'=4] {'y'}` (mesh_groups.py)."""
+    if at_mesh_groups(cur):
+        read_mesh_groups(cur, inst.mesh_axes_replica_group_list)
+        return
     if cur.at_punct("["):
         dims = cur.int_list("as replica group dimensions", "[", "]")
         if len(dims) != 2:
@@ -523,6 +528,8 @@ def read_replica_groups(cur: Cursor, inst: hlo_pb2.HloInstructionProto) -> None:
 
 def write_replica_groups(inst: hlo_pb2.HloInstructionProto) -> str:
     cdl = inst.collective_device_list
+    if inst.HasField("mesh_axes_replica_group_list"):
+        return write_mesh_groups(inst.mesh_axes_replica_group_list)
     if inst.HasField("iota_collective_device_list"):
         iota = inst.iota_collective_device_list
         text = f"[{iota.num_replica_groups},{iota.num_devices_per_group}]<=[" + ",".join(

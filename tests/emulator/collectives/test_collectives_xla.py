@@ -173,6 +173,21 @@ _MESH = {
 }
 
 
+#: the mesh-axes form written in HLO text, as XLA prints it; XLA:CPU reads it with its own parser,
+#: ours with hlo/text/mesh_groups.py. name -> (body, devices)
+_MESH_TEXT = {
+    "mesh_text_axis": ("ROOT r = {t}[4,6] all-reduce(p), replica_groups=mesh['x'=2,'y'=4] {'y'}, to_apply=add_{t}", 8),
+    "mesh_text_two_axes": ("ROOT r = {t}[16,6] all-gather(p), replica_groups=mesh['x'=2,'y'=2] {'y','x'}, "
+                           "dimensions={0}", 4),
+    "mesh_text_sub_axis": ("ROOT r = {t}[4,6] all-reduce(p), replica_groups=mesh['x'=8] {'x':(2)2}, "
+                           "to_apply=add_{t}", 8),
+    "mesh_text_reduce_scatter": ("ROOT r = {t}[2,6] reduce-scatter(p), replica_groups=mesh['a'=2,'b'=2] {'a'}, "
+                                 "dimensions={0}, to_apply=add_{t}", 4),
+    "mesh_text_all_to_all": ("ROOT r = {t}[4,6] all-to-all(p), replica_groups=mesh['x'=2,'y'=4] {'x'}, "
+                             "dimensions={0}", 8),
+}
+
+
 def _mesh_proto(text: str, sizes, ids, iota, axes) -> bytes:
     """The module of `text` with its collective's replica groups given in the mesh-axes form."""
     from hlo.schema import hlo_pb2
@@ -229,6 +244,10 @@ def _cases() -> dict[str, dict]:
             text = _module(body, t, n)
             cases[f"{name}-{n}-{t}"] = {"hlo": text, "replicas": n, "partitions": 1, "t": t,
                                         "proto": _mesh_proto(text, sizes, ids, iota, axes)}
+    for name, (body, n) in _MESH_TEXT.items():
+        for t in ("f32", "s32"):
+            cases[f"{name}-{n}-{t}"] = {"hlo": _module(body, t, n), "replicas": n, "partitions": 1, "t": t,
+                                        "xla_text": True}
     for name, (text, n) in _MODULES.items():
         for t in ("f32", "s32"):
             cases[f"{name}-{n}-{t}"] = {"hlo": text.replace("{t}", t), "replicas": n, "partitions": 1, "t": t}
@@ -249,6 +268,8 @@ def xla_results(tmp_path_factory) -> tuple[Path, dict[str, str]]:
                                        case.get("shape", (4, 6))))
         spec.append({"name": name, "hlo": case["hlo"], "replicas": case["replicas"],
                      "partitions": case["partitions"], "inputs": str(path)})
+        if case.get("xla_text"):
+            spec[-1]["xla_text"] = True
         if "proto" in case:
             (d / f"{name}.pb").write_bytes(case["proto"])
             spec[-1]["proto"] = str(d / f"{name}.pb")

@@ -6,7 +6,7 @@ XLA:CPU's host device count (`--xla_force_host_platform_device_count`) is read o
 starts its CPU backend, so the parent test process (which may already have started it with one
 device) can not provide 8 devices. SPEC is a JSON list of cases {"name", "hlo", "replicas",
 "partitions", "inputs": npz path, optionally "proto": a serialized HloModuleProto run instead of
-the text}; OUT gets one npz per case (or its error text). Arrays travel as
+the text, or "xla_text": true to have XLA's own parser read the text}; OUT gets one npz per case (or its error text). Arrays travel as
 raw bytes with their dtype name and shape (no pickling).
 """
 from __future__ import annotations
@@ -62,8 +62,10 @@ def _run_case(case: dict, devs: list) -> list[list[np.ndarray]]:
     nr, npart = case["replicas"], case["partitions"]
     n = nr * npart
     proto = parse_hlo_text(case["hlo"])
-    if case.get("proto"):  # forms our text does not write (mesh-axes replica groups): the proto itself
+    if case.get("proto"):  # a form given as a proto: the proto itself
         proto.ParseFromString(open(case["proto"], "rb").read())
+    elif case.get("xla_text"):  # read by XLA's own text parser, not ours
+        proto.ParseFromString(xc.hlo.hlo_module_from_text(case["hlo"]).as_serialized_hlo_module_proto())
     backend = xla_bridge.get_backend("cpu")
     opts = xc.CompileOptions()
     build = opts.executable_build_options
