@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from emulator.collectives.comm import Communicator, SoloCommunicator
 
@@ -23,6 +23,9 @@ class DeviceContext:
     num_replicas: int
     num_partitions: int
     communicator: Communicator
+    #: values received at a `send` and not yet taken by their `recv-done`, per (channel, pairs),
+    #: oldest first (emulator/ops/send_recv.py); one per device and run
+    mailbox: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (0 <= self.replica_id < self.num_replicas and 0 <= self.partition_id < self.num_partitions):

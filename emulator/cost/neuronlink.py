@@ -113,8 +113,14 @@ def collective_cost(kind: str, group: Sequence[int], n_bytes: float,
 def _sized_bytes(ctx: Any) -> float:
     """S of an HLO collective: its operands' bytes; all-gather's result (the gathered value);
     ragged-all-to-all's input (the other operands are its output buffer and indices)."""
-    if ctx.op == "ragged-all-to-all":
+    if ctx.op in ("ragged-all-to-all", "send"):  # the data, not the output buffer, indices or token
         return float(nbytes(ctx.in_types[0]))
+    if ctx.op == "collective_permute_in_place":  # the slices each source sends, not the whole input
+        t = ctx.in_types[0]
+        leaves = t[1] if t[0] == "tuple" else [t]
+        groups = _in_place_groups(ctx)
+        return float(sum(nbytes((leaf[0], sizes)) for e, leaf in enumerate(leaves)
+                         for sizes in ctx.attrs["slice_sizes"][e * groups:(e + 1) * groups]))
     if ctx.op == "all-gather":
         t = ctx.type
         if ctx.attrs.get("start") and t[0] == "tuple":
@@ -138,9 +144,14 @@ def instruction_coster(ctx: Any) -> Callable[[], Cost]:
         key = (dev.replica_id, dev.partition_id, dev.num_replicas, dev.num_partitions)
         if key not in cache:
             try:
-                if ctx.op == "collective-permute":
-                    pairs = flat_pairs(attrs["mode"], [tuple(p) for p in attrs["pairs"]], *key)
-                    cache[key] = collective_cost(ctx.op, (), n_bytes, pairs)
+                if ctx.op == "send":  # replica ids with several replicas, else partition ids
+                    mode = "cross_replica" if key[2] > 1 else "cross_partition"
+                    cache[key] = collective_cost("send", (), n_bytes,
+                                                 flat_pairs(mode, [tuple(p) for p in attrs["pairs"]], *key))
+                elif ctx.op in ("collective-permute", "collective_permute_in_place"):
+                    pairs = flat_pairs(attrs["mode"], [tuple(p) for p in attrs["pairs"]], *key) \
+                        if ctx.op == "collective-permute" else _in_place_pairs(ctx, key)
+                    cache[key] = collective_cost("collective-permute", (), n_bytes, pairs)
                 else:
                     group = participants(attrs["mode"], [list(g) for g in attrs["groups"]], *key)
                     cache[key] = collective_cost(ctx.op, group, n_bytes)
@@ -148,6 +159,23 @@ def instruction_coster(ctx: Any) -> Callable[[], Cost]:
                 cache[key] = {}
         return cache[key]
     return cost
+
+
+def _in_place_groups(ctx: Any) -> int:
+    """How many groups the in-place permute's pairs form: its slice lists per input leaf."""
+    t = ctx.in_types[0]
+    return len(ctx.attrs["slice_sizes"]) // (len(t[1]) if t[0] == "tuple" else 1)
+
+
+def _in_place_pairs(ctx: Any, key: tuple[int, int, int, int]) -> list[tuple[int, int]]:
+    """The in-place permute's pairs as flat ids, group by group (each group is a permutation;
+    together they may repeat a source, which one flat_pairs call refuses)."""
+    from emulator.collectives.groups import flat_pairs
+
+    pairs = [tuple(p) for p in ctx.attrs["pairs"]]
+    groups = _in_place_groups(ctx)
+    per = len(pairs) // groups
+    return [fp for k in range(groups) for fp in flat_pairs(ctx.attrs["mode"], pairs[k * per:(k + 1) * per], *key)]
 
 
 # -- NKI kernel IR (emulator.cost.kernel_ir): the `collective` instruction ---------------------

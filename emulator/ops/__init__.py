@@ -7,7 +7,7 @@ handler; an op without one (or a handler for an op the registry lacks) fails her
 from __future__ import annotations
 
 from emulator.ops import collective, control, conv, convert, elementwise, indexing, kernel, lapack, linalg, norm, reduce  # noqa: F401
-from emulator.ops import rng, shape, sort  # noqa: F401
+from emulator.ops import rng, send_recv, shape, sort  # noqa: F401
 from emulator.program.ops import OPS
 
 _missing = sorted(name for name, spec in OPS.items() if spec.handler is None)

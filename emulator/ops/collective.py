@@ -16,7 +16,7 @@ import numpy as np
 
 from emulator.collectives.comm import CollectiveError
 from emulator.collectives.context import DeviceContext, current
-from emulator.collectives.groups import GroupError, flat_pairs, participants
+from emulator.collectives.groups import CROSS_PARTITION, CROSS_REPLICA, GroupError, flat_pairs, participants
 from emulator.ops.common import compute_dtype, lifted, reducer_ufunc
 from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
@@ -254,30 +254,100 @@ def _all_to_all(ctx: HandlerContext) -> Callable:
     return all_to_all
 
 
-@handles("collective-permute")
-def _collective_permute(ctx: HandlerContext) -> Callable:
-    """The source's operand at each target; devices that no pair targets get zeros."""
-    mode, pairs = ctx.attrs["mode"], [tuple(p) for p in ctx.attrs["pairs"]]
-    (dt, shape), = _results(ctx)
+def permute_pairs(ctx: HandlerContext, pairs: Sequence[tuple[int, int]],
+                  point_to_point: bool = False) -> Callable[[DeviceContext], list]:
+    """dev -> `pairs` as flat device ids of its replica or partition (the instruction's mode;
+    for `point_to_point` send/recv, replica ids when the program has several replicas, else
+    partition ids: all executions of one send/recv form its group, as in XLA), cached per
+    device layout."""
     what = _what(ctx)
     cache: dict[tuple[int, int, int, int], list[tuple[int, int]]] = {}
 
-    if len(ctx.in_types) != 1:
-        raise ValueError(f"{what}: {len(ctx.in_types)} operands; only the one-operand form runs")
-
-    def collective_permute(x: np.ndarray) -> Any:
-        dev = current()
+    def find(dev: DeviceContext) -> list[tuple[int, int]]:
         key = (dev.replica_id, dev.partition_id, dev.num_replicas, dev.num_partitions)
         flat = cache.get(key)
         if flat is None:
+            mode = (CROSS_REPLICA if dev.num_replicas > 1 else CROSS_PARTITION) if point_to_point else ctx.attrs["mode"]
             try:
                 flat = cache[key] = flat_pairs(mode, pairs, *key)
             except GroupError as e:
                 raise CollectiveError(f"{what}: {e}") from None
-        got = dev.communicator.permute(flat, np.asarray(x), op=what)
+        return flat
+    return find
+
+
+@handles("collective-permute")
+def _collective_permute(ctx: HandlerContext) -> Callable:
+    """The source's operand at each target; devices that no pair targets get zeros."""
+    (dt, shape), = _results(ctx)
+    what = _what(ctx)
+    find = permute_pairs(ctx, [tuple(p) for p in ctx.attrs["pairs"]])
+
+    def collective_permute(x: np.ndarray) -> Any:
+        dev = current()
+        got = dev.communicator.permute(find(dev), np.asarray(x), op=what)
         result = np.zeros(shape, dt) if got is None else got
         return _package(ctx, (x,), [result])
     return collective_permute
+
+
+def _start_indices(value: Any, rank: int, what: str) -> tuple[int, ...]:
+    """A start index: a tuple of integer scalars (XLA's form) or one integer vector."""
+    parts = value if isinstance(value, tuple) else np.asarray(value).reshape(-1)
+    if len(parts) != rank:
+        raise CollectiveError(f"{what}: {len(parts)} start indices for a slice of rank {rank}")
+    return tuple(int(np.asarray(p)) for p in parts)
+
+
+@handles("collective_permute_in_place")
+def _in_place_permute(ctx: HandlerContext) -> Callable:
+    """XLA's in-place collective-permute(input, output, input_starts, output_starts): the pairs
+    are len(slice lists) / leaves consecutive groups; in group k, each source sends the slice of
+    each input leaf e at its input_starts[e][k] (of slice_sizes[e*G+k]) and each target writes
+    it into its copy of output leaf e at its own output_starts[e][k]; everything else of the
+    output is kept (a device no pair targets returns the output unchanged). The starts are
+    each device's own values; a slice outside its array is an error, not a clamped copy."""
+    pairs = [tuple(p) for p in ctx.attrs["pairs"]]
+    lists = [tuple(int(v) for v in sizes) for sizes in ctx.attrs["slice_sizes"]]
+    tuple_input = ctx.in_types[0][0] == TUPLE
+    leaves = len(ctx.in_types[0][1]) if tuple_input else 1
+    groups = len(lists) // leaves
+    per = len(pairs) // groups
+    finders = [permute_pairs(ctx, pairs[k * per:(k + 1) * per]) for k in range(groups)]
+    what = _what(ctx)
+
+    def starts(value: Any, e: int, k: int, rank: int, which: str) -> tuple[int, ...]:
+        v = value[e] if tuple_input else value
+        v = v[k] if groups > 1 else v
+        return _start_indices(v, rank, f"{what} {which} start of input {e}, group {k}")
+
+    def window(array: np.ndarray, at: tuple[int, ...], sizes: tuple[int, ...], which: str, dev: int) -> tuple:
+        if any(a < 0 or a + z > n for a, z, n in zip(at, sizes, array.shape)):
+            raise CollectiveError(f"{what}: device {dev}'s {which} slice at {list(at)} of sizes {list(sizes)} is "
+                                  f"outside its {list(array.shape)}")
+        return tuple(slice(a, a + z) for a, z in zip(at, sizes))
+
+    def in_place_permute(x: Any, output: Any, in_starts: Any, out_starts: Any) -> Any:
+        dev = current()
+        xs = list(x) if tuple_input else [x]
+        results = [np.array(o, copy=True) for o in (output if tuple_input else [output])]
+        for e, (src, result) in enumerate(zip(xs, results)):
+            src = np.asarray(src)
+            for k, find in enumerate(finders):
+                sizes = lists[e * groups + k]
+                flat = find(dev)
+                piece = src[window(src, starts(in_starts, e, k, src.ndim, "input"), sizes, "input", dev.device)] \
+                    if any(s == dev.device for s, _ in flat) else src[(slice(0, 0),) * src.ndim]
+                got = dev.communicator.permute(flat, piece, op=f"{what} input {e} group {k}")
+                if got is not None:
+                    at = starts(out_starts, e, k, result.ndim, "output")
+                    result[window(result, at, sizes, "output", dev.device)] = got
+        value: Any = tuple(results) if tuple_input else results[0]
+        if not ctx.attrs.get("start") or ctx.type[0] != TUPLE:
+            return value
+        extra = [np.zeros(tuple(p[1]), DTYPES[p[0]]) for p in ctx.type[1][2:]]
+        return (x, value, *extra)
+    return in_place_permute
 
 
 @handles("collective-broadcast")

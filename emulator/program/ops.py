@@ -200,10 +200,26 @@ _SPECS: list[OpSpec] = [
            "its output ([n] or [n, updates] offsets); the rest of output unchanged", cost="collective",
            blas=False, fresh=True),
     OpSpec("collective-permute", None, {"mode": "str", "pairs": "intss", "start": "bool"},
-           "the operand of this device's source (zeros without one); one operand (XLA's in-place form "
-           "with buffer and offsets is not lowered)", cost="collective", blas=False),
+           "the operand of this device's source (zeros without one)", cost="collective", blas=False),
+    OpSpec("collective_permute_in_place", 4, {"mode": "str", "pairs": "intss", "start": "bool",
+                                              "slice_sizes": "intss"},
+           "(input, output, input starts, output starts): the pairs in len(slice_sizes)/leaves groups; in "
+           "group k each source's slice of input leaf e at its input start [e][k] is written into its "
+           "target's copy of output leaf e at the target's output start [e][k]; the rest of output kept",
+           cost="collective", blas=False, fresh=True),
     OpSpec("collective-broadcast", None, dict(_COLLECTIVE), "the operand of the group's first device",
            cost="collective", blas=False, fresh=True),
+    # point-to-point halves (emulator/ops/send_recv.py): the exchange happens at send, where every
+    # device is; targets keep the value in their mailbox under (channel, pairs) for recv-done
+    OpSpec("send", 2, {"channel": "int", "pairs": "intss"},
+           "(data, token) -> (data, u32 0, token); sources send data to their targets (pairs: replica ids with "
+           "several replicas, else partition ids); each target keeps what it gets for its recv-done",
+           cost="collective", blas=False),
+    OpSpec("recv", 1, doc="token -> (zeros, u32 0, token): the receive is posted; recv-done gives the data",
+           cost="free", pure=True, blas=False),
+    OpSpec("recv-done", 1, {"channel": "int", "pairs": "intss"},
+           "recv -> (data, token): what this device's source sent at the matching send (channel and pairs), "
+           "zeros when no pair targets this device", cost="free", blas=False, fresh=True),
     # control flow: sub-programs (their instructions are costed when they run)
     OpSpec("while", 1, {"cond": "comp", "body": "comp"}, blas=False),
     OpSpec("conditional", None, {"branches": "comps", "by_index": "bool"}, blas=False),

@@ -25,6 +25,7 @@ from hlo.text.kinds import (
     OptionalIntKind, PrecisionKind, PresentKind, ReadContext, ResultAccuracyKind, SkippedKind,
     TextKind, WriteContext,
 )
+from hlo.text.permute_slices import has_permute_slice_sizes, read_permute_slice_sizes, write_permute_slice_sizes
 from hlo.text.shapes import parse_shape, print_shape
 
 __all__ = ["AttrSpec", "ReadContext", "WriteContext", "ATTRIBUTES", "specs_for", "apply_defaults",
@@ -155,6 +156,9 @@ ATTRIBUTES: Tuple[AttrSpec, ...] = (
                                     for p in c.nested_int_lists("as source_target_pairs")],
                       lambda i: "{" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}",
                       lambda i: True),
+             _ops("collective-permute", "collective-permute-start")),
+    AttrSpec("slice_sizes", "dynamic_slice_sizes",
+             InstKind(read_permute_slice_sizes, write_permute_slice_sizes, has_permute_slice_sizes),
              _ops("collective-permute", "collective-permute-start")),
     AttrSpec("is_host_transfer", "is_host_transfer", BoolKind(), _ops("send", "send-done", "recv", "recv-done")),
     AttrSpec("infeed_config", "infeed_config", BytesKind(), _ops("infeed")),

@@ -8,6 +8,10 @@ layout: in XLA it makes every participant hold the same physical layout because 
 moves raw bytes; the emulator exchanges logical arrays (every op but bitcast is layout-free), so
 any layout the participants agree on gives the same values.
 
+The in-place collective-permute (input, output buffer, input and output start indices,
+slice_sizes) is lowered with its slice lists; the emulator copies the output and writes each
+received slice into it.
+
 Async pairs run the collective at `-start`; `-done` only passes its value on (all-reduce-done is
 an identity, the tuple-valued starts are read at element 1)."""
 from __future__ import annotations
@@ -107,12 +111,35 @@ def _all_to_all(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
 
 @lowers("collective-permute", "collective-permute-start")
 def _collective_permute(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
-    if len(inst.operands) != 1:
-        fail(inst, f"{inst.opcode} with {len(inst.operands)} operands (the in-place form with output buffer "
-                   "and slice offsets) is not supported")
-    return "collective-permute", {"mode": mode_of(inst),
-                                  "pairs": [[int(p.source), int(p.target)] for p in inst.attributes.source_target_pairs],
-                                  "start": inst.opcode == "collective-permute-start"}
+    attrs = {"mode": mode_of(inst), "pairs": [[int(p.source), int(p.target)] for p in inst.attributes.source_target_pairs],
+             "start": inst.opcode == "collective-permute-start"}
+    if len(inst.operands) == 1:
+        return "collective-permute", attrs
+    return "collective_permute_in_place", {**attrs, "slice_sizes": _in_place_slices(inst)}
+
+
+def _in_place_slices(inst: Any) -> list[list[int]]:
+    """The in-place form's slice sizes, one list per (input leaf, pair group), leaf-major: the
+    pairs split into len(lists) / leaves consecutive groups of equal size (each group a
+    permutation: XLA's CollectivePermuteInPlaceUpdate*MultipleReadWrite forms), group k
+    reading its slices at start index k of each leaf's offsets."""
+    ranks = [len(dims) for _, dims in leaf_types(inst.operands[0].shape)]
+    flat = [int(v) for v in inst.attributes.dynamic_slice_sizes]
+    per_group = sum(ranks)
+    if not flat or not per_group or len(flat) % per_group:
+        fail(inst, f"in-place {inst.opcode}: slice_sizes {flat} are not one list per input of ranks {ranks} "
+                   "(per group of source-target pairs)")
+    groups = len(flat) // per_group
+    pairs = len(inst.attributes.source_target_pairs)
+    if pairs % groups:
+        fail(inst, f"in-place {inst.opcode}: {pairs} source-target pairs do not split into {groups} groups "
+                   "(one per slice of each input)")
+    lists, at = [], 0
+    for rank in ranks:
+        for _ in range(groups):
+            lists.append(flat[at:at + rank])
+            at += rank
+    return lists
 
 
 @lowers("ragged-all-to-all")
@@ -235,10 +262,29 @@ def _ragged_all_to_all_shapes(inst: Any) -> None:
 
 @shape_rule("collective-permute", "collective-permute-start")
 def _collective_permute_shapes(inst: Any) -> None:
+    """One operand: the result has its shape. In place (input, output, input start indices,
+    output start indices): the output's shape, inputs of the output's element types, and slices
+    that fit in both."""
     ops, _ = shapes(inst)
     outs = _outputs(inst, inst.opcode == "collective-permute-start")
-    if len(ops) == 1 and leaf_types(ops[0]) != outs:
-        fail(inst, f"{inst.opcode} of {ops[0]} gives {outs}")
+    if len(ops) == 1:
+        if leaf_types(ops[0]) != outs:
+            fail(inst, f"{inst.opcode} of {ops[0]} gives {outs}")
+        return
+    if len(ops) != 4:
+        fail(inst, f"{inst.opcode} takes 1 operand, or 4 in place (input, output, input and output start "
+                   f"indices), not {len(ops)}")
+    ins, buffers = leaf_types(ops[0]), leaf_types(ops[1])
+    if buffers != outs or len(ins) != len(buffers) or any(a[0] != b[0] or len(a[1]) != len(b[1])
+                                                         for a, b in zip(ins, buffers)):
+        fail(inst, f"in-place {inst.opcode} of {ops[0]} into {ops[1]} gives the output's shape, not {outs}")
+    lists = _in_place_slices(inst)
+    groups = len(lists) // len(ins)
+    for e, ((_, src), (_, dst)) in enumerate(zip(ins, buffers)):
+        for sizes in lists[e * groups:(e + 1) * groups]:
+            if any(not 0 <= z <= min(a, b) for z, a, b in zip(sizes, src, dst)):
+                fail(inst, f"in-place {inst.opcode}: slice {sizes} does not fit input {list(src)} and output "
+                           f"{list(dst)}")
 
 
 @shape_rule("all-gather-done", "collective-permute-done")

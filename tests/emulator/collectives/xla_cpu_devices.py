@@ -57,15 +57,18 @@ def _run_case(case: dict, devs: list) -> list[list[np.ndarray]]:
     from jax._src.lib import xla_client as xc
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+    from hlo.schema import hlo_pb2
     from hlo.text import parse_hlo_text
 
     nr, npart = case["replicas"], case["partitions"]
     n = nr * npart
-    proto = parse_hlo_text(case["hlo"])
     if case.get("proto"):  # a form given as a proto: the proto itself
-        proto.ParseFromString(open(case["proto"], "rb").read())
+        proto = hlo_pb2.HloModuleProto.FromString(open(case["proto"], "rb").read())
     elif case.get("xla_text"):  # read by XLA's own text parser, not ours
-        proto.ParseFromString(xc.hlo.hlo_module_from_text(case["hlo"]).as_serialized_hlo_module_proto())
+        proto = hlo_pb2.HloModuleProto.FromString(
+            xc.hlo.hlo_module_from_text(case["hlo"]).as_serialized_hlo_module_proto())
+    else:
+        proto = parse_hlo_text(case["hlo"])
     backend = xla_bridge.get_backend("cpu")
     opts = xc.CompileOptions()
     build = opts.executable_build_options

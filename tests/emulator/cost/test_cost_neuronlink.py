@@ -150,3 +150,31 @@ def test_ragged_all_to_all_is_costed_by_its_input_as_an_all_to_all():
     with running_as(DeviceContext(1, 0, 4, 1, world.endpoint(1))):
         got = nl.instruction_coster(ctx)()
     assert got == nl.collective_cost("all-to-all", (0, 1, 2, 3), 32 * 128 * 4)
+
+
+def test_send_is_costed_as_a_permute_of_its_data():
+    from types import SimpleNamespace
+
+    ctx = SimpleNamespace(op="send", name="s", attrs={"channel": 1, "pairs": [[0, 2], [2, 0]]},
+                          type=["tuple", [["f32", [256, 1024]], ["u32", []], ["token", []]]],
+                          in_types=[["f32", [256, 1024]], ["token", []]])
+    world = ThreadCommunicator(4, 10)
+    with running_as(DeviceContext(0, 0, 4, 1, world.endpoint(0))):  # replicas: pairs name replicas
+        got = nl.instruction_coster(ctx)()
+    assert got == {DMA: _cycles(ALPHA + 256 * 1024 * 4 / LINK)}
+
+
+def test_in_place_permute_is_costed_by_its_slices():
+    from types import SimpleNamespace
+
+    # two groups of pairs, one slice of 64 rows each: 2 * 64 * 1024 * 4 bytes move
+    ctx = SimpleNamespace(op="collective_permute_in_place", name="p",
+                          attrs={"mode": "cross_replica", "pairs": [[0, 1], [1, 0], [0, 1], [1, 0]],
+                                 "start": False, "slice_sizes": [[64, 1024], [64, 1024]]},
+                          type=["f32", [256, 1024]],
+                          in_types=[["f32", [256, 1024]], ["f32", [256, 1024]], ["tuple", [["s32", []], ["s32", []]]],
+                                    ["tuple", [["s32", []], ["s32", []]]]])
+    world = ThreadCommunicator(2, 10)
+    with running_as(DeviceContext(0, 0, 2, 1, world.endpoint(0))):
+        got = nl.instruction_coster(ctx)()
+    assert got == nl.collective_cost("collective-permute", (), 2 * 64 * 1024 * 4, [(0, 1), (1, 0), (0, 1), (1, 0)])

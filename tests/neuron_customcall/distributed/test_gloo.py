@@ -1,7 +1,7 @@
 """Emulated devices in separate processes, one world over torch.distributed (gloo on localhost):
 each rank runs its device's part of a program with collectives, and every rank's outputs equal
 those of the same devices run as threads of one process (emulator.collectives.run_devices, itself
-matched against XLA:CPU). A peer that dies or hangs ends the others' collective with a clear
+matched against XLA:CPU and, for the in-place collective-permute and send/recv, NumPy). A peer that dies or hangs ends the others' collective with a clear
 CollectiveError within the timeout; mismatched programs are named."""
 from __future__ import annotations
 
@@ -49,7 +49,22 @@ ENTRY e_{n} {{
   zero = f32[] constant(0)
   total = f32[] reduce(x, zero), dimensions={{0,1}}, to_apply=add_{n}
   scalar = f32[] all-reduce(total), replica_groups={{}}, to_apply=add_{n}
-  ROOT t = (f32[4,{n}], s32[3], f32[4,{gathered}], f32[4,{scattered}], f32[4,{n}], u32[], f32[], f32[67,251], f32[4,{n}]) tuple(ar, mx, ag, rs, cp, rid, scalar, big, a2a)
+  fill = f32[] constant(-1)
+  buf = f32[4,{n}] broadcast(fill), dimensions={{}}
+  c0 = s32[] constant(0)
+  c1 = s32[] constant(1)
+  st_in = (s32[], s32[]) tuple(c1, c0)
+  st_out = (s32[], s32[]) tuple(c0, c1)
+  ip = f32[4,{n}] collective-permute(x, buf, st_in, st_out), source_target_pairs={pairs}, slice_sizes={{{{2,1}}}}
+  tok = token[] after-all()
+  rv = (f32[4,{n}], u32[], token[]) recv(tok), channel_id=5,
+    frontend_attributes={{_xla_send_recv_source_target_pairs="{pairs}"}}
+  sd = (f32[4,{n}], u32[], token[]) send(x, tok), channel_id=5,
+    frontend_attributes={{_xla_send_recv_source_target_pairs="{pairs}"}}
+  rd = (f32[4,{n}], token[]) recv-done(rv), channel_id=5
+  sdd = token[] send-done(sd), channel_id=5
+  got = f32[4,{n}] get-tuple-element(rd), index=0
+  ROOT t = (f32[4,{n}], s32[3], f32[4,{gathered}], f32[4,{scattered}], f32[4,{n}], u32[], f32[], f32[67,251], f32[4,{n}], f32[4,{n}], f32[4,{n}]) tuple(ar, mx, ag, rs, cp, rid, scalar, big, a2a, ip, got)
 }}"""
 
 
@@ -148,5 +163,5 @@ def test_different_programs_on_the_ranks_are_named(tmp_path: Path) -> None:
     """Rank 1 runs a module whose first collective is another instruction."""
     text = _program(2)
     assert _finish(_start(tmp_path, text, _inputs(2), "other", 60)) == [2, 2]
-    for rank in range(2):
-        assert "mismatched collectives at call 1" in (tmp_path / f"out{rank}.txt").read_text()
+    for rank in range(2):  # call 1 is the send (scheduled first, and the same on both ranks); 2 is the all-reduce
+        assert "mismatched collectives at call 2" in (tmp_path / f"out{rank}.txt").read_text()
