@@ -7,7 +7,9 @@ What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall._
 * ``worker``: the call as a graph makes it (isolated worker process, whose runtime answers
   prepared calls in its C loop), back to back and with host work between calls (NumPy dots of
   the step's sizes, about as long as the rest of a step's ``Program.run`` between two calls: the
-  training-step pattern);
+  training-step pattern), and with a step's gaps between calls (the host busy for 1000, 40, 174
+  and 38 us before the four calls of each step, as between the main job's four calls and its next
+  step: where the worker's poll cap decides whether it polls through a gap or sleeps);
 * ``worker, Python loop``: the same with a second worker of the same library that answers them
   in Python (``NEURON_CUSTOMCALL_GPSIMD_LOOP=python``, the loop before the C one);
 * ``in-process floor``: the same request handled in this process (the library loaded here with
@@ -165,6 +167,25 @@ def host_work(a: np.ndarray, b: np.ndarray) -> None:
         np.dot(a, b)
 
 
+#: The host's work before each call of a training step, in us (the main job's gaps at best).
+STEP_GAPS_US = (1000.0, 40.0, 174.0, 38.0)
+
+
+def step_gaps() -> Callable[[], None]:
+    """Busy waits of the next of `STEP_GAPS_US` at each call, in turn."""
+    gaps = [g * 1e-6 for g in STEP_GAPS_US]
+    state = {"next": 0}
+
+    def between() -> None:
+        k = state["next"]
+        state["next"] = (k + 1) % len(gaps)
+        end = time.perf_counter() + gaps[k]
+        while time.perf_counter() < end:
+            pass
+
+    return between
+
+
 def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | None,
             between: Callable[[], None] | None) -> tuple[float, float, float]:
     """(wall us, host CPU us, peer CPU us) per call; with `between`, only the calls are timed
@@ -244,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for _ in range(args.rounds):
-        for pattern, between in (("back to back", None), ("host work between", work)):
+        for pattern, between in (("back to back", None), ("host work between", work), ("a step's gaps", step_gaps())):
             for label, fn, inputs, pid in cases:
                 results.setdefault((label, pattern), []).append(measure(fn, inputs, args.calls, pid, between))
     pipe.close()
@@ -264,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {label:31s} {pattern:18s} {wall:8.1f} {min(r[0] for r in rows):7.1f} "
               f"{statistics.median(r[1] for r in rows):9.1f} {statistics.median(r[2] for r in rows):9.1f}")
     out = []
-    for pattern in ("back to back", "host work between"):
+    for pattern in ("back to back", "host work between", "a step's gaps"):
         for which in ("forward", "backward"):
             ours, floor = medians[(f"worker, {which}", pattern)], medians[(f"in-process floor, {which}", pattern)]
             out.append(Row(SUITE, f"ReLU {which} 32x120 per call, {pattern}", ours * 1e-6,

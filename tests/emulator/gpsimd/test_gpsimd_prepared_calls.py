@@ -388,5 +388,17 @@ def test_without_a_free_cpu_for_each_side_neither_side_polls(private_runner, mon
 def test_polling_needs_a_free_cpu_for_the_host_and_one_for_the_worker(monkeypatch) -> None:
     monkeypatch.setattr(control.host, "free_cpus", lambda: 1)
     assert not control.may_poll()
+    assert control.worker_spin() == 0.0
     monkeypatch.setattr(control.host, "free_cpus", lambda: 2)
     assert control.may_poll()
+    assert 0 < control.worker_spin() <= control.WORKER_SPIN_MAX
+
+
+def test_the_host_hands_the_worker_its_poll_cap_in_nanoseconds(private_runner, monkeypatch) -> None:
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    monkeypatch.setattr(control, "worker_spin", lambda: 123e-6)
+    for k in range(3):
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+        assert runner._worker.control.words[control.POLL] == 123_000
