@@ -18,8 +18,12 @@ What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall._
 * ``bare pipe``: a 16-byte round trip to an echoing child process (blocking reads), the cost of
   two process wake-ups with no work.
 
-Wall time per call (median over rounds of the mean per round) and CPU time per call: this
-thread's, plus the worker's (all its threads, from /proc/<pid>/task/*/schedstat, nanoseconds).
+Per case, over all its calls of every round: the median and 90th percentile of each call's wall
+time, the median of each call's host CPU time (this thread's), and the worker's CPU per call (all
+its threads, from /proc/<pid>/task/*/schedstat: read per round, so a mean per call, the median
+over rounds; reading it per call would put a gap between calls). The mean wall time per call
+(the median over rounds of each round's mean) is printed too: on a loaded machine it measures
+the tail, where the per-call median shows the usual call.
 The machine's load average is printed before and after, with the worker's poll cap the host
 chose from its load (control.worker_spin); ``--spin US`` fixes the cap instead (both sides then
 poll whatever the load: a measurement of the polls themselves, as for choosing the cap).
@@ -36,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -186,22 +191,51 @@ def step_gaps() -> Callable[[], None]:
     return between
 
 
+@dataclass
+class Round:
+    """One round of one case: each call's wall and host CPU time (ns), and the peer's CPU (ns)
+    over the round."""
+
+    walls: list[int]
+    cpus: list[int]
+    peer_ns: int
+
+
 def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | None,
-            between: Callable[[], None] | None) -> tuple[float, float, float]:
-    """(wall us, host CPU us, peer CPU us) per call; with `between`, only the calls are timed
-    (host work excluded), and the peer's CPU (which runs meanwhile, spinning or not) counts."""
-    wall = cpu = 0.0
+            between: Callable[[], None] | None) -> Round:
+    """Times `calls` calls one by one; with `between`, only the calls are timed (host work
+    excluded), and the peer's CPU (which runs meanwhile, spinning or not) counts."""
+    walls, cpus = [0] * calls, [0] * calls
     peer0 = task_cpu_ns(pid) if pid else 0
-    for _ in range(calls):
+    for k in range(calls):
         if between is not None:
             between()
         c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         fn(*inputs)
         t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-        wall += t1 - t0
-        cpu += c1 - c0
-    peer = (task_cpu_ns(pid) - peer0) if pid else 0
-    return wall / calls / 1e3, cpu / calls / 1e3, peer / calls / 1e3
+        walls[k], cpus[k] = t1 - t0, c1 - c0
+    return Round(walls, cpus, (task_cpu_ns(pid) - peer0) if pid else 0)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One case's figures in us: per-call wall median and 90th percentile, the mean per call
+    (median over rounds), per-call host CPU median, peer CPU per call (median over rounds)."""
+
+    p50: float
+    p90: float
+    mean: float
+    host_cpu: float
+    peer_cpu: float
+
+    @classmethod
+    def of(cls, rounds: list[Round]) -> "Summary":
+        walls = sorted(w for r in rounds for w in r.walls)
+        cpus = [c for r in rounds for c in r.cpus]
+        return cls(walls[len(walls) // 2] / 1e3, walls[min(len(walls) - 1, len(walls) * 9 // 10)] / 1e3,
+                   statistics.median(sum(r.walls) / len(r.walls) for r in rounds) / 1e3,
+                   statistics.median(cpus) / 1e3,
+                   statistics.median(r.peer_ns / len(r.walls) for r in rounds) / 1e3)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -263,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         ("in-process floor, backward", floor_b, (g, x), None),
         ("bare pipe round trip", pipe, (), pipe.pid),
     ]
-    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    results: dict[tuple[str, str], list[Round]] = {}
     for _ in range(args.rounds):
         for pattern, between in (("back to back", None), ("host work between", work), ("a step's gaps", step_gaps())):
             for label, fn, inputs, pid in cases:
@@ -277,13 +311,15 @@ def main(argv: list[str] | None = None) -> None:
     chosen = "fixed by --spin" if args.spin is not None else "the host's choice from its load"
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs; "
           f"worker's poll cap ({chosen}): {spin_before * 1e6:.0f} us before, {spin_after * 1e6:.0f} us after")
-    print(f"  {'case':31s} {'pattern':18s} {'wall us':>8s} {'(min)':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
+    print("  us per call: wall p50 and p90 over all calls, mean (median over rounds), host CPU p50, "
+          "peer CPU (mean per round, median)")
+    print(f"  {'case':31s} {'pattern':18s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
     medians: dict[tuple[str, str], float] = {}
-    for (label, pattern), rows in results.items():
-        wall = statistics.median(r[0] for r in rows)
-        medians[(label, pattern)] = wall
-        print(f"  {label:31s} {pattern:18s} {wall:8.1f} {min(r[0] for r in rows):7.1f} "
-              f"{statistics.median(r[1] for r in rows):9.1f} {statistics.median(r[2] for r in rows):9.1f}")
+    for (label, pattern), rounds in results.items():
+        summary = Summary.of(rounds)
+        medians[(label, pattern)] = summary.p50
+        print(f"  {label:31s} {pattern:18s} {summary.p50:7.1f} {summary.p90:7.1f} {summary.mean:7.1f} "
+              f"{summary.host_cpu:9.1f} {summary.peer_cpu:9.1f}")
     out = []
     for pattern in ("back to back", "host work between", "a step's gaps"):
         for which in ("forward", "backward"):
