@@ -385,13 +385,15 @@ def test_without_a_free_cpu_for_each_side_neither_side_polls(private_runner, mon
         assert _pending(worker.req_w) == 0 and _pending(worker.resp_r) == 0
 
 
-def test_polling_needs_a_free_cpu_for_the_host_and_one_for_the_worker(monkeypatch) -> None:
+def test_polling_needs_a_free_cpu_for_each_side_and_polls_longer_with_a_spare_one(monkeypatch) -> None:
     monkeypatch.setattr(control.host, "free_cpus", lambda: 1)
     assert not control.may_poll()
     assert control.worker_spin() == 0.0
     monkeypatch.setattr(control.host, "free_cpus", lambda: 2)
     assert control.may_poll()
-    assert 0 < control.worker_spin() <= control.WORKER_SPIN_MAX
+    assert control.worker_spin() == control.WORKER_SPIN
+    monkeypatch.setattr(control.host, "free_cpus", lambda: 3)  # a CPU nobody else wants
+    assert control.WORKER_SPIN < control.worker_spin() == control.WORKER_SPIN_SPARE <= control.WORKER_SPIN_MAX
 
 
 def test_the_host_hands_the_worker_its_poll_cap_in_nanoseconds(private_runner, monkeypatch) -> None:
