@@ -63,3 +63,33 @@ def test_a_read_that_ends_the_program_is_explained_after_the_traceback():
 def test_our_mark_step_still_runs_the_graph_on_the_cpu_device():
     out = check(run_python(["-c", DIRECT], cwd=PROGRAMS, env=CPU))
     assert out.splitlines()[-1] == f"RESULT {256 * 1024 * 6.0}"
+
+
+
+READS = """
+import sys
+import torch, torch_xla
+from spmd_tensor_addition_nki_kernels import nki_tensor_add
+
+device = torch_xla.device()
+a, b = torch.ones(256, 1024).to(device), torch.ones(256, 1024).to(device)
+c = nki_tensor_add(a, b)
+read = {"allclose": lambda: torch.allclose(a + b, c), "cpu": lambda: c.cpu(),
+        "print": lambda: print(c)}[sys.argv[1]]
+try:
+    read()
+    print("RESULT no error")
+except RuntimeError as e:
+    print("RESULT RuntimeError", "Unknown custom-call API version" in str(e))
+"""
+
+
+def test_the_documented_flag_turns_the_xla_cpu_abort_into_an_error():
+    """troubleshooting.md: a read that compiles from C++ (torch.allclose, as AWS's matmul
+    tutorial checks its result; .cpu(); print) of a kernel's result on the CPU device can abort
+    the interpreter inside XLA:CPU's fusion emitters; with them off it is a RuntimeError the
+    program can catch."""
+    flags = {**CPU, "XLA_FLAGS": "--xla_cpu_use_fusion_emitters=false"}
+    for read in ("allclose", "cpu", "print"):
+        out = check(run_python(["-c", READS, read], cwd=PROGRAMS, env=flags))
+        assert out.splitlines()[-1] == "RESULT RuntimeError True", (read, out)
