@@ -99,3 +99,14 @@ def test_the_write_protected_slack_measures_each_overflow_as_a_full_scan_would(m
         assert nbytes < used < nbytes + 4096, (nbytes, used)
         assert measured.setdefault(nbytes, used) == used
     assert stack_bytes(1024, core, multicore) < 8192  # repainted and protected again
+
+
+def test_a_rounding_mode_a_kernel_sets_does_not_outlive_its_run() -> None:
+    # The switch to a core's stack and back keeps what the ABI has a function preserve (MXCSR
+    # and the x87 control word among it), as swapcontext did.
+    x = np.array([1, 2, 4, 5, 7, 11], np.float32)
+    nearest = x / np.float32(3)
+    for _ in range(3):
+        assert np.array_equal(run("reuse_ops", "divide_by_three", tensor(x), 0).output.view(np.float32), nearest)
+        up = run("reuse_ops", "divide_by_three", tensor(x), 1).output.view(np.float32)
+        assert np.all(up >= nearest) and not np.array_equal(up, nearest)  # 5 / 3 rounds differently

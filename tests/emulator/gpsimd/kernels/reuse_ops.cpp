@@ -1,4 +1,5 @@
 #include <alloca.h>
+#include <fenv.h>
 #include <stdint.h>
 #include <string.h>
 #include <torch/torch.h>
@@ -43,5 +44,17 @@ torch::Tensor use_stack(const torch::Tensor& t, int64_t bytes, int64_t core) {
         volatile unsigned char* scratch = (volatile unsigned char*)alloca((size_t)bytes);
         for (int64_t k = bytes - 1; k >= 0; k--) scratch[k] = (unsigned char)(k + 1);
     }
+    return out;
+}
+
+// Each element divided by 3; with `upward`, after switching this core's rounding mode to upward
+// (and leaving it so): the next run must round to nearest again.
+torch::Tensor divide_by_three(const torch::Tensor& t, int64_t upward) {
+    if (upward) fesetround(FE_UPWARD);
+    torch::Tensor out = torch::zeros(t.sizes(), torch::kFloat);
+    auto in = t.accessor<float, 1>();
+    auto res = out.accessor<float, 1>();
+    volatile float three = 3.0f;
+    for (int64_t k = 0; k < t.size(0); k++) res[k] = in[k] / three;
     return out;
 }
