@@ -51,6 +51,9 @@ class Program:
     precise: bool = True
     #: Memoised access plans (see Runner._plan).
     plans: dict = field(default_factory=dict)
+    #: id(Access) -> the symbols its index mentions (derived ``//``/``%`` ones by their base):
+    #: which Python-loop values a plan of it depends on (Runner._plan).
+    access_syms: dict[int, tuple[str, ...]] = field(default_factory=dict)
     #: What each launch needs, decided once (see setup.py).
     setup: LaunchSetup | None = None
     #: ((batch budget, parallel threshold), the grid runs as one batch on one thread): decided

@@ -19,6 +19,7 @@ import numpy as np
 from emulator import blas, machine
 from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Operand,
                                 Statement, dtypes)
+from emulator.kernel_ir import divmod as divmod_ir
 from emulator.kernel_ir.printer import format_operand
 
 from . import alu, buffers, control, parallel, precision, watch
@@ -34,6 +35,19 @@ log = logging.getLogger(__name__)
 #: Memory the tiles of one batched step (a loop or the grid, vectorised) may take; beyond it the
 #: batch axis runs in chunks.
 BATCH_BYTES_BUDGET = 512 << 20
+
+
+def _index_symbols(access: Access) -> tuple[str, ...]:
+    """The symbols ``access``'s index mentions, a derived one (``(l1 // 4)``) by its base."""
+    out: list[str] = []
+    for a in access.index:
+        for s, _ in a.terms:
+            base = divmod_ir.base_of(s)
+            while base != s:  # a derived symbol of a derived one
+                s, base = base, divmod_ir.base_of(base)
+            if base not in out:
+                out.append(base)
+    return tuple(out)
 
 
 def _root(arr: np.ndarray) -> np.ndarray:
@@ -384,9 +398,18 @@ class Runner:
             if plan is None:
                 plan = flat.flat_plans[key] = plan_access(st, access, ctx, out_tile)
             return plan
+        bound = ctx.bound
+        if bound:
+            # Only the values of the Python-loop variables (and program ids run one at a time)
+            # that this access or the storage's copies depend on: a tile the body reads whole
+            # keeps one plan for every iteration instead of one per iteration.
+            syms = self.program.access_syms.get(id(access))
+            if syms is None:
+                syms = self.program.access_syms[id(access)] = _index_symbols(access)
+            get = bound.get
+            bound = (tuple(map(get, syms)), tuple(map(get, st.batch)) if st.batch else ())
         key = (id(access), out_tile, st.batch, st.base, ctx.batch_syms, ctx.batch_shape,
-               tuple(ctx.bound.items()) if ctx.bound else (),
-               tuple(ctx.offsets.items()) if ctx.offsets else ())
+               bound or (), tuple(ctx.offsets.items()) if ctx.offsets else ())
         cache = self.program.plans
         plan = cache.get(key)
         if plan is None:
