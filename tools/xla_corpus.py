@@ -1,7 +1,7 @@
 """Runs a directory of HLO text modules on XLA:CPU (jaxlib) and on our compiler + emulator, and
 classifies each module by how ours compares.
 
-    python tools/xla_corpus.py /tmp/xla_corpus --json report.json [--only NAME] [--jobs 1]
+    python tools/xla_corpus.py /tmp/xla_corpus --json report.json [--only NAME] [--jobs 1] [--resume]
 
 Why: the differential tests are modules we wrote, so they share our blind spots. HLO written by
 someone else (XLA's own test and benchmark modules) finds the forms and semantics we did not think
@@ -495,16 +495,49 @@ def summary(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+class Report:
+    """The --json report, rewritten after every module (to a temporary file, then renamed), so
+    that a batch stopped or killed half-way keeps every module that finished; `complete` says
+    whether the batch ran to its end. With resume, the modules of an existing report are kept and
+    not run again, so a stopped batch continues where it stopped."""
+
+    def __init__(self, path: Path | None, directory: Path, slow_factor: float, resume: bool = False) -> None:
+        self.path, self.directory, self.slow_factor = path, directory, slow_factor
+        self.done: dict[str, Result] = {}
+        if resume and path is not None and path.exists():
+            for r in json.loads(path.read_text())["results"]:
+                self.done[r["name"]] = Result(**r)
+
+    def add(self, result: Result) -> None:
+        self.done[result.name] = result
+        self._write(complete=False)
+
+    def finish(self) -> None:
+        self._write(complete=True)
+
+    def _write(self, complete: bool) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"directory": str(self.directory), "slow_factor": self.slow_factor,
+                                   "complete": complete,
+                                   "results": [asdict(r) for r in self.done.values()]}, indent=1))
+        os.replace(tmp, self.path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("directory", type=Path)
     ap.add_argument("--only", action="append", help="module name (repeatable); default: every module")
+    ap.add_argument("--match", help="regular expression: only the modules whose name it finds")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per module (subprocess)")
     ap.add_argument("--memory-gib", type=float, default=6.0, help="data segment cap per module")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per side (median)")
     ap.add_argument("--slow-factor", type=float, default=10.0)
-    ap.add_argument("--json", type=Path, help="write the report here")
+    ap.add_argument("--json", type=Path, help="write the report here (after every module)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the modules already in the --json report and run only the others")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--reference", choices=("xla", "calls", "ours"), default="xla", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -515,12 +548,19 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n, _ in modules_in(args.directory)]
     if args.only:
         names = [n for n in names if n in args.only]
+    if args.match:
+        names = [n for n in names if re.search(args.match, n)]
+    report = Report(args.json, args.directory, args.slow_factor, resume=args.resume)
+    todo = [n for n in names if n not in report.done]
+    if report.done:
+        log.warning("%d modules already in %s, %d to run", len(names) - len(todo), args.json, len(todo))
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda n: run_module(args.directory, n, args), names))
+        futures = [pool.submit(run_module, args.directory, n, args) for n in todo]
+        for future in concurrent.futures.as_completed(futures):
+            report.add(future.result())
+    report.finish()
+    results = [report.done[n] for n in names if n in report.done]
     print(summary(results))
-    if args.json:
-        args.json.write_text(json.dumps({"directory": str(args.directory), "slow_factor": args.slow_factor,
-                                         "results": [asdict(r) for r in results]}, indent=1))
     return 1 if any(r.cls in ("mismatch", "our_crash") for r in results) else 0
 
 

@@ -196,3 +196,41 @@ def test_modules_drawing_random_numbers_are_recognised() -> None:
                    "  ROOT r = f32[4] rng(a, b), distribution=rng_uniform\n}\n")
     assert xc.draws_random_numbers(rng)
     assert not xc.draws_random_numbers(hlo.load(UNSTABLE_SORT))
+
+
+def test_report_is_written_after_every_module_and_resumes(tmp_path, monkeypatch) -> None:
+    """A batch killed half-way keeps what ran (the report is rewritten after each module, marked
+    incomplete), and --resume runs only the modules the report does not hold."""
+    (tmp_path / "split.hlo").write_text(SPLIT)
+    (tmp_path / "good.hlo").write_text(GOOD)
+    report = tmp_path / "r.json"
+    ran: list[str] = []
+
+    def killed_after_first(directory, name, args):
+        if ran:
+            raise KeyboardInterrupt  # the batch is stopped while the second module runs
+        ran.append(name)
+        return xc.Result(name, "match", "1.0x XLA:CPU")
+
+    monkeypatch.setattr(xc, "run_module", killed_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        xc.main([str(tmp_path), "--jobs", "1", "--json", str(report)])
+    kept = json.loads(report.read_text())
+    assert kept["complete"] is False and [r["name"] for r in kept["results"]] == ran
+
+    rest: list[str] = []
+    monkeypatch.setattr(xc, "run_module", lambda d, n, a: rest.append(n) or xc.Result(n, "our_refused", "x"))
+    assert xc.main([str(tmp_path), "--jobs", "1", "--json", str(report), "--resume"]) == 0
+    final = json.loads(report.read_text())
+    assert final["complete"] is True
+    assert sorted(rest) == sorted({"good", "split#0", "split#1"} - set(ran))
+    assert sorted(r["name"] for r in final["results"]) == ["good", "split#0", "split#1"]
+
+
+def test_match_selects_modules_by_regular_expression(tmp_path, monkeypatch) -> None:
+    (tmp_path / "split.hlo").write_text(SPLIT)
+    (tmp_path / "good.hlo").write_text(GOOD)
+    seen: list[str] = []
+    monkeypatch.setattr(xc, "run_module", lambda d, n, a: seen.append(n) or xc.Result(n, "match"))
+    xc.main([str(tmp_path), "--match", r"#1$"])
+    assert seen == ["split#1"]
