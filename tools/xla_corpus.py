@@ -14,12 +14,12 @@ on stdout. Nothing is pickled.
 Classes, worst first:
   mismatch      both ran and the answers differ (a silent wrong answer)
   our_crash     any exception of ours that is not a deliberate refusal (a bug)
-  timeout       the module did not finish within --timeout seconds (either side)
+  timeout       the module did not finish within --timeout seconds (the detail says whose code ran)
   memory        the worker ran out of its memory cap
   our_refused   our parser (HloParseError), compiler (CompileError) or emulator (EmulatorError) said no
   xla_refused   XLA's parser or XLA:CPU refused it (not ours to run)
-  random        differs, and the module draws random numbers (`rng`): XLA:CPU's generator is not ours,
-                random by design (not run further)
+  random        differs, and the module draws random numbers (`rng`, the GetRngSeed custom-call):
+                XLA:CPU's generator is not ours, random by design (not run further)
   undefined     differs, but matches once scalar parameters are 0: a reduce whose init value is a
                 parameter and not an identity, so XLA's result is implementation-defined; or an
                 unstable sort of keys with ties whose outputs hold the same (key, values) per row
@@ -56,6 +56,8 @@ CLASSES = ("mismatch", "our_crash", "timeout", "memory", "our_refused", "xla_ref
            "unverified", "slow", "match")
 #: opcodes whose values are the generator's (XLA's `rng` leaves the algorithm to the backend)
 RANDOM_OPCODES = frozenset({"rng"})
+#: custom-call targets whose values are the run's (XLA:CPU's GetRngSeed is a new seed per run)
+RANDOM_TARGETS = frozenset({"GetRngSeed"})
 STAGE_MARK = "xla_corpus stage: "
 MODULE_SEPARATOR = re.compile(r"^//\s*-----\s*$", re.M)
 TEST_DIRECTIVE = re.compile(r"^\s*//\s*(RUN|CHECK[\w-]*|[A-Z][A-Z0-9-]*-?(LABEL|NEXT|SAME|DAG|NOT|COUNT-\d+))?:.*$")
@@ -182,7 +184,9 @@ def uses_parameter_as_reduce_init(module: Any) -> bool:
 
 
 def draws_random_numbers(module: Any) -> bool:
-    return any(inst.opcode in RANDOM_OPCODES for comp in module.computations for inst in comp.instructions)
+    return any(inst.opcode in RANDOM_OPCODES or
+               inst.opcode == "custom-call" and inst.attributes.custom_call_target in RANDOM_TARGETS
+               for comp in module.computations for inst in comp.instructions)
 
 
 def unstable_sort_root(module: Any) -> int | None:
@@ -467,8 +471,11 @@ def run_in_subprocess(directory: Path, name: str, args: argparse.Namespace, refe
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env,
                            preexec_fn=lambda: _limit_memory(cap))
-    except subprocess.TimeoutExpired:
-        return Result(name, "timeout", f"no answer within {args.timeout:g} s")
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        stages = [ln[len(STAGE_MARK):] for ln in err.splitlines() if ln.startswith(STAGE_MARK)]
+        side = {"xla": "XLA:CPU", "ours": "ours"}.get(stages[-1], "?") if stages else "neither side started"
+        return Result(name, "timeout", f"no answer within {args.timeout:g} s (running: {side})")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode == 0 and lines:
         return Result(**json.loads(lines[-1]))

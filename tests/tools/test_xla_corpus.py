@@ -196,6 +196,26 @@ def test_modules_drawing_random_numbers_are_recognised() -> None:
                    "  ROOT r = f32[4] rng(a, b), distribution=rng_uniform\n}\n")
     assert xc.draws_random_numbers(rng)
     assert not xc.draws_random_numbers(hlo.load(UNSTABLE_SORT))
+    seed = hlo.load('HloModule s\nENTRY e {\n  ROOT s = u64[] custom-call(), custom_call_target="GetRngSeed"\n}\n')
+    assert xc.draws_random_numbers(seed)
+
+
+@pytest.mark.parametrize("marks, side", [([], "neither side started"), (["xla"], "XLA:CPU"),
+                                         (["xla", "ours"], "ours")])
+def test_a_timeout_says_whose_code_was_running(tmp_path, monkeypatch, marks, side) -> None:
+    """An endless loop runs forever on both sides; a loop that is only slow here is ours to fix:
+    the stage marks the worker printed before it was stopped tell them apart."""
+    import argparse
+    import subprocess
+
+    def stopped(cmd, **kwargs):
+        err = "".join(f"{xc.STAGE_MARK}{m}\n" for m in marks)
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"], output="", stderr=err)
+
+    monkeypatch.setattr(subprocess, "run", stopped)
+    args = argparse.Namespace(timeout=1.0, runs=1, slow_factor=10.0, memory_gib=1.0)
+    r = xc.run_in_subprocess(tmp_path, "m", args, "xla")
+    assert r.cls == "timeout" and r.detail.endswith(f"(running: {side})")
 
 
 def test_report_is_written_after_every_module_and_resumes(tmp_path, monkeypatch) -> None:
