@@ -229,7 +229,7 @@ def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: 
     (cp,) = cond.params
     src.add("def loop(state):", 0)
     src.add("try:", 2)
-    unpack = f"{', '.join(state)}{',' if size == 1 else ''}"
+    unpack = f"{', '.join(state)}{',' if size == 1 else ''}" if size else "()"  # `() = state`: no elements
     src.add(f"{unpack} = _own(state, True)" if own else f"{unpack} = state", 4)
     for k in sorted(owned or ()):
         src.add(f"s{k} = _copy(s{k})", 4)  # the caller's array is never written
@@ -249,7 +249,7 @@ def make_loop_runner(cond: Computation, cond_steps: Sequence[Step], cond_names: 
         src.lines.append("  " + text)
         if n in body_src.where:
             src.where[offset + n] = body_src.where[n]
-    nxt_text = f"{', '.join(nxt)}{',' if size == 1 else ''}" if nxt is not None else value[body.result]
+    nxt_text = (f"{', '.join(nxt)}{',' if size == 1 else ''}" or "()") if nxt is not None else value[body.result]
     src.add(f"{unpack} = _own(({nxt_text}), False)" if own else f"{unpack} = {nxt_text}", 8)
     src.add("chunks += 1", 6)
     src.add("_overdue(start, chunks)", 6)

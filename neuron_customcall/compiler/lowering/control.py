@@ -3,9 +3,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from hlo.opcodes import ASYNC, COLLECTIVE, IO, OPCODES, RNG
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx, called
 from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_rule, shapes
+
+
+#: opcode classes whose instructions act beyond their result (a loop holding one must run)
+_EFFECT_CLASSES = frozenset({COLLECTIVE, ASYNC, IO, RNG})
+
+
+def _has_effects(comp: Any, seen: set[int] | None = None) -> bool:
+    """Whether `comp` (or a computation it calls) holds an instruction with an effect besides its
+    value: a custom-call (a kernel may print), I/O, a collective, a random-number draw."""
+    seen = set() if seen is None else seen
+    if id(comp) in seen:
+        return False
+    seen.add(id(comp))
+    for inst in comp.instructions:
+        record = OPCODES.get(inst.opcode)
+        if inst.opcode == "custom-call" or record is None or record.cls in _EFFECT_CLASSES:
+            return True
+        if any(_has_effects(c, seen) for c in inst.called_computations):
+            return True
+    return False
 
 
 @lowers("while")
@@ -14,6 +35,11 @@ def _while(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     body, cond = called(inst, 0, "body"), called(inst, 1, "condition")
     if cond.root.shape.element_type != "PRED":
         body, cond = cond, body
+    if not inst.shape.leaves():
+        if not (_has_effects(body) or _has_effects(cond)):
+            # a loop over an empty state without effects computes nothing: its value is its operand
+            # whether or not it ends (XLA:CPU returns at once, even when the condition is `true`)
+            return "opt-barrier", {}
     return "while", {"cond": ctx.computation(cond, role="cond"), "body": ctx.computation(body, role="body")}
 
 
