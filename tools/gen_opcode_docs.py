@@ -27,9 +27,10 @@ END = "<!-- end of opcode list -->"
 
 #: opcode -> what a reader must know beside its name
 NOTES = {
-    "bitcast": "(no layout or type change)",
-    "custom-call": "(`AwsNeuronCustomNativeKernel` -> kernel payload; sharding/placement annotations -> "
-                   "identity; `TopK`; JAX's LAPACK calls `lapack_*_ffi`, see "
+    "bitcast": "(the buffer reinterpreted in both layouts; no type change to or from sub-byte types)",
+    "bitcast-convert": "(sub-byte types packed little-endian along the trailing dimension)",
+    "custom-call": "(`AwsNeuronCustomNativeKernel` -> kernel payload; sharding/placement annotations and "
+                   "`LayoutConstraint` -> identity; `TopK`; `GetRngSeed` (a new u64 each run); JAX's LAPACK calls `lapack_*_ffi`, see "
                    "[below](#lapack-custom-calls-jaxs-cpu-linear-algebra))",
     "domain": "(identity)",
     "get-dimension-size": "(a dynamic dimension's size via the dynamic padder)",
@@ -39,6 +40,7 @@ NOTES = {
     "partition-id": "(of the device it runs as)",
     "replica-id": "(of the device it runs as)",
     "rng": "(uniform, normal; fresh values each run)",
+    "stochastic-convert": "(to signed integers, as XLA decomposes it)",
 }
 
 

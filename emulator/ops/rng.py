@@ -202,3 +202,14 @@ def _rng_get_and_update_state(ctx: HandlerContext) -> Callable:
         state[0] = (state[0] + delta) % 2**64
         return out
     return get_and_update
+
+
+@handles("rng-seed")
+def _rng_seed(ctx: HandlerContext) -> Callable:
+    """XLA's GetRngSeed custom-call (what XLA's rng expanders read a seed from): a u64 scalar that
+    differs from run to run, as XLA:CPU's (it returns the run's seed, new each execution). Drawn
+    from this instruction's own generator, so a program's runs are reproducible from load to load."""
+    if ctx.dtype != np.uint64 or ctx.shape != ():
+        raise ValueError(f"GetRngSeed returns u64[], not {ctx.dtype}{list(ctx.shape)}")
+    gen = np.random.Generator(np.random.Philox(_SEED))
+    return lambda: np.asarray(gen.integers(0, 2**64, dtype=U64))

@@ -102,6 +102,30 @@ def _reshape(ctx: HandlerContext) -> Callable:
     return lambda x: x.reshape(out)
 
 
+@handles("bitcast")
+def _bitcast(ctx: HandlerContext) -> Callable:
+    """XLA's bitcast where the layout or the element type changes along with the shape: the
+    operand's buffer read back with the result's layout (src_order/dst_order: the dimensions in
+    major-to-minor order). Values here have no layout, so this is a transpose to the operand's
+    physical order, a flat reinterpretation and a transpose from the result's."""
+    src_order, dst_order = tuple(ctx.attrs["src_order"]), tuple(ctx.attrs["dst_order"])
+    in_shape, out, dst = ctx.in_shape(0), ctx.shape, ctx.dtype
+    if sorted(src_order) != list(range(len(in_shape))) or sorted(dst_order) != list(range(len(out))) or \
+            int(np.prod(in_shape)) * ctx.in_dtype(0).itemsize != int(np.prod(out)) * dst.itemsize:
+        raise ValueError(f"bitcast of {ctx.in_dtype(0)}{list(in_shape)} (order {list(src_order)}) to "
+                         f"{dst}{list(out)} (order {list(dst_order)})")
+    physical = tuple(out[k] for k in dst_order)
+    back = tuple(int(k) for k in np.argsort(dst_order))
+    same_type = ctx.in_dtype(0) == dst
+
+    def bitcast(x: np.ndarray) -> np.ndarray:
+        flat = np.ascontiguousarray(np.transpose(x, src_order)).reshape(-1)
+        if not same_type:
+            flat = flat.view(np.uint8).view(dst)
+        return np.transpose(flat.reshape(physical), back)
+    return bitcast
+
+
 @handles("transpose")
 def _transpose(ctx: HandlerContext) -> Callable:
     perm = tuple(ctx.attrs["perm"])

@@ -104,12 +104,18 @@ _SPECS: list[OpSpec] = [
     _ew("clamp", 3, doc="min(max(x, lo), hi) with operands (lo, x, hi)"),
     OpSpec("convert", 1, doc="element type conversion with XLA's saturating float->int", cost="vector",
            elementwise=True, liftable=True, pure=True, blas=False, foldable=True, hoistable=True),
+    _ew("stochastic-convert", 2, attrs={"bits": "int"},
+        doc="float -> signed integer of `bits` bits (held in the result type), rounded up where the unsigned random "
+            "operand is below the scaled fraction (XLA's StochasticConvertDecomposer)"),
     _ew("reduce-precision", 1, attrs={"exponent_bits": "int", "mantissa_bits": "int"},
         doc="round to a narrower float format"),
     OpSpec("copy", 1, doc="a copy", cost="dma", elementwise=True, liftable=True, pure=True, blas=False, hoistable=True),
     # data movement
     _move("bitcast-convert", 1, doc="reinterpret bits; a trailing dim appears/vanishes when widths differ",
           cost="free"),
+    _move("bitcast-bits", 1, {"src_bits": "int", "dst_bits": "int"},
+          doc="bitcast-convert where a type is narrower than a byte (held one to a byte): packs or unpacks the "
+              "trailing dim little-endian", cost="vector"),
     _move("constant", 0, {"index": "int"}, "a value from the constants section", cost="free", liftable=True,
           foldable=True),
     _move("tuple", None, doc="a tuple of its operands", cost="free", liftable=True),
@@ -121,6 +127,9 @@ _SPECS: list[OpSpec] = [
     _move("broadcast", 1, {"dims": "ints"}, "operand dim i becomes output dim dims[i]", cost="broadcast",
           foldable=True),
     _move("reshape", 1, doc="row-major reshape to the output shape", cost="free", foldable=True),
+    _move("bitcast", 1, {"src_order": "ints", "dst_order": "ints"},
+          doc="reinterpret the buffer: the operand's elements (bytes, when the element type changes) in its physical "
+              "(major-to-minor) order, read back in the result's", foldable=True),
     _move("transpose", 1, {"perm": "ints"}, foldable=True),
     _move("slice", 1, {"start": "ints", "limit": "ints", "stride": "ints"}, foldable=True),
     _move("concatenate", None, {"axis": "int"}),
@@ -160,6 +169,7 @@ _SPECS: list[OpSpec] = [
     # stateful generators: neither pure nor foldable, so each run draws anew (as on XLA:CPU)
     OpSpec("rng", None, {"distribution": "str"}, "uniform in [a, b) or normal(mu=a, sigma=b), a fresh draw each run",
            cost="vector", blas=False),
+    OpSpec("rng-seed", 0, doc="a fresh u64 seed each run (XLA's GetRngSeed custom-call)", cost="free", blas=False),
     OpSpec("rng-get-and-update-state", 0, {"delta": "int"},
            "the generator state u64[2] (this instruction's own), then advanced by delta", cost="free", blas=False),
     # linear algebra (BLAS)

@@ -12,9 +12,13 @@ shift, popcnt and count-leading-zeros of a signed value read it masked, and a fl
 clamps to the narrow range first. The entry's parameters and results keep their types (the
 program's interface): a convert widens each parameter and narrows each result.
 
-What has no meaning in 8 bits is refused by name: bitcast-convert to or from a sub-byte type,
-kernels (custom-calls) taking or returning one, random bits of one, and tuple-typed parameters
-holding one.
+A bitcast-convert to or from a sub-byte type reads the narrow bit patterns: the pass records the
+narrow types on the instruction (frontend attribute TYPES_KEY, read back by `element_types`), and
+its lowering packs or unpacks them (the emulator's bitcast-bits). A stochastic-convert to one clamps its operand to the
+narrow range first, as XLA's decomposition does with the narrow type's bounds.
+
+What has no meaning in 8 bits is refused by name: kernels (custom-calls) taking or returning a
+sub-byte type, random bits of one, and tuple-typed parameters holding one.
 """
 from __future__ import annotations
 
@@ -40,9 +44,24 @@ _WRAPPED = frozenset({
     "convolution", "iota", "convert", "all-reduce", "reduce-scatter",
 })
 
+#: frontend attribute of an instruction whose meaning depends on its narrow types (bitcast-convert,
+#: stochastic-convert): "OPERAND_TYPE,...,RESULT_TYPE" as written, before widening
+TYPES_KEY = "neuron.sub_byte_types"
+#: instructions that keep their narrow types in TYPES_KEY
+_RECORDED = frozenset({"bitcast-convert", "stochastic-convert"})
+
+
+def element_types(inst: HloInstruction) -> tuple[list[str], str]:
+    """(operand element types, result element type) of `inst` as written: the narrow types this
+    pass recorded on it, or else its present ones."""
+    recorded = inst.attributes.frontend_attributes.map.get(TYPES_KEY)
+    if recorded:
+        *operands, result = recorded.split(",")
+        return operands, result
+    return [o.shape.element_type for o in inst.operands], inst.shape.element_type
+
 #: opcodes refused when a sub-byte type is among their operands or results, with the reason
 _REFUSED = {
-    "bitcast-convert": "reinterprets bits, and a sub-byte value's bits are not its 8-bit stand-in's",
     "custom-call": "kernels take and return whole bytes",
     "rng-bit-generator": "random bits of a sub-byte type",
     "rng": "random values of a sub-byte type",
@@ -139,6 +158,13 @@ def _rewrite_instruction(rw: _Rewriter, inst: HloInstruction, narrow_in: str | N
         wide = _widen(inst.shape)
         inst.attributes.literal.CopyFrom(numpy_to_literal(value.astype(numpy_dtype(wide.element_type)),
                                                           wide))
+    if op in _RECORDED and (narrow_in or narrow_out):
+        # operands are widened already; the one narrow operand of these opcodes is the last one
+        types = [o.shape.element_type for o in inst.operands[:-1]] + [narrow_in or inst.operands[-1].shape.element_type]
+        inst.attributes.frontend_attributes.map[TYPES_KEY] = ",".join([*types, inst.shape.element_type])
+    if op == "bitcast-convert":
+        inst.shape = _widen(inst.shape)
+        return None  # no wrap: its lowering unpacks to the narrow values
     if op == "convert" and narrow_out and narrow_in is None:
         x = inst.operands[0]
         kind = np.dtype(numpy_dtype(x.shape.element_type)).kind
@@ -176,6 +202,10 @@ def _narrowed_operand_types(module: HloModule) -> dict[int, str | None]:
 
 
 def _check(inst: HloInstruction) -> None:
+    if inst.opcode == "bitcast" and inst.shape.element_type != inst.operands[0].shape.element_type and \
+            (_narrow(inst.shape) or _narrow(inst.operands[0].shape)):
+        raise CompileError("bitcast that changes the element type to or from a type narrower than a byte is not "
+                           "supported (bitcast-convert is)", inst)
     reason = _REFUSED.get(inst.opcode)
     if reason and (_narrow(inst.shape) or any(_narrow(o.shape) for o in inst.operands)):
         raise CompileError(f"{inst.opcode} of a sub-byte integer type (s4, u4, s2, u2) is not supported: {reason}",

@@ -1,14 +1,18 @@
-"""Element-wise HLO opcodes: all but compare are lowered generically (registry.py) to the emulator
-op of the same name. Their shape rules: operands of the result's shape (select: or a scalar
-predicate)."""
+"""Element-wise HLO opcodes: all but compare and stochastic-convert are lowered generically
+(registry.py) to the emulator op of the same name. Their shape rules: operands of the result's
+shape (select: or a scalar predicate)."""
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from hlo.ir.dtypes import bit_width
 from hlo.opcodes import ELEMENTWISE, OPCODES
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx
 from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_dims, shape_rule, shapes
+from neuron_customcall.compiler.subbyte import element_types
 
 _DIRECTIONS = {"EQ", "NE", "LT", "LE", "GT", "GE"}
 _COMPARISON_TYPES = {"", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"}
@@ -23,6 +27,12 @@ def _compare(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     if ctype not in _COMPARISON_TYPES:
         raise CompileError(f"unsupported comparison type {ctype!r}", inst)
     return "compare", {"direction": direction, "total_order": ctype == "TOTALORDER"}
+
+
+@lowers("stochastic-convert")
+def _stochastic_convert(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    """The result's width as written: an s4 result is computed in s8 with s4's bounds."""
+    return "stochastic-convert", {"bits": bit_width(element_types(inst)[1])}
 
 
 # -- shape rules (XLA's; run by the verifier before lowering) ------------------------------
@@ -49,8 +59,26 @@ def _same_shapes(inst: Any) -> None:
 
 
 for _opcode, _record in OPCODES.items():
-    if _record.cls == ELEMENTWISE and _record.arity in (1, 2):
+    if _record.cls == ELEMENTWISE and _record.arity in (1, 2) and _opcode != "stochastic-convert":
         shape_rule(_opcode)(_same_shapes)
+
+
+@shape_rule("stochastic-convert")
+def _stochastic_convert_shapes(inst: Any) -> None:
+    """XLA's shape inference: a float operand and an unsigned random operand of its bit width and
+    dimensions. XLA decomposes it only to signed integers (its own error for any other result)."""
+    (x, random), out = shapes(inst)
+    x_type, random_type = element_types(inst)[0]  # u4 random operands are computed in 8 bits
+    if x.is_tuple or random.is_tuple or shape_dims(x) != shape_dims(out) or shape_dims(random) != shape_dims(out):
+        fail(inst, f"stochastic-convert operands {x}, {random} do not match the result {out}")
+    if np.dtype(x.dtype).kind not in "fV":
+        fail(inst, f"stochastic-convert of {x.element_type}: the operand must be a float type")
+    if not random_type.startswith("U") or bit_width(random_type) != bit_width(x_type):
+        fail(inst, f"stochastic-convert of {x_type} needs an unsigned random operand of {bit_width(x_type)} bits, "
+                   f"not {random_type}")
+    if not element_types(inst)[1].startswith("S"):
+        fail(inst, f"stochastic-convert to {out.element_type} is not supported: XLA defines it for signed integer "
+                   "results only")
 
 
 @shape_rule("select")

@@ -15,6 +15,8 @@ NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: identities here, where values have no physical layout.
 IDENTITY_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
                               "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint"})
+#: XLA's custom-call for the run's random seed (its rng expanders read one from it): u64[], new each run
+RNG_SEED_TARGET = "GetRngSeed"
 _RNG = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
 
 
@@ -74,6 +76,11 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
             return "topk", {"k": int(k), "largest": True}
     if target in IDENTITY_TARGETS and len(inst.operands) == 1 and not inst.shape.is_tuple:
         return "copy", {}
+    if target == RNG_SEED_TARGET:
+        if inst.operands or inst.shape.is_tuple or inst.shape.element_type != "U64" or inst.shape.dimensions:
+            raise CompileError(f"custom-call {RNG_SEED_TARGET} takes no operand and returns u64[], not {inst.shape}",
+                               inst)
+        return "rng-seed", {}
     if is_lapack_target(target):  # JAX's CPU linear algebra (typed-FFI calls into jaxlib's LAPACK)
         return lower_lapack(inst, ctx)
     if target != NEURON_TARGET:

@@ -1,6 +1,6 @@
 """Data movement: constants, broadcast, reshape, transpose, slice, concatenate, pad, reverse,
-iota, tuple elements, dynamic slices, reduce-precision (tuple, opt-barrier, convert,
-bitcast-convert and dynamic-update-slice are lowered generically: registry.py)."""
+iota, tuple elements, dynamic slices, reduce-precision, bitcast and bitcast-convert (tuple,
+opt-barrier, convert and dynamic-update-slice are lowered generically: registry.py)."""
 from __future__ import annotations
 
 import math
@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from hlo.ir.dtypes import bit_width
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx
 from neuron_customcall.compiler.lowering.registry import (fail, leaf_types, lowers, same_as_operand, shape_dims,
                                                           shape_rule, shapes)
+from neuron_customcall.compiler.subbyte import element_types
 
 
 @lowers("constant")
@@ -64,21 +66,65 @@ def _bitcast_as_transpose(inst: Any) -> list[int] | None:
     return [a[position[i]] for i in range(len(b))]
 
 
+def _whole_bytes(element_type: str) -> bool:
+    return bit_width(element_type) % 8 == 0
+
+
 @lowers("reshape", "bitcast")
 def _reshape(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     if inst.opcode == "bitcast":
         src = inst.operands[0].shape
         if src.element_type != inst.shape.element_type:
-            raise CompileError("bitcast that changes the element type is not supported (bitcast-convert is)", inst)
+            if not (_whole_bytes(src.element_type) and _whole_bytes(inst.shape.element_type)):
+                raise CompileError("bitcast that changes the element type to or from a type narrower than a byte "
+                                   "is not supported (bitcast-convert is)", inst)
+            return "bitcast", {"src_order": _major_to_minor(src), "dst_order": _major_to_minor(inst.shape)}
         if not (_descending(src) and _descending(inst.shape)):
             perm = _bitcast_as_transpose(inst)
-            if perm is None:
-                raise CompileError("bitcast that changes both the layout and the physical shape is not supported",
-                                   inst)
+            if perm is None:  # both the layout and the physical shape change: reinterpret the buffer
+                return "bitcast", {"src_order": _major_to_minor(src), "dst_order": _major_to_minor(inst.shape)}
             return ("copy", {}) if perm == list(range(len(perm))) else ("transpose", {"perm": perm})
     if _same_shape(inst):
         return "copy", {}
     return "reshape", {}
+
+
+def bitcast_convert_types(inst: Any) -> tuple[str, str]:
+    """The element types a bitcast-convert reinterprets between, as written (s4/u4/s2/u2 are
+    computed in 8 bits: the sub-byte pass recorded their narrow types)."""
+    (src,), dst = element_types(inst)
+    return src, dst
+
+
+@lowers("bitcast-convert")
+def _bitcast_convert(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    """Whole bytes on both sides: the memory view (bitcast-convert); a type narrower than a byte
+    on either side, whose values the emulator holds one to a byte: bitcast-bits, which packs."""
+    src, dst = (bit_width(t) for t in bitcast_convert_types(inst))
+    if src % 8 == 0 and dst % 8 == 0:
+        return "bitcast-convert", {}
+    return "bitcast-bits", {"src_bits": src, "dst_bits": dst}
+
+
+@shape_rule("bitcast-convert")
+def _bitcast_convert_shapes(inst: Any) -> None:
+    """XLA's rule: the same dimensions for the same width; the narrower side has one more,
+    trailing, dimension of the width ratio."""
+    ops, out = shapes(inst)
+    if ops[0].is_tuple or out.is_tuple:
+        fail(inst, "bitcast-convert of tuples is not supported")
+    src_type, dst_type = bitcast_convert_types(inst)
+    src, dst = bit_width(src_type), bit_width(dst_type)
+    a, b = shape_dims(ops[0]), shape_dims(out)
+    if src == dst:
+        ok = a == b
+    elif src < dst:
+        ok = dst % src == 0 and a == b + (dst // src,)
+    else:
+        ok = src % dst == 0 and b == a + (src // dst,)
+    if not ok:
+        fail(inst, f"bitcast-convert of {src_type}{list(a)} to {dst_type}{list(b)}: the dimensions do not fit the "
+                   "element widths (the narrower side needs a trailing dimension of the width ratio)")
 
 
 @lowers("transpose")
@@ -159,7 +205,11 @@ def _broadcast_shapes(inst: Any) -> None:
 @shape_rule("reshape", "bitcast")
 def _reshape_shapes(inst: Any) -> None:
     ops, out = shapes(inst)
-    if math.prod(shape_dims(ops[0])) != math.prod(shape_dims(out)):
+    if inst.opcode == "bitcast" and not ops[0].is_tuple and ops[0].element_type != out.element_type:
+        size = [math.prod(shape_dims(s)) * bit_width(s.element_type) for s in (ops[0], out)]
+        if size[0] != size[1]:
+            fail(inst, f"bitcast from {ops[0]} to {out} changes the size in bytes")
+    elif math.prod(shape_dims(ops[0])) != math.prod(shape_dims(out)):
         fail(inst, f"reshape from {ops[0]} to {out} changes the element count")
 
 

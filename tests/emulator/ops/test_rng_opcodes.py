@@ -101,3 +101,45 @@ def test_state_advances_by_delta_on_every_run_like_xla_cpu() -> None:
 def test_bad_shapes_are_compile_errors(body: str, message: str) -> None:
     with pytest.raises(CompileError, match=message):
         compile_module(hlo.load(f"HloModule m\nENTRY e {{\n{body}\n}}"))
+
+
+_SEED_MODULE = 'HloModule s\nENTRY e {\n  ROOT s = u64[] custom-call(), custom_call_target="GetRngSeed"\n}'
+
+
+def test_get_rng_seed_is_a_fresh_u64_on_every_run_like_xla_cpu() -> None:
+    """XLA's GetRngSeed custom-call (XLA's rng expanders read their seed from it; XLA's constant
+    folding test keeps it unfolded) returns the run's seed: u64[], new on every execution of
+    XLA:CPU. Was refused ("custom-call target 'GetRngSeed' is not supported")."""
+    proto = hlo.load(_SEED_MODULE).to_bytes()
+    exe, ref = compile_proto(proto), XlaCpuExecutable(proto)
+    ours = [exe.run([])[0] for _ in range(4)]
+    theirs = [ref.run([])[0] for _ in range(4)]
+    for values in (ours, theirs):
+        assert all(v.dtype == np.uint64 and v.shape == () for v in values)
+        assert len({int(v) for v in values}) == 4, "a new seed on every run"
+    again = compile_proto(proto)
+    assert [int(again.run([])[0]) for _ in range(4)] == [int(v) for v in ours], "reproducible from load to load"
+
+
+def test_get_rng_seed_seeds_a_generator_in_the_graph() -> None:
+    """The use XLA makes of it: the seed as the key of an rng-bit-generator state."""
+    text = """HloModule s
+ENTRY e {
+  seed = u64[] custom-call(), custom_call_target="GetRngSeed"
+  key = u64[1] reshape(seed)
+  zero = u64[1] constant({0})
+  state = u64[2] concatenate(key, zero), dimensions={0}
+  g = (u64[2], u32[1000]) rng-bit-generator(state), algorithm=rng_three_fry
+  ROOT bits = u32[1000] get-tuple-element(g), index=1
+}"""
+    exe = compile_proto(hlo.load(text).to_bytes())
+    first, second = exe.run([])[0], exe.run([])[0]
+    assert first.dtype == np.uint32 and not np.array_equal(first, second)
+    assert abs(first.astype(np.float64).mean() / 2**32 - 0.5) < 0.05
+
+
+@pytest.mark.parametrize("shape", ["u32[]", "u64[2]", "(u64[])"])
+def test_get_rng_seed_of_another_shape_is_refused_by_name(shape: str) -> None:
+    text = _SEED_MODULE.replace("u64[] custom-call()", f"{shape} custom-call()")
+    with pytest.raises(CompileError, match="GetRngSeed takes no operand and returns u64"):
+        compile_module(hlo.load(text))

@@ -15,13 +15,14 @@ from neuron_customcall.compiler.lowering.registry import generic_applies, lowers
 def test_generic_lowering_covers_the_attribute_free_elementwise_opcodes():
     generic = {o for o in OPCODES if generic_applies(o)}
     assert {"add", "exponential", "count-leading-zeros", "select", "clamp", "convert", "tuple", "opt-barrier",
-            "dynamic-update-slice", "bitcast-convert", "copy"} <= generic
+            "dynamic-update-slice", "copy"} <= generic
     for opcode in generic:
         assert lowering_for(opcode) is not None and OPS[opcode].attrs == {}
     unlowered = sorted(o for o, r in OPCODES.items() if r.cls == ELEMENTWISE and lowering_for(o) is None)
     # element-wise opcodes XLA has and refuses itself: jaxlib 0.10.2's XLA:CPU compiles none of them
-    # (UNIMPLEMENTED for acos..sinh, an unknown MHLO op for mulhi, no F32->BF16 stochastic-convert)
-    assert unlowered == ["acos", "acosh", "asin", "asinh", "atanh", "cosh", "mulhi", "sinh", "stochastic-convert"]
+    # (UNIMPLEMENTED for acos..sinh, an unknown MHLO op for mulhi); stochastic-convert, which XLA:CPU
+    # decomposes for signed integer results only, has its own lowering (test_diff_stochastic_convert.py)
+    assert unlowered == ["acos", "acosh", "asin", "asinh", "atanh", "cosh", "mulhi", "sinh"]
 
 
 def test_registering_twice_or_for_a_non_opcode_fails():

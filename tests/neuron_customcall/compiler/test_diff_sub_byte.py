@@ -3,7 +3,7 @@
 arithmetic, saturating float converts, wrapping integer converts, shifts that see the narrow bit
 pattern, division edge cases, reductions, dots, loops and sorts over narrow values; popcnt
 against its definition (XLA:CPU counts the bits of the sign-extended byte: popcnt(s4 -1) = -8);
-refusals named."""
+refusals named (bitcast-convert of these types: test_diff_bitcast_convert_narrow.py)."""
 from __future__ import annotations
 
 import itertools
@@ -178,8 +178,6 @@ def test_the_callers_module_is_not_changed() -> None:
 
 
 @pytest.mark.parametrize("text, match", [
-    ("HloModule bc\nENTRY e_bc {\n  a = s4[2] parameter(0)\n  ROOT b = u4[2] bitcast-convert(a)\n}",
-     "bitcast-convert of a sub-byte integer type"),
     ("HloModule tp\nENTRY e_tp {\n  p = (s4[2], f32[]) parameter(0)\n  ROOT g = s4[2] get-tuple-element(p), index=0\n}",
      "tuple-typed entry parameter holding a sub-byte"),
 ])
