@@ -61,8 +61,17 @@ def note_kernel(config: str) -> None:
     except DescriptorError:
         name = "(a custom-call whose backend_config is not a kernel descriptor)"
     with _lock:
+        first = not _kernels
         _kernels[config] = name
         _wrap_sync_functions()
+    if first:
+        # Said at once: a read that compiles in C++ may abort the interpreter inside XLA:CPU
+        # before any of our messages could be shown (docs/troubleshooting.md).
+        log.warning("Neuron kernel %r called on torch_xla's CPU device (PJRT_DEVICE=CPU), which "
+                    "can not run it: run with PJRT_DEVICE=NEURON, the emulated NeuronCore. On this "
+                    "device read results with neuron_customcall.torch_xla.to_cpu()/mark_step(); "
+                    "torch.allclose, .cpu() or print of them fail, and can abort the process "
+                    "inside XLA:CPU", name)
 
 
 def message() -> str:

@@ -61,8 +61,12 @@ def test_a_read_that_ends_the_program_is_explained_after_the_traceback():
 
 
 def test_our_mark_step_still_runs_the_graph_on_the_cpu_device():
-    out = check(run_python(["-c", DIRECT], cwd=PROGRAMS, env=CPU))
-    assert out.splitlines()[-1] == f"RESULT {256 * 1024 * 6.0}"
+    done = run_python(["-c", DIRECT], cwd=PROGRAMS, env=CPU)
+    assert check(done).splitlines()[-1] == f"RESULT {256 * 1024 * 6.0}"
+    # The first kernel on the CPU device is announced at once, before any read could abort.
+    warned = [ln for ln in done.stderr.splitlines() if "called on torch_xla's CPU device" in ln]
+    assert len(warned) == 1 and "'nki_tensor_add_kernel_'" in warned[0], done.stderr
+    assert "PJRT_DEVICE=NEURON" in warned[0]
 
 
 
