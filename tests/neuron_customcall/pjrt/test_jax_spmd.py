@@ -131,6 +131,50 @@ def test_jit_with_named_shardings():
     _check(got, free=frozenset({"unspecified"}))
 
 
+def test_jit_with_named_shardings_on_8_cores_for_each_collective_xla_emits():
+    """jax.jit with NamedSharding on 8 cores, cases for each kind of collective XLA's SPMD
+    partitioner emits for them (the cases' XLA:CPU executables are read to prove it: together they
+    hold all-reduce, all-gather, all-to-all and collective-permute); ours partitions its own way
+    (docs/pjrt.md), and the values and shard layouts must equal XLA:CPU's."""
+    got = run_json(MESHES + dedent(r"""
+        import re
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((16, 24)).astype(np.float32)
+        b = rng.standard_normal((24, 16)).astype(np.float32)
+        cases = {
+            # contraction over the sharded dimension: partial sums all-reduced
+            "all_reduce": (named(lambda u, v: u @ v, (P(None, "x"), P("x")), P(), (8,)), (a, b)),
+            # the same, the result left sharded (a reduce-scatter where the backend makes one)
+            "contraction_sharded_out": (named(lambda u, v: u @ v, (P(None, "x"), P("x")), P("x"), (8,)), (a, b)),
+            # a sharded value wanted whole
+            "all_gather": (named(lambda u: jnp.tanh(u) * 2, (P("x"),), P(), (8,)), (a,)),
+            # resharding from rows to columns
+            "all_to_all": (named(lambda u: u * 2 + 1, (P("x", None),), P(None, "x"), (8,)), (a,)),
+            # a shift along the sharded dimension: each shard's edge from its neighbour
+            "collective_permute": (named(lambda u: jnp.roll(u, 1, axis=0) - u, (P("x"),), P("x"), (8,)), (a,)),
+            "stencil": (named(lambda u: u[1:] - u[:-1], (P("x"),), P(), (8,)), (a,)),
+            # a 2 x 4 mesh: rows over "a", the contraction over "b"
+            "mesh_2x4": (named(lambda u, v: jnp.tanh(u @ v), (P("a", "b"), P("b", None)), P("a"), (2, 4),
+                               ("a", "b")), (a, b)),
+            "reductions": (named(lambda u: (u.sum(0), jnp.argmax(u, axis=0), jnp.cumsum(u, axis=0)), (P("x"),),
+                                 (P(), P(), P("x")), (8,)), (a,)),
+            "int": (named(lambda u: (u * 3) // 2 + u.sum(), (P(None, "x"),), P("x"), (8,)),
+                    (np.arange(16 * 24, dtype=np.int32).reshape(16, 24),)),
+        }
+        out = {name: on_both(make, *args) for name, (make, args) in cases.items()}
+        kinds = set()
+        for name, (make, args) in cases.items():
+            text = make(CPUS).lower(*args).compile().as_text()
+            kinds |= set(re.findall(r" (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
+                                    r"(?:-start)?\(", text))
+        report(cases=out, kinds=sorted(kinds), cores=len(NEURON))
+    """), env=_env(8))
+    assert got["cores"] == 8
+    # XLA:CPU keeps a sharded contraction's reduction an all-reduce (it creates no reduce-scatter)
+    assert got["kinds"] == ["all-gather", "all-reduce", "all-to-all", "collective-permute"], got["kinds"]
+    _check(got["cases"])
+
+
 @pytest.mark.parametrize("cores", [2, 4, 8])
 def test_sharded_mlp_training_step(cores):
     got = run_json(MESHES + dedent("""
