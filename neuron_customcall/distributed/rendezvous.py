@@ -8,6 +8,8 @@ the user's: it is created when a program first needs it, by every process at the
 
 Where its store lives, first match wins:
 
+0. the framework's own key-value store, when it passed one at client creation (JAX after
+   ``jax.distributed.initialize``; kv_store.py): no address or port of ours at all;
 1. ``NEURON_RT_ROOT_COMM_ID=host:port`` (the Neuron runtime's root communicator address, which
    torch_xla's Neuron set-up writes): process 0 serves a TCPStore there, the others connect;
 2. under ``torchrun`` (``TORCHELASTIC_USE_AGENT_STORE=True``): the launcher agent's own store at
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: key prefix in a shared store (torchrun's agent store serves the user's groups as well)
 PREFIX = "neuron_customcall/pjrt"
+#: Python stores kept alive for the groups built on them (one per group made here)
+_KEEP: list[Any] = []
 
 
 class RendezvousError(CollectiveError):
@@ -41,10 +45,17 @@ def _address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _store(rank: int, world_size: int, timeout: datetime.timedelta, env: Mapping[str, str]) -> tuple[Any, str]:
+def _store(rank: int, world_size: int, timeout: datetime.timedelta, env: Mapping[str, str],
+           kv: Any = None) -> tuple[Any, str]:
     """The store and a description of where it is."""
     import torch.distributed as dist
 
+    if kv is not None:
+        from neuron_customcall.distributed.kv_store import CallbackStore
+
+        base = CallbackStore(kv, timeout)
+        _KEEP.append(base)  # its Python object carries the overrides the C++ store calls (kv_store.py)
+        return dist.PrefixStore(f"{PREFIX}/{world_size}", base), "the framework's key-value store (PJRT_Client_Create)"
     root = env.get("NEURON_RT_ROOT_COMM_ID", "").strip()
     if root:
         host, port = _address(root)
@@ -61,9 +72,11 @@ def _store(rank: int, world_size: int, timeout: datetime.timedelta, env: Mapping
         "or set NEURON_RT_ROOT_COMM_ID=host:port (process 0 listens there) in every process")
 
 
-def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, str] | None = None) -> Any:
+def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, str] | None = None,
+               kv: Any = None) -> Any:
     """A ProcessGroupGloo of `world_size` processes in which this one is `rank`; every process
-    must call this (it waits for all of them, at most `timeout_s`)."""
+    must call this (it waits for all of them, at most `timeout_s`). `kv`: the framework's
+    key-value store functions, used before the environment when given."""
     import torch.distributed as dist
 
     env = os.environ if env is None else env
@@ -71,7 +84,7 @@ def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, s
         raise RendezvousError("collectives between processes need torch.distributed (gloo), which this torch lacks")
     timeout = datetime.timedelta(seconds=min(timeout_s, 10 * 365 * 86400))
     try:
-        store, where = _store(rank, world_size, timeout, env)
+        store, where = _store(rank, world_size, timeout, env, kv)
         group = dist.ProcessGroupGloo(store, rank, world_size, timeout)
     except RendezvousError:
         raise

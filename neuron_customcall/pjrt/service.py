@@ -66,15 +66,27 @@ _DTYPES = _dtypes_by_code()
 _world: world_mod.World | None = None
 
 
-def client_info(options: dict[str, Any] | None = None) -> dict[str, Any]:
+#: the framework's key-value store functions (get, put, try_get or None) from client creation
+_kv: Any = None
+
+
+def client_info(options: dict[str, Any] | None = None, kv: Any = None) -> dict[str, Any]:
     """The platform version, this process's index and every device of its world as (global id,
     process index, hardware index or -1, kind): the processes of a torchrun / xmp.spawn /
     jax.distributed run each see all of them, their own addressable (world.py). `options` are
-    the client's create options (JAX passes node_id and num_nodes)."""
-    global _world
+    the client's create options (JAX passes node_id and num_nodes); `kv` the framework's
+    key-value store callbacks as functions (pjrt/native: PJRT_Client_Create_Args), kept for the
+    processes' rendezvous (distributed/kv_store.py)."""
+    global _world, _kv
     from neuron_customcall import __version__
 
     _world = world_mod.from_environment(options=options)
+    # Only a framework that says it runs several processes (JAX's num_nodes after
+    # jax.distributed.initialize) gets its store used: torch_xla 2.9 passes kv callbacks to every
+    # plugin client, also with no coordinator behind them, and calling those kills the process
+    # (SIGSEGV in its kv_put, seen in a one-process run); its processes meet as before.
+    num_nodes = (options or {}).get("num_nodes")
+    _kv = kv if isinstance(num_nodes, int) and num_nodes > 1 else None
     if _world.num_processes > 1:
         log.info("neuron device: process %d of %d, devices %d-%d of %d", _world.process_index,
                  _world.num_processes, _world.first_local_id,
@@ -97,7 +109,7 @@ def process_group() -> Any:
             from neuron_customcall.distributed.rendezvous import gloo_group
 
             world = current_world()
-            _group = gloo_group(world.process_index, world.num_processes, default_timeout())
+            _group = gloo_group(world.process_index, world.num_processes, default_timeout(), kv=_kv)
         return _group
 
 

@@ -15,11 +15,13 @@
 //
 // Every slot of the function table is filled: the calls we do not support return a PJRT error
 // naming the call (kUnimplemented), never a null pointer.
+#define PY_SSIZE_T_CLEAN  // the "#" formats of PyArg_ParseTuple take Py_ssize_t lengths
 #include <Python.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -414,14 +416,172 @@ PyObject* OptionsDict(const NamedValue* options, size_t n) {
 
 // Asks the service for the devices of this process's world: a list of (global id, process index,
 // hardware id, kind); this process's own are addressable.
-Error* CreateClient(const NamedValue* create_options, size_t num_options, Client** out) {
+// ---------------------------------------------------------------------------------------------
+// The framework's key-value store, offered to Python (neuron_customcall/distributed/kv_store.py)
+// as three functions over bytes. The callbacks block (a get waits for the key), so the GIL is
+// released around them. They stay valid while the framework's client lives: ClientDestroy of the
+// client that brought them clears them, and a later call is an error naming that.
+// ---------------------------------------------------------------------------------------------
+
+struct KvStore {
+  KvGetFn get = nullptr;
+  void* get_arg = nullptr;
+  KvPutFn put = nullptr;
+  void* put_arg = nullptr;
+  KvTryGetFn try_get = nullptr;
+  void* try_get_arg = nullptr;
+  const Client* owner = nullptr;
+};
+std::mutex g_kv_mutex;
+KvStore g_kv;
+
+Error* KvCallbackError(ErrorCode code, const char* message, size_t message_size) {
+  return new Error{code, std::string(message, message_size)};
+}
+CallbackErrorFn g_kv_callback_error = &KvCallbackError;
+
+KvStore CurrentKv() {
+  std::lock_guard<std::mutex> lock(g_kv_mutex);
+  return g_kv;
+}
+
+// A failed callback as a Python exception (GIL held): TimeoutError for an expired wait, KeyError
+// for a missing key, RuntimeError otherwise, with the store's message.
+PyObject* RaiseKvError(Error* e, const char* what, const std::string& key) {
+  std::string text = std::string("the framework's key-value store: ") + what + " '" + key + "': " + e->message;
+  PyObject* type = e->code == kDeadlineExceeded ? PyExc_TimeoutError : e->code == kNotFound ? PyExc_KeyError
+                                                                                               : PyExc_RuntimeError;
+  delete e;
+  PyErr_SetString(type, text.c_str());
+  return nullptr;
+}
+
+PyObject* KvGone() {
+  PyErr_SetString(PyExc_RuntimeError, "the framework's key-value store is gone (its client was destroyed)");
+  return nullptr;
+}
+
+PyObject* KvGet(PyObject*, PyObject* args) {
+  const char* key;
+  Py_ssize_t key_size;
+  int timeout_ms;
+  if (!PyArg_ParseTuple(args, "y#i", &key, &key_size, &timeout_ms)) return nullptr;
+  KvStore kv = CurrentKv();
+  if (kv.get == nullptr) return KvGone();
+  KvGetArgs a{};
+  a.struct_size = sizeof(a);
+  a.key = key;
+  a.key_size = static_cast<size_t>(key_size);
+  a.timeout_in_ms = timeout_ms;
+  a.callback_error = &g_kv_callback_error;
+  a.user_arg = kv.get_arg;
+  Error* e;
+  Py_BEGIN_ALLOW_THREADS e = kv.get(&a);
+  Py_END_ALLOW_THREADS
+  if (e != nullptr) return RaiseKvError(e, "get", std::string(key, key_size));
+  PyObject* value = PyBytes_FromStringAndSize(a.value, static_cast<Py_ssize_t>(a.value_size));
+  if (a.value_deleter_callback != nullptr) a.value_deleter_callback(a.value);
+  return value;
+}
+
+PyObject* KvTryGet(PyObject*, PyObject* args) {
+  const char* key;
+  Py_ssize_t key_size;
+  if (!PyArg_ParseTuple(args, "y#", &key, &key_size)) return nullptr;
+  KvStore kv = CurrentKv();
+  if (kv.try_get == nullptr) {
+    if (kv.get == nullptr) return KvGone();
+    PyErr_SetString(PyExc_NotImplementedError, "the framework's key-value store has no try-get");
+    return nullptr;
+  }
+  KvTryGetArgs a{};
+  a.struct_size = sizeof(a);
+  a.key = key;
+  a.key_size = static_cast<size_t>(key_size);
+  a.callback_error = &g_kv_callback_error;
+  a.user_arg = kv.try_get_arg;
+  Error* e;
+  Py_BEGIN_ALLOW_THREADS e = kv.try_get(&a);
+  Py_END_ALLOW_THREADS
+  if (e != nullptr && e->code == kNotFound) {
+    delete e;
+    Py_RETURN_NONE;
+  }
+  if (e != nullptr) return RaiseKvError(e, "try-get", std::string(key, key_size));
+  PyObject* value = PyBytes_FromStringAndSize(a.value, static_cast<Py_ssize_t>(a.value_size));
+  if (a.value_deleter_callback != nullptr) a.value_deleter_callback(a.value);
+  return value;
+}
+
+PyObject* KvPut(PyObject*, PyObject* args) {
+  const char *key, *value;
+  Py_ssize_t key_size, value_size;
+  if (!PyArg_ParseTuple(args, "y#y#", &key, &key_size, &value, &value_size)) return nullptr;
+  KvStore kv = CurrentKv();
+  if (kv.put == nullptr) return KvGone();
+  KvPutArgs a{};
+  a.struct_size = sizeof(a);
+  a.key = key;
+  a.key_size = static_cast<size_t>(key_size);
+  a.value = value;
+  a.value_size = static_cast<size_t>(value_size);
+  a.callback_error = &g_kv_callback_error;
+  a.user_arg = kv.put_arg;
+  Error* e;
+  Py_BEGIN_ALLOW_THREADS e = kv.put(&a);
+  Py_END_ALLOW_THREADS
+  if (e != nullptr) return RaiseKvError(e, "put", std::string(key, key_size));
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kKvGet = {"neuron_pjrt_kv_get", KvGet, METH_VARARGS, "kv_get(key: bytes, timeout_ms: int) -> bytes"};
+PyMethodDef kKvTryGet = {"neuron_pjrt_kv_try_get", KvTryGet, METH_VARARGS, "kv_try_get(key: bytes) -> bytes | None"};
+PyMethodDef kKvPut = {"neuron_pjrt_kv_put", KvPut, METH_VARARGS, "kv_put(key: bytes, value: bytes) -> None"};
+
+// (get, put, try_get or None) when the framework passed a store, else None (GIL held).
+PyObject* KvFunctions(const ClientCreateArgs* a) {
+  bool has_try_get = a->struct_size >= offsetof(ClientCreateArgs, kv_try_get_user_arg) + sizeof(void*) &&
+                     a->kv_try_get_callback != nullptr;
+  if (a->kv_get_callback == nullptr || a->kv_put_callback == nullptr) Py_RETURN_NONE;
+  PyObject* get = PyCFunction_New(&kKvGet, nullptr);
+  PyObject* put = PyCFunction_New(&kKvPut, nullptr);
+  PyObject* try_get = has_try_get ? PyCFunction_New(&kKvTryGet, nullptr) : (Py_INCREF(Py_None), Py_None);
+  if (get == nullptr || put == nullptr || try_get == nullptr) {
+    Py_XDECREF(get);
+    Py_XDECREF(put);
+    Py_XDECREF(try_get);
+    return nullptr;
+  }
+  return Py_BuildValue("(NNN)", get, put, try_get);
+}
+
+// owner nullptr: the client being created (set once it exists)
+void KeepKv(const ClientCreateArgs* a) {
+  if (a->kv_get_callback == nullptr || a->kv_put_callback == nullptr) return;
+  bool has_try_get = a->struct_size >= offsetof(ClientCreateArgs, kv_try_get_user_arg) + sizeof(void*);
+  std::lock_guard<std::mutex> lock(g_kv_mutex);
+  g_kv = KvStore{a->kv_get_callback, a->kv_get_user_arg, a->kv_put_callback, a->kv_put_user_arg,
+                 has_try_get ? a->kv_try_get_callback : nullptr, has_try_get ? a->kv_try_get_user_arg : nullptr,
+                 nullptr};
+}
+
+void ForgetKv(const Client* client) {
+  std::lock_guard<std::mutex> lock(g_kv_mutex);
+  if (g_kv.owner == client && g_kv.get != nullptr) g_kv = KvStore{};
+}
+
+Error* CreateClient(const ClientCreateArgs* a, Client** out) {
   if (Error* e = RequirePython()) return e;
   Gil gil;
   if (Error* e = EnsureService()) return e;
-  PyRef options(OptionsDict(create_options, num_options));
+  PyRef options(OptionsDict(a->create_options, a->num_options));
   if (!options) return ErrorFromPython("reading the client's create options");
-  PyRef info(PyObject_CallMethod(g_service, "client_info", "O", options.get()));
+  PyRef kv(KvFunctions(a));
+  if (!kv) return ErrorFromPython("offering the framework's key-value store");
+  KeepKv(a);  // usable from here: client_info may already rendezvous through them
+  PyRef info(PyObject_CallMethod(g_service, "client_info", "OO", options.get(), kv.get()));
   options.ResetLocked();
+  kv.ResetLocked();
   if (!info) return ErrorFromPython("client_info");
   auto client = std::make_unique<Client>();
   PyObject* version = PyDict_GetItemString(info.get(), "platform_version");
@@ -471,13 +631,22 @@ Error* CreateClient(const NamedValue* create_options, size_t num_options, Client
   if (client->addressable.empty()) {
     return MakeError(kFailedPrecondition, "no NeuronCore is visible (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES)");
   }
+  {
+    std::lock_guard<std::mutex> lock(g_kv_mutex);
+    if (g_kv.owner == nullptr && g_kv.get == a->kv_get_callback) g_kv.owner = client.get();
+  }
   *out = client.release();
   return nullptr;
 }
 
-Error* ClientCreate(ClientCreateArgs* a) { return CreateClient(a->create_options, a->num_options, &a->client); }
+Error* ClientCreate(ClientCreateArgs* a) {
+  Error* e = CreateClient(a, &a->client);
+  if (e != nullptr) ForgetKv(nullptr);
+  return e;
+}
 
 Error* ClientDestroy(ClientArgs* a) {
+  ForgetKv(a->client);
   delete a->client;
   return nullptr;
 }
@@ -1696,6 +1865,9 @@ static_assert(sizeof(NamedValue) == 56, "PJRT_NamedValue");
 static_assert(sizeof(Program) == 48, "PJRT_Program");
 static_assert(sizeof(MemoryLayout) == 80, "PJRT_Buffer_MemoryLayout");
 static_assert(sizeof(ClientCreateArgs) == 88, "PJRT_Client_Create_Args");
+static_assert(sizeof(KvGetArgs) == 80, "PJRT_KeyValueGetCallback_Args");
+static_assert(sizeof(KvTryGetArgs) == 72, "PJRT_KeyValueTryGetCallback_Args");
+static_assert(sizeof(KvPutArgs) == 64, "PJRT_KeyValuePutCallback_Args");
 static_assert(sizeof(ClientCompileArgs) == 56, "PJRT_Client_Compile_Args");
 static_assert(sizeof(ClientBufferFromHostArgs) == 120, "PJRT_Client_BufferFromHostBuffer_Args");
 static_assert(sizeof(ClientCreateUninitializedBufferArgs) == 80, "PJRT_Client_CreateUninitializedBuffer_Args");

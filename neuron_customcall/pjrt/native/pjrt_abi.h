@@ -134,9 +134,24 @@ NPJRT_ARGS(EventIsReadyArgs, Event* event; bool is_ready;);
 typedef void (*OnReadyCallback)(Error* error, void* user_arg);
 NPJRT_ARGS(EventOnReadyArgs, Event* event; OnReadyCallback callback; void* user_arg;);
 
+// The framework's key-value store (PJRT_KeyValue*Callback): jax.distributed's coordination
+// service, torch_xla's coordinator. The plugin supplies `callback_error`, which builds its own
+// Error from the store's failure; a value comes with the framework's deleter.
+typedef Error* (*CallbackErrorFn)(ErrorCode code, const char* message, size_t message_size);
+typedef void (*KvValueDeleter)(char* value);
+NPJRT_ARGS(KvGetArgs, const char* key; size_t key_size; int timeout_in_ms; CallbackErrorFn* callback_error;
+           void* user_arg; char* value; size_t value_size; KvValueDeleter value_deleter_callback;);
+NPJRT_ARGS(KvTryGetArgs, const char* key; size_t key_size; CallbackErrorFn* callback_error; void* user_arg;
+           char* value; size_t value_size; KvValueDeleter value_deleter_callback;);
+NPJRT_ARGS(KvPutArgs, const char* key; size_t key_size; const char* value; size_t value_size;
+           CallbackErrorFn* callback_error; void* user_arg;);
+typedef Error* (*KvGetFn)(KvGetArgs* args);
+typedef Error* (*KvTryGetFn)(KvTryGetArgs* args);
+typedef Error* (*KvPutFn)(KvPutArgs* args);
+
 NPJRT_ARGS(ClientCreateArgs, const NamedValue* create_options; size_t num_options;
-           void* kv_get_callback; void* kv_get_user_arg; void* kv_put_callback;
-           void* kv_put_user_arg; Client* client; void* kv_try_get_callback;
+           KvGetFn kv_get_callback; void* kv_get_user_arg; KvPutFn kv_put_callback;
+           void* kv_put_user_arg; Client* client; KvTryGetFn kv_try_get_callback;
            void* kv_try_get_user_arg;);
 NPJRT_ARGS(ClientArgs, Client* client;);  // Destroy
 // PJRT_Client_UpdateGlobalProcessInfo: the framework's view of which processes are alive.

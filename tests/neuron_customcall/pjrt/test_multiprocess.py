@@ -241,6 +241,12 @@ def test_jax_distributed_psum_across_processes(tmp_path):
         assert "error" not in seen, seen["error"]
         assert seen["psum"] == [[10.0, 12.0, 14.0, 16.0]]  # [0,1,2,3] + [10,11,12,13]
         assert seen["all_gather"] == [[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]
+        # the processes met through JAX's key-value store (PJRT_Client_Create's callbacks), nothing else
+        assert seen["env"] == [], seen
+        assert len(seen["joined"]) == 1 and "the framework's key-value store (PJRT_Client_Create)" in \
+            seen["joined"][0], seen["joined"]
+        # the callbacks themselves: a value put by the other process, a missing key, an expired wait
+        assert seen["kv"] == {"peer": f"from {1 - pid}", "absent": None, "timeout": "TimeoutError"}, seen["kv"]
 
 
 def test_jax_distributed_with_two_cores_per_process(tmp_path):
