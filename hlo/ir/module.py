@@ -37,16 +37,22 @@ class _AttributeView:
 def metadata_frames(md: Any, module_proto: Any = None):
     """"file:line" of each recorded frame of an instruction's metadata, innermost first.
 
-    torch_xla writes `source_file`/`source_line` into the metadata (one frame); JAX a
-    `stack_frame_id` into the module's stack frame index (`module_proto`), whose frames chain by
-    `parent_frame_id` (bounded: a malformed index may loop)."""
+    JAX writes a `stack_frame_id` into the module's stack frame index (`module_proto`), whose
+    frames chain by `parent_frame_id` (bounded: a malformed index may loop); torch_xla
+    (XLA_IR_DEBUG/XLA_HLO_DEBUG) writes the innermost frame as `source_file`/`source_line` and,
+    beside it, the whole stack into that index. The whole stack is read when there is one: the
+    innermost frame of an op made by library code (a kernel's custom-call, made in this package's
+    torch_xla adapter) is the library's line, and the user's line is further out."""
+    index = module_proto.stack_frame_index if module_proto is not None else None
+    if md.stack_frame_id and index is not None and 0 < md.stack_frame_id <= len(index.stack_frames):
+        yield from _index_frames(index, md.stack_frame_id)
+        return
     if md.source_file:
         yield f"{md.source_file}:{md.source_line}" if md.source_line else md.source_file
-        return
-    if not md.stack_frame_id or module_proto is None:
-        return
-    index = module_proto.stack_frame_index
-    frame_id = md.stack_frame_id
+
+
+def _index_frames(index: Any, frame_id: int):
+    """"file:line" of frame `frame_id` of a stack frame index and of its callers, innermost first."""
     for _ in range(len(index.stack_frames)):
         if not 0 < frame_id <= len(index.stack_frames):
             return

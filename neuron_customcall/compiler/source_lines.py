@@ -3,7 +3,8 @@
 Why not the innermost recorded frame: JAX records the whole Python stack of each operation, and
 its innermost frames are library code (jax's own wrappers, this package's kernel call). The line
 that helps is the innermost one the user wrote: the first frame outside this package and outside
-installed packages. torch_xla records only the user's frame.
+installed packages. torch_xla (XLA_IR_DEBUG/XLA_HLO_DEBUG) records the whole stack too: a kernel's
+custom-call is made in this package's adapter, several frames inside the user's call.
 """
 from __future__ import annotations
 
