@@ -86,19 +86,21 @@ report(device=repr(next(iter(out.devices()))),
     assert got["custom_call"] == 1  # the optimized program read back holds the kernel's custom-call
 
 
-def test_mlp_training_with_an_nki_op_matches_xla_cpu():
-    got = run_json(NKI_TENSOR_ADD + """
+NKI_ADD = """
 @jax.custom_vjp
 def nki_add(a, b):
     return nki_tensor_add(a, b)
 nki_add.defvjp(lambda a, b: (nki_add(a, b), None), lambda _, g: (g, g))
+"""
 
-def make_step(add):
+#: 20 SGD steps of an MLP whose hidden layer is relu(add(x @ w1, b1)): `neuron_ops` and `cpu_ops`
+#: name (add, relu) for the neuron device and for the XLA:CPU reference, named explicitly.
+TRAINING_LOOP = """
+def make_step(add, relu):
     def loss_fn(params, x, y):
         w1, b1, w2 = params
-        h = jax.nn.relu(add(x @ w1, jnp.broadcast_to(b1, (x.shape[0], b1.shape[0]))))
-        logits = h @ w2
-        return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * y, axis=1))
+        h = relu(add(x @ w1, jnp.broadcast_to(b1, (x.shape[0], b1.shape[0]))))
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(h @ w2) * y, axis=1))
     @jax.jit
     def step(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
@@ -110,18 +112,50 @@ params0 = [rng.standard_normal((64, 512)).astype(np.float32) * 0.1, np.zeros(512
            rng.standard_normal((512, 10)).astype(np.float32) * 0.1]
 batches = [(rng.standard_normal((128, 64)).astype(np.float32),
             np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]) for _ in range(20)]
-neuron_step, cpu_step = make_step(nki_add), make_step(jnp.add)
+neuron_step, cpu_step = make_step(*neuron_ops), make_step(*cpu_ops)
+text = neuron_step.lower(params0, *batches[0]).as_text()
 p, q = params0, jax.device_put(params0, CPU)
 losses, ref_losses = [], []
 for x, y in batches:
     p, loss = neuron_step(p, x, y)
     q, ref = cpu_step(q, *jax.device_put((x, y), CPU))
     losses.append(float(loss)); ref_losses.append(float(ref))
-report(losses=losses, ref=ref_losses, device=repr(next(iter(p[0].devices()))),
+report(losses=losses, ref=ref_losses, devices=sorted({repr(d) for a in p for d in a.devices()}),
+       ref_devices=sorted({repr(d) for a in q for d in a.devices()}), calls=text.count("AwsNeuronCustomNativeKernel"),
        param_err=max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(p, q)))
-""")
-    assert got["device"] == "NeuronDevice(id=0)"
+"""
+
+
+def _check_training(got: dict, calls: int) -> None:
+    assert got["devices"] == ["NeuronDevice(id=0)"] and got["ref_devices"] == ["CpuDevice(id=0)"]
+    assert got["calls"] == calls  # the kernels' custom-calls in the one step program
     assert got["losses"][-1] < got["losses"][0]
     for mine, ref in zip(got["losses"], got["ref"]):
         assert abs(mine - ref) <= 1e-4 * max(1.0, abs(ref)), (got["losses"], got["ref"])
     assert got["param_err"] < 1e-4
+
+
+def test_mlp_training_with_an_nki_op_matches_xla_cpu():
+    got = run_json(NKI_TENSOR_ADD + NKI_ADD + """
+neuron_ops, cpu_ops = (nki_add, jax.nn.relu), (jnp.add, jax.nn.relu)
+""" + TRAINING_LOOP)
+    _check_training(got, calls=1)
+
+
+def test_mlp_training_with_a_cpp_and_an_nki_op_matches_xla_cpu():
+    """The hidden layer's bias add is the NKI kernel and its ReLU the training tutorial's C++ op
+    (forward and backward, a custom_vjp): three custom-calls in the one step program. The
+    reference is the same model with jnp.add and jax.nn.relu on XLA:CPU."""
+    got = run_json(NKI_TENSOR_ADD + NKI_ADD + """
+sys.path.insert(0, "examples/mlp_training")
+import relu_ops
+from neuron_customcall.jax import cpp_call
+relu_ops.build()
+
+@jax.custom_vjp
+def cpp_relu(x):
+    return cpp_call("my_ops::relu_forward", x)
+cpp_relu.defvjp(lambda x: (cpp_relu(x), x), lambda x, g: (cpp_call("my_ops::relu_backward", g, x),))
+neuron_ops, cpu_ops = (nki_add, cpp_relu), (jnp.add, jax.nn.relu)
+""" + TRAINING_LOOP)
+    _check_training(got, calls=3)
