@@ -237,7 +237,12 @@ _SPECS: list[OpSpec] = [
     OpSpec("scan", None, {"dim": "int", "num_carries": "int", "reverse": "bool", "computation": "comp"},
            "operands: inputs then carry inits; the computation maps (elements..., carries...) to "
            "(outputs..., carries...); result: (outputs stacked along dim..., final carries...)", blas=False),
-    OpSpec("kernel", None, {"payload": "int"}, "run kernel payload N (emulator.kernel_payload)", cost="kernel"),
+    # blas=False: a kernel keeps no BLAS policy of the graph's. An NKI kernel's runner applies the
+    # policy itself around its matmuls (emulator/kernel_exec/runner.py), and a GpSimd kernel runs
+    # in its worker process; a graph of small dots around C++ kernels (a training step's) then
+    # skips the policy's /proc reads and thread settings, about 20 us of every run under load.
+    OpSpec("kernel", None, {"payload": "int"}, "run kernel payload N (emulator.kernel_payload)", cost="kernel",
+           blas=False),
     # LAPACK routines behind JAX's CPU linear algebra (lapack_*_ffi custom-calls): leading dims
     # are a batch, each op's results are those of the custom-call (emulator/ops/lapack.py)
     *(OpSpec(name, arity, attrs, doc, cost="lapack", hoistable=True) for name, arity, attrs, doc in (

@@ -59,40 +59,63 @@ def test_a_prepared_program_checks_each_launchs_inputs():
         run_kernel(traced.program, [a.astype(np.float64), a])
 
 
-def test_a_kernel_with_matmuls_on_numpy_arrays_gets_the_blas_thread_policy(monkeypatch):
-    """Issue 13: kernels launched on NumPy arrays run their GEMMs under the BLAS thread policy
-    of graph runs (emulator/blas.py: only as many OpenBLAS threads as free cores); kernels
-    without a matmul do not pay for it."""
+@nki.jit
+def _matmul_kernel(a, b):
+    out = nl.ndarray((64, 32), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(nl.matmul(nl.load(a), nl.load(b), transpose_x=True)))
+    return out
+
+
+@nki.jit
+def _add_one_kernel(a):
+    out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a) + 1.0)
+    return out
+
+
+def _counting_policy(monkeypatch, module) -> list:
+    """Replaces `module.blas_threads_for_run` by a policy that records each time it is entered."""
     from contextlib import contextmanager
 
-    from emulator.kernel_exec import runner as runner_mod
-    from neuron_customcall import nki
-    from neuron_customcall.nki import language as nl
-
-    entered = []
+    entered: list = []
 
     @contextmanager
     def policy():
         entered.append(True)
         yield
 
-    monkeypatch.setattr(runner_mod.blas, "blas_threads_for_run", policy)
+    monkeypatch.setattr(module, "blas_threads_for_run", policy)
+    return entered
 
-    @nki.jit
-    def mm(a, b):
-        out = nl.ndarray((64, 32), nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, nl.copy(nl.matmul(nl.load(a), nl.load(b), transpose_x=True)))
-        return out
 
-    @nki.jit
-    def add(a):
-        out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, nl.load(a) + 1.0)
-        return out
+def test_a_kernel_with_matmuls_on_numpy_arrays_gets_the_blas_thread_policy(monkeypatch):
+    """Issue 13: kernels launched on NumPy arrays run their GEMMs under the BLAS thread policy
+    of graph runs (emulator/blas.py: only as many OpenBLAS threads as free cores); kernels
+    without a matmul do not pay for it."""
+    from emulator.kernel_exec import runner as runner_mod
 
+    entered = _counting_policy(monkeypatch, runner_mod.blas)
     a = np.ones((16, 64), np.float32)
     b = np.ones((16, 32), np.float32)
-    np.testing.assert_array_equal(mm(a, b), np.full((64, 32), 16.0, np.float32))
+    np.testing.assert_array_equal(_matmul_kernel(a, b), np.full((64, 32), 16.0, np.float32))
     assert entered == [True]
-    add(a)
+    _add_one_kernel(a)
     assert entered == [True]
+
+
+def test_inside_a_graph_the_kernel_applies_the_policy_and_the_graph_of_small_dots_does_not(monkeypatch):
+    """A `kernel` instruction keeps no graph-level BLAS policy (emulator/program/ops.py): the NKI
+    kernel's runner applies it around its matmuls, so a graph whose own dots are too small to
+    thread skips the policy's cost on every run."""
+    import neuron_customcall.jax as nj
+    from emulator import executor
+    from emulator.kernel_exec import runner as runner_mod
+
+    in_graph = _counting_policy(monkeypatch, executor)
+    in_kernel = _counting_policy(monkeypatch, runner_mod.blas)
+    a = np.ones((16, 64), np.float32)
+    b = np.ones((16, 32), np.float32)
+    w = np.full((32, 8), 0.5, np.float32)
+    out = nj.jit(lambda a, b, w: _matmul_kernel(a, b) @ w + 1.0, cache=False)(a, b, w)
+    np.testing.assert_array_equal(np.asarray(out), np.full((64, 8), 16.0 * 32 * 0.5 + 1.0, np.float32))
+    assert in_kernel == [True] and in_graph == []
