@@ -3,8 +3,13 @@
     ours, ref = run_jax(f, *args)         # lists of NumPy arrays (leaves of the result)
     assert_close(ours, ref)               # bit-exact for integers and bools, per-dtype tolerances
 
-The reference is XLA:CPU itself: `jax.jit(f)(*args)` for JAX; for torch_xla, `.cpu()` of the
-lazy tensors on the PJRT CPU device. Ours is compile_module(hlo.load(proto)) -> load_artifact -> run.
+The reference is XLA:CPU itself: `jax.jit(f)` on `jax.devices("cpu")` for JAX; for torch_xla,
+`.cpu()` of the lazy tensors on the PJRT CPU device. Ours is compile_module(hlo.load(proto)) ->
+load_artifact -> run (the direct path, as the suite runs these tests) or, with
+NEURON_DIFF_THROUGH_PLUGIN=1 in a process whose JAX has the neuron PJRT device
+(JAX_PLATFORMS=neuron,cpu: tests/neuron_customcall/pjrt/test_diff_through_plugin.py), the same
+programs through the plugin: jax.jit on the neuron device, and HLO modules compiled and run by its
+PJRT client. The oracle is the CPU device named explicitly, since neuron is then JAX's default.
 """
 from __future__ import annotations
 
@@ -26,8 +31,55 @@ TOLERANCES = {"float64": (1e-9, 1e-9), "float32": (2e-5, 2e-5), "float16": (2e-3
               "bfloat16": (2e-2, 2e-2), "complex64": (2e-5, 2e-5), "complex128": (1e-9, 1e-9)}
 
 
+def through_plugin() -> bool:
+    """Whether "ours" runs on the neuron PJRT device (see the module docstring)."""
+    return os.environ.get("NEURON_DIFF_THROUGH_PLUGIN", "") == "1"
+
+
+class _PluginExecutable:
+    """A module compiled by the direct path (its compile errors and artifact stay what the tests
+    check) whose `run` goes through the neuron PJRT plugin: compiled there too, on first run."""
+
+    def __init__(self, proto: bytes, direct: Any) -> None:
+        self._proto = proto
+        self._direct = direct
+        self._plugin: Any = None
+
+    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """The outputs as the direct path gives them (writeable copies: the caller-owned outputs
+        of Executable.run are the direct path's contract, checked where the suite runs it)."""
+        if self._plugin is None:
+            self._plugin = _plugin_executable(self._proto)
+        return [np.array(o) for o in self._plugin.run([np.asarray(x) for x in inputs])]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._direct, name)
+
+
+#: jaxlib's own error when it can not serialize a module for a PJRT plugin (StableHLO portable
+#: artifact), raised in the framework before the plugin sees anything: modules holding HLO-only
+#: constructs (bitcast, domain, scan, add-dependency, copy of a tuple) reach a plugin only as HLO
+#: protos (torch_xla's way), which jaxlib's client does not send.
+CLIENT_CANNOT_SERIALIZE = "CHLO => [StableHLO+Shape] => StableHLO failed"
+SKIP_REASON = "HLO-only module: jaxlib can not send it to a PJRT plugin as StableHLO"
+
+
+def _plugin_executable(proto: bytes) -> Any:
+    import pytest
+
+    from neuron_customcall.jax.xla_cpu import PjrtHloExecutable
+
+    try:
+        return PjrtHloExecutable(proto, "neuron")
+    except Exception as e:  # noqa: BLE001 - jaxlib's JaxRuntimeError
+        if CLIENT_CANNOT_SERIALIZE in str(e):
+            pytest.skip(SKIP_REASON)
+        raise
+
+
 def compile_proto(proto: bytes, flags: CompileFlags | None = None) -> Any:
-    return load_artifact(compile_module(hlo.load(proto), flags))
+    exe = load_artifact(compile_module(hlo.load(proto), flags))
+    return _PluginExecutable(bytes(proto), exe) if through_plugin() and flags is None else exe
 
 
 def jax_proto(f: Callable[..., Any], *args: Any) -> bytes:
@@ -52,7 +104,13 @@ def run_jax(f: Callable[..., Any], *args: Any, x64: bool = False) -> tuple[list[
     import jax
 
     with jax.enable_x64(x64):
-        ref = _leaves(jax.jit(f, keep_unused=True)(*args))
+        cpu = jax.devices("cpu")[0]
+        ref = _leaves(jax.jit(f, keep_unused=True)(*jax.device_put(args, cpu)))
+        if through_plugin():
+            (neuron,) = jax.devices("neuron")[:1]
+            out = jax.jit(f, keep_unused=True)(*jax.device_put(args, neuron))
+            assert all(d.platform == "neuron" for leaf in jax.tree_util.tree_leaves(out) for d in leaf.devices())
+            return _leaves(out), ref
         exe = compile_proto(jax_proto(f, *args))
     flat = [np.asarray(a) for a in jax.tree_util.tree_leaves(args)]
     return exe.run(flat), ref

@@ -47,9 +47,17 @@ def test_hlo_text_topk_reads_largest_as_xla_does(largest: str) -> None:
     read as largest=false and returned the smallest values."""
     import hlo
     from neuron_customcall.jax.xla_cpu import XlaCpuExecutable
-    from tests.neuron_customcall.compiler.ours import assert_close, compile_proto
+    from tests.neuron_customcall.compiler.ours import assert_close, compile_proto, through_plugin
 
     proto = hlo.load("HloModule m\nENTRY e {\n  x = f32[3,8] parameter(0)\n"
                      f"  ROOT t = (f32[3,2], s32[3,2]) topk(x), k=2{largest}\n}}").to_bytes()
     x = rand(3, 8)
-    assert_close(compile_proto(proto).run([x]), XlaCpuExecutable(proto).run([x]), rtol=0, atol=0)
+    exe = compile_proto(proto)
+    if through_plugin() and "false" in largest:
+        # jaxlib sends a smallest-k topk to a plugin as a custom-call "mhlo.topk" whose k and
+        # largest attributes its StableHLO -> HLO converter drops: the plugin must refuse it
+        # by name, not guess. (JAX never emits one: lax.top_k is largest-k.)
+        with pytest.raises(Exception, match="custom-call target 'mhlo.topk' is not supported"):
+            exe.run([x])
+        return
+    assert_close(exe.run([x]), XlaCpuExecutable(proto).run([x]), rtol=0, atol=0)
