@@ -83,7 +83,8 @@ def _reduce_window_shapes(inst: Any) -> None:
         fail(inst, f"window of rank {len(w)} for {ops[0]}")
     want = []
     for d, wd in zip(ops[0].dimensions, w):
-        padded = wd.padding_low + wd.padding_high + (d - 1) * (wd.base_dilation or 1) + 1 if d else 0
+        # a zero-sized dimension dilates to 0 elements, and its padding still counts (XLA's rule)
+        padded = wd.padding_low + wd.padding_high + ((d - 1) * (wd.base_dilation or 1) + 1 if d else 0)
         span = (wd.size - 1) * (wd.window_dilation or 1) + 1
         want.append((padded - span) // (wd.stride or 1) + 1 if padded >= span else 0)
     if len(ops) % 2 or len(outs) != n or any(shape_dims(o) != tuple(want) for o in outs):
