@@ -62,11 +62,9 @@ def _pattern(a: np.ndarray, t: str) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64)
 
 
-@pytest.mark.parametrize("src", sorted(TYPES))
+@pytest.mark.parametrize("src", sorted(t for t in TYPES if _targets(t)))
 def test_every_narrow_bitcast_convert_matches_xla_cpu(src: str) -> None:
     targets = _targets(src)
-    if not targets:
-        pytest.skip(f"no type narrower than a byte divides {src}'s width")
     params, outs, shapes, args = [], [], [], []
     rng = np.random.default_rng(_bits(src) * 31 + len(src))
     for k, dst in enumerate(targets):
