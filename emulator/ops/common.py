@@ -26,6 +26,27 @@ def reducer_ufunc(name: str, dtype: np.dtype) -> np.ufunc:
     return REDUCERS[name]
 
 
+def reducer_identity(name: str, dtype: np.dtype) -> Any:
+    """The value `name`'s reducer leaves unchanged in `dtype` (r(x, identity) = x): what stands
+    for a position that takes no part in a reduction (reduce-window's padding and holes)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return name in ("and", "multiply", "minimum")
+    if name in ("add", "or", "xor"):
+        return dtype.type(0)
+    if name == "multiply":
+        return dtype.type(1)
+    if name == "and":
+        return np.asarray(-1).astype(dtype) if dtype.kind in "iu" else dtype.type(1)
+    big = name == "minimum"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return dtype.type(info.max if big else info.min)
+    if dtype.kind == "c":
+        raise ValueError(f"{name} of complex values has no identity")
+    return dtype.type(np.inf if big else -np.inf)
+
+
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype math is done in: f32 for the narrow floats (as XLA:CPU upcasts), else itself."""
     return F32 if dtype in NARROW else dtype

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from emulator.ops.common import NARROW, F32, compute_dtype, lifted, reducer_ufunc, unpack
+from emulator.ops.common import NARROW, F32, compute_dtype, lifted, reducer_identity, reducer_ufunc, unpack
 from emulator.ops.elementwise import where
 from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
@@ -180,6 +180,11 @@ class Window:
         out[np.ix_(*dst)] = x[np.ix_(*src)]
         return out
 
+    def has_gaps(self) -> bool:
+        """Whether the padded operand holds positions that are no operand element (padding or
+        base-dilation holes)."""
+        return any(self.pad_low) or any(self.pad_high) or any(b != 1 for b in self.base_dilation)
+
     def out_shape(self, padded_shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(max(0, (p - (w - 1) * wd - 1) // s + 1) if p >= (w - 1) * wd + 1 else 0
                      for p, w, wd, s in zip(padded_shape, self.size, self.window_dilation, self.stride))
@@ -236,9 +241,12 @@ def _reduce_window(ctx: HandlerContext) -> Callable:
                 return uf(r, init.astype(cdt)).astype(dt, copy=False)
             return running
         taps = w.taps()
+        fill = reducer_identity(ctx.attrs["reducer"], np.dtype(cdt))
 
         def fast(x: np.ndarray, init: np.ndarray) -> np.ndarray:
-            p = w.padded(x.astype(cdt, copy=False), init.astype(cdt))
+            # padding and dilation holes take no part (XLA applies the init once per window and
+            # skips them): they hold the reducer's identity
+            p = w.padded(x.astype(cdt, copy=False), fill)
             out = w.out_shape(p.shape)
             r = np.broadcast_to(init.astype(cdt), out).copy()
             for t in taps:
@@ -247,14 +255,18 @@ def _reduce_window(ctx: HandlerContext) -> Callable:
         return fast
     f = lifted(ctx.computation("computation"), n)
     taps = w.taps()
+    gaps = w.has_gaps()
 
     def general(*args: np.ndarray) -> Any:
         ps = [w.padded(a, i) for a, i in zip(args[:n], args[n:])]
         out = w.out_shape(ps[0].shape)
         rs = [np.broadcast_to(i, out) for i in args[n:]]
+        # which padded positions hold operand elements: XLA skips the others (padding, holes)
+        real = w.padded(np.ones(args[0].shape, np.bool_), False) if gaps else None
         for t in taps:
             sl = w.tap_slice(t, out)
-            rs = f(*rs, *[p[sl] for p in ps])
+            new = f(*rs, *[p[sl] for p in ps])
+            rs = new if real is None else [np.where(real[sl], a, b) for a, b in zip(new, rs)]
         rs = [np.asarray(np.broadcast_to(r, s)).astype(d, copy=False) for r, (d, s) in zip(rs, outs)]
         return tuple(rs) if n > 1 else rs[0]
     return general
