@@ -254,3 +254,18 @@ def test_match_selects_modules_by_regular_expression(tmp_path, monkeypatch) -> N
     monkeypatch.setattr(xc, "run_module", lambda d, n, a: seen.append(n) or xc.Result(n, "match"))
     xc.main([str(tmp_path), "--match", r"#1$"])
     assert seen == ["split#1"]
+
+
+def test_constant_inits_that_are_no_identity_are_recognised() -> None:
+    import hlo
+
+    def module(op: str, init: str) -> str:
+        return (f"HloModule m\nr {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] {op}(a, b)\n}}\n"
+                f"ENTRY e {{\n  x = f32[4] parameter(0)\n  i = f32[] constant({init})\n"
+                f"  ROOT w = f32[3] reduce-window(x, i), window={{size=2}}, to_apply=r\n}}\n")
+
+    assert xc.constant_init_not_identity(hlo.load(module("add", "5")))
+    assert xc.constant_init_not_identity(hlo.load(module("multiply", "0")))
+    assert not xc.constant_init_not_identity(hlo.load(module("add", "0")))
+    assert not xc.constant_init_not_identity(hlo.load(module("maximum", "-inf")))
+    assert not xc.constant_init_not_identity(hlo.load(module("minimum", "inf")))
