@@ -155,7 +155,8 @@ _SPECS: list[OpSpec] = [
            lifts=("computation",), hoistable=True),
     # reductions and sorts (their computations run lifted)
     OpSpec("reduce", None, {"dims": "ints", "computation": "comp", "reducer": "str"},
-           "operands: n inputs then n init values", cost="over_inputs", blas=False, lifts=("computation",), hoistable=True),
+           "operands: n inputs then n init values", cost="over_inputs", blas=False, lifts=("computation",), hoistable=True,
+           foldable=True),  # of constants: once at load (XLA's constant folding), no larger than its inputs
     OpSpec("reduce-window", None, {**_WINDOW, "computation": "comp", "reducer": "str"}, cost="windowed",
            blas=False, lifts=("computation",), hoistable=True),
     OpSpec("select-and-scatter", 3, {**_WINDOW, "select": "comp", "scatter": "comp", "reducer": "str"},

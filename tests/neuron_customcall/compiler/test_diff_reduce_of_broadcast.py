@@ -79,3 +79,34 @@ def test_reduce_of_broadcast_matches_xla_cpu(ty, op, x_dims, b_dims, kept, reduc
         wide = np.float64 if ty not in ("pred",) else np.bool_
         np.testing.assert_array_equal(ours.astype(wide), ref.astype(wide))
     assert ("reduce" not in _ops(proto)) == rewritten
+
+
+def test_a_reduce_of_constants_is_folded_at_load_like_xla() -> None:
+    """XLA folds a reduce whose operands are constants (its hlo_constant_folding_test_13: a sum over
+    a 32x999x40x512 broadcast of 1, 0.013 ms on XLA:CPU against 580 ms per run here); reduce is a
+    foldable op now, so the loaded program computes it once, with the run-time handler."""
+    from emulator.codegen import foldable_steps
+
+    text = """HloModule cf
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[] parameter(0)
+  one = f32[] constant(1.5)
+  b = f32[30,999,7] broadcast(one), dimensions={}
+  zero = f32[] constant(0)
+  s = f32[] reduce(b, zero), dimensions={0,1,2}, to_apply=add
+  ROOT r = f32[] add(s, x)
+}"""
+    proto = hlo.load(text).to_bytes()
+    exe = compile_proto(proto)
+    program = exe.artifact.program
+    comp = program.computations[program.entry]
+    folded = {comp.instructions[k].op for k in foldable_steps(comp)}
+    assert {"reduce", "broadcast", "constant"} <= folded
+    x = np.float32(0.25)
+    ours, ref = exe.run([x])[0], XlaCpuExecutable(proto).run([x])[0]
+    np.testing.assert_array_equal(ours, ref)
