@@ -52,10 +52,14 @@ class Communicator(Protocol):
     world_size: int
 
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
-                   out: np.ndarray | None = None) -> list[np.ndarray]:
+                   out: np.ndarray | None = None,
+                   shapes: Sequence[tuple[int, ...]] | None = None) -> list[np.ndarray]:
         """Every member's `value`, in `group` order (this device is a member). With `out` (1-d,
         the members' sizes in total) the values land in it one after another, flattened, and
-        the list holds views of it; `value` may already be its own slice (see `gather_into`)."""
+        the list holds views of it; `value` may already be its own slice (see `gather_into`).
+        `shapes`: every member's value shape, when the caller knows them from an exchange of the
+        same call that already checked instruction, type and shapes (the all-gather phase of a
+        chunked all-reduce); a transport may then skip announcing them."""
         ...
 
     def all_to_all(self, group: tuple[int, ...], pieces: Sequence[np.ndarray], *, op: str = "") -> list[np.ndarray]:
@@ -101,7 +105,8 @@ class SoloCommunicator:
     world_size = 1
 
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
-                   out: np.ndarray | None = None) -> list[np.ndarray]:
+                   out: np.ndarray | None = None,
+                   shapes: Sequence[tuple[int, ...]] | None = None) -> list[np.ndarray]:
         if tuple(group) != (0,):
             raise CollectiveError(f"{op or 'a collective'}: group {list(group)} in a world of one device",
                                   devices=[d for d in group if d != 0])

@@ -242,7 +242,9 @@ class ThreadEndpoint:
         return self._seq
 
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
-                   out: np.ndarray | None = None) -> list[np.ndarray]:
+                   out: np.ndarray | None = None,
+                   shapes: Sequence[tuple[int, ...]] | None = None) -> list[np.ndarray]:
+        """(`shapes` changes nothing here: threads exchange arrays, not announcements.)"""
         return gather_into(out, self.world.all_gather(self.device, self._next(), tuple(group), value,
                                                       op or "a collective"))
 

@@ -158,7 +158,9 @@ def _all_reduce_chunked(comm: Any, group: tuple[int, ...], x: np.ndarray, combin
     mine = combiner.fold(comm.all_to_all(group, pieces, op=f"{op} reduce-scatter"), out=own)
     if mine is not own:
         own[...] = mine
-    comm.all_gather(group, own, op=f"{op} all-gather", out=result)
+    # every member's chunk shape is known here and was checked by the reduce-scatter's exchange
+    # (the same instruction, type and whole shape): the all-gather need not announce it again
+    comm.all_gather(group, own, op=f"{op} all-gather", out=result, shapes=[p.shape for p in pieces])
     return result.reshape(x.shape)
 
 
