@@ -398,18 +398,18 @@ class Runner:
             if plan is None:
                 plan = flat.flat_plans[key] = plan_access(st, access, ctx, out_tile)
             return plan
-        bound = ctx.bound
-        if bound:
+        loop_values: tuple = ()
+        if ctx.bound:
             # Only the values of the Python-loop variables (and program ids run one at a time)
             # that this access or the storage's copies depend on: a tile the body reads whole
             # keeps one plan for every iteration instead of one per iteration.
             syms = self.program.access_syms.get(id(access))
             if syms is None:
                 syms = self.program.access_syms[id(access)] = _index_symbols(access)
-            get = bound.get
-            bound = (tuple(map(get, syms)), tuple(map(get, st.batch)) if st.batch else ())
+            get = ctx.bound.get
+            loop_values = (tuple(map(get, syms)), tuple(map(get, st.batch)) if st.batch else ())
         key = (id(access), out_tile, st.batch, st.base, ctx.batch_syms, ctx.batch_shape,
-               bound or (), tuple(ctx.offsets.items()) if ctx.offsets else ())
+               loop_values, tuple(ctx.offsets.items()) if ctx.offsets else ())
         cache = self.program.plans
         plan = cache.get(key)
         if plan is None:
@@ -652,9 +652,9 @@ class Runner:
         compute into (``out=``), for an unmasked, non-accumulating write of ``dtype`` into an
         existing tile nothing else views, covering every batch axis: a loop body updating a
         tile (``t = f(t)``) then works in place on the same memory every iteration instead of
-        rebinding the tile to a new array each time (a smaller cache footprint: 18 -> 13 us per
-        iteration of a [128, 512] ``tensor_scalar``). ``write`` recognises the view and does
-        nothing. NumPy's ufuncs handle operands overlapping ``out``."""
+        rebinding the tile to a new array each time (a smaller cache footprint; figures in
+        benchmarks/nki_kernel_speed.md). ``write`` recognises the view and does nothing.
+        NumPy's ufuncs handle operands overlapping ``out``."""
         ins = self.instruction
         if ins is None or self.forward is not None or ins.acc is not None or ins.mask \
                 or self._watches:
@@ -663,9 +663,8 @@ class Runner:
         st = self.storage.get(dst.tensor)
         if st is None or st.array.dtype != dtype or not self.exclusive(st):
             return None
-        plan = self._plan(st, dst)
-        if plan.divs is not None or not plan.uses_all(self.ctx.batch_shape) \
-                or not plan.in_bounds(st.array.shape):
+        plan = self._view_plan(st, dst)
+        if plan is None:
             return None
         self._fill_zeros(st)  # the write may cover only part of it
         self._out = plan.view(st.array)
@@ -678,10 +677,15 @@ class Runner:
             return None
         if self._rebindable(cons, decl, st):
             return None  # binding the result as the new storage is cheaper still
-        plan = self._plan(st, cons.dst)
-        if not plan.uses_all(self.ctx.batch_shape):
-            return None
-        if plan.divs is not None or not plan.in_bounds(st.array.shape):
+        return self._view_plan(st, cons.dst)
+
+    def _view_plan(self, st: Storage, dst: Access) -> Plan | None:
+        """The plan of ``dst`` when a handler may compute straight into its view of ``st``: a
+        strided view (no ``//``/``%``), in bounds, covering every batch axis (nothing to
+        collapse). Shared by out_view (a forwarded consumer's destination) and dst_view."""
+        plan = self._plan(st, dst)
+        if plan.divs is not None or not plan.uses_all(self.ctx.batch_shape) \
+                or not plan.in_bounds(st.array.shape):
             return None
         return plan
 

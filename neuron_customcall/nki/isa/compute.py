@@ -211,10 +211,9 @@ def nc_match_replace8(dst, data, vals, imm, *, dtype=None, mask=None,
     if isinstance(imm, Tile):
         raise fail("nc_match_replace8 imm", f"{api}: imm is a scalar constant")
     out_dtype = dtype_name(dtype, x.dtype_name)
-    if isinstance(mask, Pred) and mask.exprs:
-        # Only the masked elements are searched (a value outside the mask is never claimed);
-        # the result is written where the mask holds.
-        x, _ = source_mask(x, mask, (), float("nan"), api)
+    # Only the masked elements are searched (a value outside the mask is never claimed); the
+    # result is written where the mask holds.
+    x, _ = source_mask(x, mask, (), float("nan"), api)
     return result(dst, "match_replace8", x.shape, out_dtype, x, v, api=api, mask=mask,
                   imm=float(imm))
 
