@@ -52,8 +52,9 @@ def test_an_endless_loop_without_effects_over_an_empty_state_returns_at_once_lik
 
 
 def test_a_loop_with_effects_over_an_empty_state_runs() -> None:
-    """On the emulator directly: jaxlib itself crashes (a segfault, on XLA:CPU too) converting an
-    rng inside a while condition, so neither XLA:CPU nor the PJRT path can take this module."""
+    """On the emulator directly: jaxlib's converter aborts the process on an rng inside a while
+    condition (XLA:CPU's compile too), so neither XLA:CPU nor the PJRT path (which refuses it with
+    a named error: tests/neuron_customcall/pjrt/test_mlir_conversion.py) can take this module."""
     exe = emulator.load_artifact(compile_module(hlo.load(RANDOM_EXIT)))
     for _ in range(3):
         assert int(exe.run([])[-1]) == 7
