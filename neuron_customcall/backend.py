@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Union
 import hlo
 from neuron_customcall import debug_dump
 from neuron_customcall.cache import CacheConfigError, CompileCache, cache_key, default_cache_dir
+from neuron_customcall.kernels import references
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,7 @@ def _compile_cached(source: GraphSource, flags: Any, cache: CacheSetting) -> Com
         # Fingerprint the decoded proto; the IR is built only if the compiler has to run (on a
         # cache hit building it would be most of the cost).
         proto, _ = hlo.read_module_proto(source)
+        references.expand_proto(proto)  # kernel images named by hash: fingerprinted and dumped inline
         fingerprint, build = hlo.fingerprint(proto), lambda: hlo.load(proto)
         as_proto = lambda: proto  # noqa: E731
     version = compiler_version()

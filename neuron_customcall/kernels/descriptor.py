@@ -8,6 +8,12 @@ alone must compile into a self-contained artifact, without the Python source or 
 
 Nothing is pickled or eval'd. Decoding is strict: every field is type-checked, the payload's
 SHA-256 must match, and an error says which field is wrong (``DescriptorError``).
+
+A payload may also be a reference to a library image registered in this process (version 1.1,
+``{"encoding": "sha256", ...}``, kernels/images.py): the torch_xla adapter emits those on its hot
+path, and HLO is expanded back to inline payloads wherever it leaves the process
+(kernels/references.py). Decoding a reference resolves it; an image this process does not hold is
+a DescriptorError naming the kernel.
 """
 from __future__ import annotations
 
@@ -19,10 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.program.dtypes import DTYPES as HLO_DTYPES
+from neuron_customcall.kernels import images
 
 FORMAT = "neuron-customcall-kernel"
 #: (major, minor): a reader accepts its major and any minor; a higher minor may add keys.
 VERSION: tuple[int, int] = (1, 0)
+#: The version of a document whose payload is a reference (it added the "sha256" encoding).
+REFERENCE_VERSION: tuple[int, int] = (1, 1)
+#: Payload encodings: inline base64, or a reference to an image registered in this process.
+INLINE, REFERENCE = "base64", "sha256"
 NKI = "nki"
 GPSIMD = "gpsimd"
 KINDS = (NKI, GPSIMD)
@@ -71,16 +82,24 @@ class KernelDescriptor:
     grid: tuple[int, ...] = (1,)
     op: dict[str, Any] | None = None
     arguments: tuple[Argument, ...] = field(default_factory=tuple)
+    #: Whether the document names the payload by hash (registered in kernels/images) instead of
+    #: carrying it; the payload bytes are held either way.
+    by_reference: bool = False
 
     def to_document(self) -> dict[str, Any]:
+        digest = hashlib.sha256(self.payload).hexdigest()
+        if self.by_reference:
+            images.register(self.payload)
+            payload: dict[str, Any] = {"encoding": REFERENCE, "nbytes": len(self.payload), "sha256": digest}
+        else:
+            payload = {"encoding": INLINE, "nbytes": len(self.payload), "sha256": digest,
+                       "data": base64.b64encode(self.payload).decode("ascii")}
         doc: dict[str, Any] = {
-            "format": FORMAT, "version": list(VERSION), "kind": self.kind, "name": self.name,
-            "grid": list(self.grid),
+            "format": FORMAT, "version": list(REFERENCE_VERSION if self.by_reference else VERSION),
+            "kind": self.kind, "name": self.name, "grid": list(self.grid),
             "signature": {"inputs": [t.to_json() for t in self.inputs],
                           "outputs": [t.to_json() for t in self.outputs]},
-            "payload": {"encoding": "base64", "nbytes": len(self.payload),
-                        "sha256": hashlib.sha256(self.payload).hexdigest(),
-                        "data": base64.b64encode(self.payload).decode("ascii")},
+            "payload": payload,
         }
         if self.kind == GPSIMD:
             doc["op"] = self.op
@@ -141,8 +160,20 @@ def _tensors(value: Any, what: str) -> tuple[TensorSig, ...]:
     return tuple(out)
 
 
-def _payload(value: Any) -> bytes:
-    _need(type(value) is dict and value.get("encoding") == "base64",
+def _payload(value: Any, name: Any, minor: int) -> tuple[bytes, bool]:
+    """The payload's bytes, and whether the document named them by reference."""
+    if type(value) is dict and value.get("encoding") == REFERENCE and minor >= REFERENCE_VERSION[1]:
+        _need(set(value) == {"encoding", "nbytes", "sha256"} and type(value["sha256"]) is str
+              and type(value["nbytes"]) is int, "a payload reference has exactly encoding, nbytes and sha256")
+        data = images.image(value["sha256"])
+        _need(data is not None and len(data) == value["nbytes"],
+              f"kernel {name!r}: its backend_config names its code by reference (library image sha256 "
+              f"{value['sha256'][:16]}..., {value['nbytes']} bytes), and this process has no such image. A "
+              "reference is valid only in the process that emitted it; HLO saved for another process must "
+              "carry the image inline (neuron_customcall.kernels.references.expand, or "
+              "NEURON_CUSTOMCALL_KERNEL_REFS=0 when tracing)")
+        return data, True  # type: ignore[return-value]
+    _need(type(value) is dict and value.get("encoding") == INLINE,
           "payload must be an object with encoding 'base64'")
     _need(type(value.get("data")) is str and type(value.get("sha256")) is str
           and type(value.get("nbytes")) is int, "payload needs data, sha256 and nbytes")
@@ -153,7 +184,7 @@ def _payload(value: Any) -> bytes:
     _need(len(data) == value["nbytes"], f"payload is {len(data)} bytes, nbytes says {value['nbytes']}")
     _need(hashlib.sha256(data).hexdigest() == value["sha256"],
           "payload SHA-256 does not match: the kernel payload is corrupt")
-    return data
+    return data, False
 
 
 def _arguments(value: Any, n_inputs: int) -> tuple[Argument, ...]:
@@ -195,7 +226,7 @@ def _validate(doc: Any) -> KernelDescriptor:
           "signature must be an object with inputs and outputs")
     inputs, outputs = _tensors(sig["inputs"], "inputs"), _tensors(sig["outputs"], "outputs")
     _need(len(outputs) >= 1, "a kernel has at least one output")
-    payload = _payload(doc.get("payload"))
+    payload, by_reference = _payload(doc.get("payload"), doc["name"], version[1])
     op, arguments = None, ()
     if kind == GPSIMD:
         _need(grid == (1,), f"a GpSimd kernel has grid [1], got {list(grid)}")
@@ -208,4 +239,4 @@ def _validate(doc: Any) -> KernelDescriptor:
               f"arguments {[a.kind for a in arguments]} disagree with the op's {op['args']}")
     else:
         _need("op" not in doc and "arguments" not in doc, "op and arguments are for GpSimd kernels")
-    return KernelDescriptor(kind, doc["name"], inputs, outputs, payload, grid, op, arguments)
+    return KernelDescriptor(kind, doc["name"], inputs, outputs, payload, grid, op, arguments, by_reference)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from neuron_customcall import backend
+from neuron_customcall.kernels import references
 from neuron_customcall.pjrt import devices, options
 from neuron_customcall.pjrt import world as world_mod
 
@@ -446,6 +447,8 @@ def compile(code: bytes, fmt: str, compile_options: bytes, num_devices: int) -> 
     _check_options(opts, num_devices)
     proto_bytes = _hlo_of(code, fmt)
     proto, _ = hlo.read_module_proto(proto_bytes)
+    if references.expand_proto(proto):  # kernel images named by hash: the module as if inline
+        proto_bytes = proto.SerializeToString(deterministic=True)
     if _needs_partitioning(proto, opts):
         proto, proto_bytes = _partitioned(proto, opts)
     compiled = backend.compile_cached(proto_bytes)

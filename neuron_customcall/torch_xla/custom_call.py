@@ -26,10 +26,10 @@ import torch_xla
 from emulator.kernel_exec import run_kernel
 from neuron_customcall.cpp import loader, torch_ops
 from neuron_customcall import torch_dtypes
-from neuron_customcall.kernels import build, dtypes
+from neuron_customcall.kernels import build, dtypes, references
 from neuron_customcall.kernels.descriptor import TensorSig, decode
 from neuron_customcall.nki.jit import Kernel, kernel_by_id, register_framework
-from neuron_customcall.torch_xla import cpu_device
+from neuron_customcall.torch_xla import cpu_device, exported
 from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
 
 log = logging.getLogger(__name__)
@@ -43,13 +43,38 @@ _HLO_TO_TORCH = torch_dtypes.BY_HLO
 
 def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence[Any]) -> list[torch.Tensor]:
     """One Neuron custom-call on XLA tensors; ``outputs`` are TensorSigs."""
+    return emit(operands, Prepared.of(config, outputs))
+
+
+class Prepared:
+    """What emitting calls of one kernel needs, computed once: result shapes and torch dtypes, the
+    call as `_record` keys it, and the config to emit (inline, or naming its image by hash)."""
+
+    __slots__ = ("config", "shapes", "types", "call", "by_reference")
+
+    def __init__(self, config: str, outputs: Sequence[Any], by_reference: str | None = None) -> None:
+        self.config = config
+        self.shapes = [list(o.shape) for o in outputs]
+        self.types = [_HLO_TO_TORCH[o.dtype] for o in outputs]
+        self.call = (config, tuple(tuple(o.shape) for o in outputs), tuple(o.dtype for o in outputs))
+        self.by_reference = by_reference
+
+    @staticmethod
+    def of(config: str, outputs: Sequence[Any]) -> "Prepared":
+        return Prepared(config, outputs)
+
+
+def emit(operands: Sequence[torch.Tensor], prepared: Prepared) -> list[torch.Tensor]:
+    """One Neuron custom-call on XLA tensors. The call is recorded by its inline config (the
+    kernel's identity), and emitted by reference when the prepared call has one and nothing in
+    this process dumps torch_xla's HLO from C++ (exported.references_allowed)."""
+    config = prepared.config
     cpu_device.note_kernel(config)
-    shapes = [list(o.shape) for o in outputs]
-    types = [_HLO_TO_TORCH[o.dtype] for o in outputs]
-    rank = _record(tuple((tuple(t.shape), t.dtype) for t in operands),
-                   (config, tuple(tuple(o.shape) for o in outputs), tuple(o.dtype for o in outputs)))
+    rank = _record(tuple((tuple(t.shape), t.dtype) for t in operands), prepared.call)
     operands = _distinguished(list(operands), rank, config) if rank else list(operands)
-    return list(_X._xla_custom_call(operands, TARGET, shapes, types, False, config,
+    if prepared.by_reference is not None and exported.references_allowed():
+        config = prepared.by_reference
+    return list(_X._xla_custom_call(operands, TARGET, prepared.shapes, prepared.types, False, config,
                                     API_VERSION_UNSPECIFIED, {}))
 
 
@@ -287,10 +312,12 @@ def _argument_key(kind: str, a: Any) -> tuple:
 
 
 def _xla_kernel(library: str, name: str):
-    # Argument signature -> (library, config, output signature). Why: the op's shape and config
-    # are memoised further down, but reaching them (argument descriptions, cache keys) cost
-    # about half of a ~60 us custom-call in a training step's trace, four calls a step.
-    memo: dict[tuple, tuple[loader.LoadedLibrary, str, TensorSig]] = {}
+    # Argument signature -> (library, prepared call). Why: the op's shape and config are
+    # memoised further down, but reaching them (argument descriptions, cache keys) cost about
+    # half of a ~60 us custom-call in a training step's trace, four calls a step. The prepared
+    # call names the library image by hash (kernels/references.py): torch_xla copies the config
+    # into its IR node on every call, and the inline image made that copy ~20 us of each call.
+    memo: dict[tuple, tuple[loader.LoadedLibrary, Prepared]] = {}
 
     def kernel(*args: Any) -> torch.Tensor:
         loaded = loader.get(library)
@@ -298,17 +325,18 @@ def _xla_kernel(library: str, name: str):
         key = tuple(_argument_key(kind, a) for kind, a in zip(op.args, args))
         hit = memo.get(key)
         if hit is not None and hit[0] is loaded:  # a reloaded library is a new LoadedLibrary
-            config, sig = hit[1], hit[2]
+            prepared = hit[1]
         else:
             specs = [torch_ops.tensor_spec(a, op) if kind == "tensor" else a for kind, a in zip(op.args, args)]
             out = loaded.host.shape(op, specs)
             config = build.gpsimd_config(op, loaded.host.path, specs, out)
             sig = TensorSig("out", tuple(out.shape), dtypes.gpsimd_to_hlo(out.dtype))
+            prepared = Prepared(config, [sig], references.by_reference(config))
             if len(memo) >= CPP_CALLS_KEPT:
                 memo.clear()
-            memo[key] = (loaded, config, sig)
+            memo[key] = (loaded, prepared)
         operands = [a for kind, a in zip(op.args, args) if kind == "tensor"]
-        return custom_call(operands, config, [sig])[0]
+        return emit(operands, prepared)[0]
 
     kernel.__name__ = f"{library}_{name}_xla"
     return kernel
