@@ -47,12 +47,15 @@ NOTES = {
 def generate() -> str:
     sys.path.insert(0, str(ROOT))
     from hlo.opcodes import OPCODES
+    from neuron_customcall.compiler.async_pairs import PAIR_OPCODES
     from neuron_customcall.compiler.dynamic_padder import REWRITTEN_OPCODES
     from neuron_customcall.compiler.lowering import lowering_for
 
     lowered = sorted(o for o in OPCODES if lowering_for(o) is not None)
     rewritten = sorted(REWRITTEN_OPCODES)
-    refused = sorted(o for o in OPCODES if o not in lowered and o not in rewritten and o != "parameter")
+    pairs = sorted(PAIR_OPCODES)
+    refused = sorted(o for o in OPCODES if o not in lowered and o not in rewritten and o not in pairs
+                     and o != "parameter")
     words = " ".join(f"{o} {NOTES[o]}" if o in NOTES else o for o in lowered)
     return "\n".join([
         BEGIN,
@@ -65,6 +68,9 @@ def generate() -> str:
         "",
         "Rewritten away before lowering by the dynamic padder (`neuron_customcall/compiler/dynamic_padder.py`,",
         "bounded dynamic shapes become padded static buffers plus sizes): " + " ".join(rewritten) + ".",
+        "",
+        "Run synchronously (`neuron_customcall/compiler/async_pairs.py`: a start calls its wrapped computation,",
+        "its done is that value; the opaque context elements are refused if read): " + " ".join(pairs) + ".",
         "",
         "Refused with a `CompileError` naming the opcode, the instruction, its computation and the source",
         "location:",

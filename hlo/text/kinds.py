@@ -43,6 +43,16 @@ class ReadContext:
     computation_refs: List[Tuple[List[str], Optional[int], Token]] = field(default_factory=list)
     #: record control-predecessor names to resolve at the end of the computation.
     control_refs: List[Tuple[List[str], Token]] = field(default_factory=list)
+    #: reads a computation written inline (`to_apply={ ... }`) and returns the name it is given;
+    #: None where the text allows no such computation
+    read_inline: Optional[Callable[[], str]] = None
+
+    def computation_name(self, context: str) -> str:
+        """A called computation: its name, or (as XLA's parser allows wherever an attribute takes a
+        computation) its instructions written inline in braces."""
+        if self.read_inline is not None and self.cur.at_punct("{"):
+            return self.read_inline()
+        return self.cur.expect_name(context)
 
 
 @dataclass
@@ -384,7 +394,7 @@ class ComputationKind(Kind):
 
     def read(self, ctx, spec):
         tok = ctx.cur.peek()
-        name = ctx.cur.expect_name(f"as value of {spec.name}")
+        name = ctx.computation_name(f"as value of {spec.name}")
         ctx.computation_refs.append(([name], self.slot, tok))
 
     def write(self, inst, spec, ctx):
@@ -405,7 +415,7 @@ class ComputationListKind(Kind):
     def read(self, ctx, spec):
         cur = ctx.cur
         tok = cur.peek()
-        names = cur.delimited(lambda: cur.expect_name(f"in {spec.name}"), spec.name, limit=1 << 16)
+        names = cur.delimited(lambda: ctx.computation_name(f"in {spec.name}"), spec.name, limit=1 << 16)
         ctx.computation_refs.append((names, None, tok))
 
     def write(self, inst, spec, ctx):

@@ -92,6 +92,9 @@ class _PendingInstruction:
     wrapped: Optional[hlo_pb2.HloInstructionProto] = None
     #: written without a result shape: inferred once the operands are known
     infer: bool = False
+    #: how many computations its caller had made for earlier instructions and this one's inline
+    #: computations: where XLA places the computation of an async shorthand among them
+    wrapped_mark: int = 0
 
 
 @dataclass
@@ -101,8 +104,14 @@ class _Computation:
     is_entry: bool
     by_name: Dict[str, hlo_pb2.HloInstructionProto] = field(default_factory=dict)
     pending: List[_PendingInstruction] = field(default_factory=list)
-    #: computations made for async shorthands in this one; they go before it in the proto
+    #: computations made for async shorthands and written inline in this one; they go before it
+    #: in the proto, in the order XLA's parser makes them
     wrapped: List["_Computation"] = field(default_factory=list)
+    #: async shorthands' computations placed in `wrapped` so far
+    async_placed: int = 0
+    #: rank in the order computations are completed (XLA's order of definition; a computation may
+    #: call only those completed before it); None while its body is being read
+    order: Optional[int] = None
 
 
 class _ModuleReader:
@@ -111,6 +120,7 @@ class _ModuleReader:
         self.module = hlo_pb2.HloModuleProto()
         self.computations: List[_Computation] = []
         self.comp_by_name: Dict[str, _Computation] = {}
+        self.completed = 0
         self.instruction_count = 0
         self.is_scheduled = False
         self.entry_layout: Optional[xla_data_pb2.ProgramShapeProto] = None
@@ -290,38 +300,76 @@ class _ModuleReader:
         name = cur.expect_name("as computation name")
         if name in self.comp_by_name:
             raise cur.fail(f"computation '{name}' defined twice", tok)
-        if len(self.computations) >= MAX_COMPUTATIONS:
-            raise cur.fail("too many computations", tok)
         if is_entry and any(c.is_entry for c in self.computations):
             raise cur.fail("a second ENTRY computation", tok)
+        comp = self._new_computation(name, tok, is_entry)
+        signature: Optional[xla_data_pb2.ProgramShapeProto] = None
+        if cur.at_punct("("):
+            signature = self._read_program_shape(named=True)  # XLA derives it from the body, and checks
+        root = self._read_body(comp)
+        if cur.accept(","):
+            cur.expect_keyword("execution_thread", "after computation")
+            cur.expect("=", "after execution_thread")
+            comp.proto.execution_thread = cur.expect_text("as execution thread")
+        self._complete(comp, root)
+        if signature is not None:
+            self._check_signature(comp, signature)
+
+    def _new_computation(self, name: str, tok: Token, is_entry: bool) -> _Computation:
+        if len(self.computations) >= MAX_COMPUTATIONS:
+            raise self.cur.fail("too many computations", tok)
         comp = _Computation(hlo_pb2.HloComputationProto(), tok, is_entry)
         comp.proto.name = name
         comp.proto.id = len(self.computations)
         self.computations.append(comp)
         self.comp_by_name[name] = comp
-        signature: Optional[xla_data_pb2.ProgramShapeProto] = None
-        if cur.at_punct("("):
-            signature = self._read_program_shape(named=True)  # XLA derives it from the body, and checks
+        return comp
+
+    def _read_body(self, comp: _Computation) -> hlo_pb2.HloInstructionProto:
+        """`{ instruction ... }`; returns the root (ROOT, else the last instruction, as in XLA)."""
+        cur = self.cur
         cur.expect("{", "to open computation body")
         root: Optional[hlo_pb2.HloInstructionProto] = None
         while not cur.accept("}"):
             inst, is_root = self._read_instruction(comp)
             if is_root:
                 if root is not None:
-                    raise cur.fail(f"computation '{name}' has two ROOT instructions")
+                    raise cur.fail(f"computation '{comp.proto.name}' has two ROOT instructions")
                 root = inst
         if not comp.proto.instructions:
-            raise cur.fail(f"computation '{name}' has no instructions", tok)
-        if cur.accept(","):
-            cur.expect_keyword("execution_thread", "after computation")
-            cur.expect("=", "after execution_thread")
-            comp.proto.execution_thread = cur.expect_text("as execution thread")
-        if root is None:
-            root = comp.proto.instructions[-1]
+            raise cur.fail(f"computation '{comp.proto.name}' has no instructions", comp.token)
+        return root if root is not None else comp.proto.instructions[-1]
+
+    def _complete(self, comp: _Computation, root: hlo_pb2.HloInstructionProto) -> None:
         comp.proto.root_id = root.id
+        comp.order = self.completed
+        self.completed += 1
         self._resolve_computation(comp)
-        if signature is not None:
-            self._check_signature(comp, signature)
+
+    def _read_inline(self, caller: _Computation) -> str:
+        """A computation written inline as an attribute's value (`to_apply={ ... }`): XLA's parser
+        reads its instructions in a scope of their own, names it `_` (made unique as XLA's module
+        makes computation names unique: `_`, `_.1`, ...) and defines it before its caller."""
+        tok = self.cur.peek()
+        if len(self.computations) >= MAX_COMPUTATIONS:
+            raise self.cur.fail("too many computations", tok)
+        comp = _Computation(hlo_pb2.HloComputationProto(name="_"), tok, False)
+        comp.proto.id = len(self.computations)
+        self.computations.append(comp)
+        with self.cur.nested():
+            root = self._read_body(comp)
+        key = self._generated_key(comp)
+        self.comp_by_name[key] = comp
+        self._complete(comp, root)
+        caller.wrapped.append(comp)
+        return key
+
+    @staticmethod
+    def _generated_key(comp: _Computation) -> str:
+        """The key under which a computation XLA's parser names itself (`_`, `async_wrapped`) is
+        found while reading (`#` is in no name HLO text can write); its name is made unique with
+        the others' at the end, in XLA's order (_uniquify_names)."""
+        return f"{comp.proto.name}#{comp.proto.id}"
 
     def _read_instruction(self, comp: _Computation) -> Tuple[hlo_pb2.HloInstructionProto, bool]:
         """`[ROOT] name = shape opcode(operands), attr=value, ...`."""
@@ -369,7 +417,8 @@ class _ModuleReader:
             # XLA's shorthand for an async-start wrapping one instruction: its attributes
             # belong to the wrapped instruction, which _wrap_async places in a computation.
             wrapped = hlo_pb2.HloInstructionProto(opcode=wrapped_opcode)
-        ctx = A.ReadContext(cur, wrapped if wrapped is not None else inst, [])
+        ctx = A.ReadContext(cur, wrapped if wrapped is not None else inst, [],
+                            read_inline=lambda: self._read_inline(comp))
         operand_names: List[Tuple[str, Token]] = []
         paren = cur.lexer.save()
         cur.expect("(", f"after opcode {inst.opcode}")
@@ -428,7 +477,7 @@ class _ModuleReader:
         comp.by_name[placed.name] = placed
         ctx.inst = placed if wrapped is None else wrapped
         comp.pending.append(_PendingInstruction(placed, name_tok, operand_names, frozenset(given), ctx, wrapped,
-                                                infer=shape is None))
+                                                infer=shape is None, wrapped_mark=len(comp.wrapped)))
         return placed
 
     def _at_nested_instruction(self) -> bool:
@@ -505,7 +554,7 @@ class _ModuleReader:
         for names, _slot, tok in sorted(p.ctx.computation_refs, key=lambda r: -1 if r[1] is None else r[1]):
             for callee_name in names:
                 callee = self.comp_by_name.get(callee_name)
-                if callee is None or callee is comp:
+                if callee is None or callee is comp or callee.order is None:
                     raise self.cur.fail(f"computation '{callee_name}' must be defined before '{p.proto.name}' "
                                         "to infer its result shape", tok)
                 called.append(callee.proto.program_shape.result)
@@ -514,9 +563,41 @@ class _ModuleReader:
         except InferError as exc:
             raise self.cur.fail(f"cannot infer the result shape of '{p.proto.name}': {exc}", p.token) from None
 
+    def _check_inherited(self, comp: _Computation, p: _PendingInstruction) -> None:
+        """async-update and async-done inherit the wrapped computation and thread of their start:
+        as in XLA, `calls=` and `async_execution_thread=` written on them must agree with the
+        start's and are not stored (XLA's proto has them on the start only)."""
+        by_id = {i.id: i for i in comp.proto.instructions}
+        start = p.proto
+        for _ in range(len(comp.proto.instructions)):
+            if start.opcode == "async-start" or not start.operand_ids or start.operand_ids[0] not in by_id:
+                break
+            start = by_id[start.operand_ids[0]]
+        if start.opcode != "async-start":
+            raise self.cur.fail(f"{p.proto.opcode} '{p.proto.name}' does not take the value of an async-start "
+                                "(or of an async-update of one)", p.token)
+        for names, _slot, tok in p.ctx.computation_refs:
+            target = self.comp_by_name.get(names[0])
+            if target is None or list(start.called_computation_ids) != [target.proto.id]:
+                raise self.cur.fail(f"{p.proto.opcode} '{p.proto.name}' names computation '{names[0]}', its "
+                                    f"async-start '{start.name}' wraps another", tok)
+        if p.proto.async_execution_thread and p.proto.async_execution_thread != start.async_execution_thread:
+            raise self.cur.fail(f"{p.proto.opcode} '{p.proto.name}' names thread "
+                                f"'{p.proto.async_execution_thread}', its async-start '{start.name}' runs on "
+                                f"'{start.async_execution_thread}'", p.token)
+        p.proto.ClearField("async_execution_thread")
+
     def _propagate_execution_threads(self) -> None:
-        """As XLA: computations called from a computation on a named thread run on that thread."""
+        """As XLA: computations called from a computation on a named thread run on that thread, and
+        an async-start's wrapped computation runs on the start's thread."""
         by_id = {c.proto.id: c.proto for c in self.computations}
+        for c in self.computations:
+            for inst in c.proto.instructions:
+                if inst.opcode == "async-start" and inst.async_execution_thread:
+                    for cid in inst.called_computation_ids:
+                        callee = by_id.get(cid)
+                        if callee is not None and not callee.execution_thread:
+                            callee.execution_thread = inst.async_execution_thread
         work = [c.proto for c in self.computations if c.proto.execution_thread]
         while work:
             comp = work.pop()
@@ -545,28 +626,28 @@ class _ModuleReader:
         assert wrapped is not None
         if start.shape.element_type != PT.TUPLE or len(start.shape.tuple_shapes) < 2:
             raise cur.fail(f"async shorthand '{start.name}' needs a tuple shape (operands, output, ...)", p.token)
-        comp = _Computation(hlo_pb2.HloComputationProto(), p.token, False)
-        comp.proto.name = self._unique_name("async_wrapped")
+        comp = _Computation(hlo_pb2.HloComputationProto(name="async_wrapped"), p.token, False)
         comp.proto.id = len(self.computations)
         comp.proto.execution_thread = start.async_execution_thread
         self.computations.append(comp)
-        self.comp_by_name[comp.proto.name] = comp
-        caller.wrapped.append(comp)
+        self.comp_by_name[self._generated_key(comp)] = comp
+        comp.order = self.completed
+        self.completed += 1
+        # XLA makes it after the wrapped instruction's inline computations, before later ones'
+        caller.wrapped.insert(p.wrapped_mark + caller.async_placed, comp)
+        caller.async_placed += 1
         for number, shape in enumerate(operand_shapes):
-            param = comp.proto.instructions.add(name=self._unique_name("async_param"), opcode="parameter",
-                                                parameter_number=number)
+            param = comp.proto.instructions.add(name="async_param", opcode="parameter", parameter_number=number)
             param.id = (comp.proto.id << 32) | number
             param.shape.CopyFrom(shape)
             for field_name in ("metadata", "frontend_attributes", "statistics_viz"):
                 getattr(param, field_name).SetInParent()
-            comp.by_name[param.name] = param
         inner = comp.proto.instructions.add()
         inner.CopyFrom(wrapped)
-        inner.name = self._unique_name(wrapped.opcode)
+        inner.name = wrapped.opcode  # all names are made unique at the end, as XLA does
         inner.id = (comp.proto.id << 32) | len(operand_shapes)
         inner.shape.CopyFrom(start.shape.tuple_shapes[1])
         inner.operand_ids.extend(i.id for i in comp.proto.instructions[:-1])
-        comp.by_name[inner.name] = inner
         comp.proto.root_id = inner.id
         missing = A.apply_defaults(inner, p.given - {"async_execution_thread"}, operand_shapes)
         if missing is not None:
@@ -594,28 +675,16 @@ class _ModuleReader:
 
     # -- whole module ------------------------------------------------------------------------------
     def _uniquify_names(self) -> None:
-        """Instruction names made unique across the module as XLA's module does when the parser
-        adds the computations (NameUniquer): in definition order, a name whose root (the part
-        before a numeric `.N` suffix) already holds that number takes the next free one
-        (`add.1` twice: `add.1`, `add.0`; `a` twice: `a`, `a.1`). Names are unique within a
-        computation already; XLA's proto and printer need them unique in the module."""
-        used: Dict[str, Set[int]] = {}
-        counters: Dict[str, int] = {}
-        for comp in self.computations:
+        """Computation names, and instruction names across the module, made unique as XLA's
+        module does when the parser adds the computations (two NameUniquers, in XLA's order of
+        the computations); names are unique within a computation already, except the ones XLA's
+        parser makes up (`_`, `async_wrapped`, `async_param`, the wrapped opcode)."""
+        computation_names, instruction_names = _NameUniquer(), _NameUniquer()
+        for comp in self._placement_order():
+            comp.proto.name = computation_names.unique(comp.proto.name)
             renamed = False
-            for inst in comp.proto.instructions:  # (async shorthands' computations are named unique already)
-                root, dot, suffix = inst.name.rpartition(".")
-                has_suffix = bool(dot) and suffix.isdigit()
-                if not has_suffix:
-                    root, number = inst.name, 0
-                else:
-                    number = int(suffix)
-                taken = used.setdefault(root, set())
-                while number in taken:
-                    number = counters.get(root, 0)
-                    counters[root] = number + 1
-                taken.add(number)
-                new = f"{root}.{number}" if number or has_suffix else root
+            for inst in comp.proto.instructions:
+                new = instruction_names.unique(inst.name)
                 if new != inst.name:
                     inst.name = new
                     renamed = True
@@ -626,12 +695,31 @@ class _ModuleReader:
                 del ps.parameter_names[:]
                 ps.parameter_names.extend(i.name for i in params)
 
+    def _placement_order(self) -> List[_Computation]:
+        """Computations in XLA's proto order: each one's inline and async-shorthand computations
+        (recursively) just before it, the others in text order."""
+        out: List[_Computation] = []
+        inner = {id(w) for c in self.computations for w in c.wrapped}
+
+        def place(comp: _Computation) -> None:
+            for callee in comp.wrapped:
+                place(callee)
+            out.append(comp)
+
+        for comp in self.computations:
+            if id(comp) not in inner:
+                place(comp)
+        return out
+
     def _finish(self) -> None:
         cur = self.cur
         m = self.module
         self._uniquify_names()
         for comp in self.computations:
             for p in comp.pending:
+                if p.proto.opcode in ("async-update", "async-done"):
+                    self._check_inherited(comp, p)
+                    continue
                 for names, slot, tok in p.ctx.computation_refs:
                     ids = []
                     for name in names:
@@ -640,7 +728,7 @@ class _ModuleReader:
                             raise cur.fail(f"computation '{name}' is not defined", tok)
                         if target is comp:
                             raise cur.fail(f"computation '{name}' calls itself", tok)
-                        if target.proto.id > comp.proto.id:
+                        if target.order is None or comp.order is None or target.order > comp.order:
                             # as in XLA: callees come first, so calls cannot form cycles
                             raise cur.fail(f"computation '{name}' is used before it is defined", tok)
                         ids.append(target.proto.id)
@@ -664,15 +752,8 @@ class _ModuleReader:
         m.entry_computation_name = entry.proto.name
         if not m.name:
             m.name = f"module_{entry.proto.name}"
-        placed: Set[int] = set()
-        for comp in self.computations:
-            if comp.proto.id in placed:
-                continue
-            for callee in comp.wrapped:  # made for async shorthands: callees before their caller
-                m.computations.append(callee.proto)
-                placed.add(callee.proto.id)
+        for comp in self._placement_order():
             m.computations.append(comp.proto)
-            placed.add(comp.proto.id)
         if any(c.wrapped for c in self.computations):
             _renumber_in_list_order(m)
         m.entry_computation_id = next(c.id for c in m.computations if c.name == entry.proto.name)
@@ -702,6 +783,29 @@ class _ModuleReader:
         m.input_output_alias.SetInParent()
         m.buffer_donor.SetInParent()
         m.frontend_attributes.SetInParent()
+
+
+class _NameUniquer:
+    """XLA's NameUniquer: a name whose root (the part before a numeric `.N` suffix) already holds
+    that number takes the next free one (`add.1` twice: `add.1`, `add.0`; `a` twice: `a`, `a.1`)."""
+
+    def __init__(self) -> None:
+        self.used: Dict[str, Set[int]] = {}
+        self.counters: Dict[str, int] = {}
+
+    def unique(self, name: str) -> str:
+        root, dot, suffix = name.rpartition(".")
+        has_suffix = bool(dot) and suffix.isdigit()
+        if not has_suffix:
+            root, number = name, 0
+        else:
+            number = int(suffix)
+        taken = self.used.setdefault(root, set())
+        while number in taken:
+            number = self.counters.get(root, 0)
+            self.counters[root] = number + 1
+        taken.add(number)
+        return f"{root}.{number}" if number or has_suffix else root
 
 
 def _renumber_in_list_order(module: hlo_pb2.HloModuleProto) -> None:

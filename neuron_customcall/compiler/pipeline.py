@@ -9,6 +9,7 @@ from emulator.program.model import Computation, Instruction, Program
 from emulator.program.ops import OPS, check_attr
 from neuron_customcall import __version__
 from neuron_customcall.compiler import buffers, emit, fusion, memory, verify
+from neuron_customcall.compiler.async_pairs import run_async_pairs_synchronously
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.custom_op_rules import check_custom_op_limits
 from neuron_customcall.compiler.dynamic_shapes import pad_dynamic_shapes
@@ -212,7 +213,8 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
         raise CompileError(f"module {module.name} has no entry computation")
     if fingerprint is None:
         fingerprint = hlo.fingerprint(module)  # of the module as given, before any rewrite
-    module = simplify_reduce_of_broadcast(widen_sub_byte_integers(pad_dynamic_shapes(module)))
+    module = simplify_reduce_of_broadcast(widen_sub_byte_integers(pad_dynamic_shapes(
+        run_async_pairs_synchronously(module))))
     ctx = LowerCtx(module)
     ctx.computation(module.entry)
     comps: list[Computation] = []
