@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import os
 import statistics
 import subprocess
@@ -75,7 +76,9 @@ while True:
 def build_library() -> Path:
     from neuron_customcall.cpp import build
 
-    directory = Path(tempfile.gettempdir()) / f"neuron_customcall_bench_{os.getuid()}" / "relu"
+    # per checkout: another worktree's run would rebuild it with its own runtime
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:10]
+    directory = Path(tempfile.gettempdir()) / f"neuron_customcall_bench_{os.getuid()}_{checkout}" / "relu"
     request = build.make_request("relu", [RELU / "relu.cpp"], [RELU / "shape.cpp"], directory, False, False, [])
     return build.build(request)
 
@@ -191,22 +194,39 @@ def step_gaps() -> Callable[[], None]:
     return between
 
 
+#: Who waited how (`waits`): the host's sleeps and the sleeping workers it woke
+#: (control.HostWaits), the worker's sleeps, the calls its poll found, and its polls stopped as
+#: preempted (control page words 13-15), and the host's polls stopped as preempted.
+WAITS = ("host slept", "woke worker", "worker slept", "worker polled", "worker preempted", "host preempted")
+
+
+def waits(runner: GpSimdRunner) -> tuple[int, ...]:
+    """The counts of `WAITS` so far for the runner's worker."""
+    worker = runner._worker
+    assert worker is not None
+    words = worker.control.words
+    return (worker.waits.slept, worker.waits.woke, words[control.WORKER_SLEPT], words[control.WORKER_POLLED],
+            words[control.WORKER_PREEMPTED], worker._spinner.preempted)
+
+
 @dataclass
 class Round:
-    """One round of one case: each call's wall and host CPU time (ns), and the peer's CPU (ns)
-    over the round."""
+    """One round of one case: each call's wall and host CPU time (ns), the peer's CPU (ns)
+    over the round, and for a worker the counts of `WAITS` over the round."""
 
     walls: list[int]
     cpus: list[int]
     peer_ns: int
+    waits: tuple[int, ...] = ()
 
 
 def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | None,
-            between: Callable[[], None] | None) -> Round:
+            between: Callable[[], None] | None, counts: Callable[[], tuple[int, ...]] | None = None) -> Round:
     """Times `calls` calls one by one; with `between`, only the calls are timed (host work
     excluded), and the peer's CPU (which runs meanwhile, spinning or not) counts."""
     walls, cpus = [0] * calls, [0] * calls
     peer0 = task_cpu_ns(pid) if pid else 0
+    waits0 = counts() if counts else ()
     for k in range(calls):
         if between is not None:
             between()
@@ -214,7 +234,9 @@ def measure(fn: Callable[..., object], inputs: tuple, calls: int, pid: int | Non
         fn(*inputs)
         t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
         walls[k], cpus[k] = t1 - t0, c1 - c0
-    return Round(walls, cpus, (task_cpu_ns(pid) - peer0) if pid else 0)
+    waits1 = counts() if counts else ()
+    return Round(walls, cpus, (task_cpu_ns(pid) - peer0) if pid else 0,
+                 tuple(b - a for a, b in zip(waits0, waits1)))
 
 
 @dataclass(frozen=True)
@@ -236,6 +258,16 @@ class Summary:
                    statistics.median(sum(r.walls) / len(r.walls) for r in rounds) / 1e3,
                    statistics.median(cpus) / 1e3,
                    statistics.median(r.peer_ns / len(r.walls) for r in rounds) / 1e3)
+
+
+def wait_shares(rounds: list[Round]) -> str:
+    """`WAITS` over all rounds of a worker case: shares of calls, then preempted polls."""
+    if not rounds[0].waits:
+        return ""
+    calls = sum(len(r.walls) for r in rounds)
+    totals = [sum(r.waits[k] for r in rounds) for k in range(len(WAITS))]
+    shares = "/".join(f"{100 * t / calls:.0f}" for t in totals[:4])
+    return f"{shares}; {totals[4]}+{totals[5]}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -288,20 +320,23 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(200):
         work()
     work_us = (time.perf_counter() - t0) / 200 * 1e6
+    native_counts = lambda: waits(forward.runner)  # noqa: E731
+    python_counts = lambda: waits(python_runner)  # noqa: E731
     cases = [
-        ("worker, forward", forward, (x,), worker_pid),
-        ("worker, backward", backward, (g, x), worker_pid),
-        ("worker, Python loop, forward", forward_py, (x,), python_pid),
-        ("worker, Python loop, backward", backward_py, (g, x), python_pid),
-        ("in-process floor, forward", floor_f, (x,), None),
-        ("in-process floor, backward", floor_b, (g, x), None),
-        ("bare pipe round trip", pipe, (), pipe.pid),
+        ("worker, forward", forward, (x,), worker_pid, native_counts),
+        ("worker, backward", backward, (g, x), worker_pid, native_counts),
+        ("worker, Python loop, forward", forward_py, (x,), python_pid, python_counts),
+        ("worker, Python loop, backward", backward_py, (g, x), python_pid, python_counts),
+        ("in-process floor, forward", floor_f, (x,), None, None),
+        ("in-process floor, backward", floor_b, (g, x), None, None),
+        ("bare pipe round trip", pipe, (), pipe.pid, None),
     ]
     results: dict[tuple[str, str], list[Round]] = {}
     for _ in range(args.rounds):
         for pattern, between in (("back to back", None), ("host work between", work), ("a step's gaps", step_gaps())):
-            for label, fn, inputs, pid in cases:
-                results.setdefault((label, pattern), []).append(measure(fn, inputs, args.calls, pid, between))
+            for label, fn, inputs, pid, counts in cases:
+                results.setdefault((label, pattern), []).append(
+                    measure(fn, inputs, args.calls, pid, between, counts))
     pipe.close()
     python_runner.close()
     load_after = os.getloadavg()
@@ -313,13 +348,16 @@ def main(argv: list[str] | None = None) -> None:
           f"worker's poll cap ({chosen}): {spin_before * 1e6:.0f} us before, {spin_after * 1e6:.0f} us after")
     print("  us per call: wall p50 and p90 over all calls, mean (median over rounds), host CPU p50, "
           "peer CPU (mean per round, median)")
-    print(f"  {'case':31s} {'pattern':18s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}")
+    print("  waits (workers): % of calls where the host slept / woke the worker / the worker slept / its "
+          "poll found the call; polls stopped as preempted, worker + host")
+    print(f"  {'case':31s} {'pattern':18s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}"
+          "  waits")
     medians: dict[tuple[str, str], float] = {}
     for (label, pattern), rounds in results.items():
         summary = Summary.of(rounds)
         medians[(label, pattern)] = summary.p50
         print(f"  {label:31s} {pattern:18s} {summary.p50:7.1f} {summary.p90:7.1f} {summary.mean:7.1f} "
-              f"{summary.host_cpu:9.1f} {summary.peer_cpu:9.1f}")
+              f"{summary.host_cpu:9.1f} {summary.peer_cpu:9.1f}  {wait_shares(rounds)}")
     out = []
     for pattern in ("back to back", "host work between", "a step's gaps"):
         for which in ("forward", "backward"):

@@ -140,6 +140,9 @@ class NccServeConfig(ctypes.Structure):
         ("wake_token", ctypes.c_uint32),
         *((name, ctypes.c_double) for name in (
             "cpu_seconds", "arm_every", "first_slice", "preempted", "backoff", "spin_floor", "spin_max")),
+        # Appended (a library built before reads only the fields above): word indices of the
+        # host's request time, of the worker's wait counts and of its latest poll's length.
+        *((name, ctypes.c_int64) for name in ("request_at", "slept", "polled", "preempted_count", "next_poll")),
     ]
 
 

@@ -21,12 +21,19 @@ word 1     prepared call id
 word 2     1 while the host sleeps on the reply pipe
 word 3     the longest the worker may poll for the next call after a reply, in nanoseconds
            (`worker_spin`: the host's choice from its load); 0: it sleeps at once
+word 4     when the host wrote the request (CLOCK_MONOTONIC nanoseconds, before word 0): the
+           worker sizes its next poll by the host's own gap (`request_gap`), not by when it saw
+           the request, which includes its own wake-up when it slept
 word 8     reply sequence number (the worker writes it last, after word 9)
 word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
 word 10    1 while the worker sleeps on the request pipe
 word 11    printf text length (size_t, written by the runtime)
 word 12    the sequence number of the call the worker has taken and is running
+words 13-15  the worker's counts since it started: sleeps on the request pipe, calls its poll
+           found, polls it stopped as preempted (diagnostics: benchmarks/gpsimd_call.py)
 words 16+  struct ncc_counters (8 x uint64, written by the runtime)
+word 24    how long the worker polls for the next call after its latest reply, in nanoseconds
+           (0: it sleeps at once; diagnostics, written before it sleeps)
 byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
 byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
 =========  ===========================================================================
@@ -51,8 +58,10 @@ import time
 from emulator import host
 from emulator.gpsimd import abi, protocol
 
-REQUEST, CALL, HOST_WAITING, POLL = 0, 1, 2, 3
+REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT = 0, 1, 2, 3, 4
 REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
+WORKER_SLEPT, WORKER_POLLED, WORKER_PREEMPTED = 13, 14, 15
+NEXT_POLL = 24
 COUNTERS_OFFSET = 16 * 8
 ERROR_OFFSET = 4096
 TEXT_OFFSET = 8192
@@ -94,6 +103,7 @@ WAKE_TOKEN = b"\0\0\0\0"  # an empty frame: "look at the page"
 #: one for the worker.
 POLL_CPUS = 2
 _COUNTERS = struct.Struct(f"={len(abi.COUNTER_FIELDS)}Q")
+assert COUNTERS_OFFSET + _COUNTERS.size <= NEXT_POLL * 8, "the counters run into word NEXT_POLL"
 
 
 class ControlPage:
@@ -161,6 +171,31 @@ def worker_spin() -> float:
     return WORKER_SPIN_SPARE if free > POLL_CPUS else WORKER_SPIN
 
 
+def request_gap(request_at_ns: int, replied_at: float, now: float) -> float:
+    """How long after the worker's reply at `replied_at` the host sent the next call (word 4),
+    for a worker that saw it at `now` (time.monotonic seconds, the same clock). Why not `now -
+    replied_at`: a worker that slept sees the call only after its own wake-up, which on an idle
+    virtual machine takes tens of microseconds; counting it made every later gap exceed the cap,
+    so the worker never polled for that call again and every call paid two wake-ups (session 9's
+    quiet run: 74 us a call, as slow as a bare pipe round trip). The word is writable by kernels:
+    the result is kept within [0, now - replied_at] (it only sizes a poll the cap bounds).
+    The C loop (runtime/gpsimd_serve.h) computes the same."""
+    seen = max(0.0, now - replied_at)
+    return min(seen, max(0.0, request_at_ns * 1e-9 - replied_at))
+
+
+class HostWaits:
+    """How the host waited for its calls' replies, counted since the worker started
+    (diagnostics: benchmarks/gpsimd_call.py prints them beside the worker's own, words 13-15)."""
+
+    __slots__ = ("calls", "slept", "woke")
+
+    def __init__(self) -> None:
+        self.calls = 0  # prepared calls made
+        self.slept = 0  # of them, answered only after the host slept on its pipe
+        self.woke = 0  # of them, found the worker asleep (a wake token was written)
+
+
 class Spinner:
     """Bounded polling of one side for a page word, which gives up when the machine is busy.
 
@@ -174,6 +209,7 @@ class Spinner:
     def __init__(self, limit: float) -> None:
         self.limit = limit
         self._quiet_from = 0.0
+        self.preempted = 0  # polls stopped as preempted (diagnostics)
 
     def poll(self, words: memoryview, word: int, value: int, limit: float | None = None) -> bool:
         """Whether words[word] == value within the limit (no sleeping, no system call)."""
@@ -190,6 +226,7 @@ class Spinner:
             now = time.monotonic()
             if now - last > PREEMPTED:
                 self._quiet_from = now + BACKOFF
+                self.preempted += 1
                 return words[word] == value
             if now >= end:
                 return words[word] == value

@@ -518,7 +518,9 @@ def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
         gaps_kept=2 * PREPARED_KEPT, fd_in=fd_in, fd_out=fd_out,
         wake_token=int.from_bytes(control.WAKE_TOKEN, "little"), cpu_seconds=worker.cpu_seconds,
         arm_every=ARM_EVERY, first_slice=control.FIRST_SLICE, preempted=control.PREEMPTED,
-        backoff=control.BACKOFF, spin_floor=control.SPIN_MARGIN, spin_max=control.WORKER_SPIN_MAX)
+        backoff=control.BACKOFF, spin_floor=control.SPIN_MARGIN, spin_max=control.WORKER_SPIN_MAX,
+        request_at=control.REQUEST_AT, slept=control.WORKER_SLEPT, polled=control.WORKER_POLLED,
+        preempted_count=control.WORKER_PREEMPTED, next_poll=control.NEXT_POLL)
     while True:
         if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
             return 1  # a message where a wake token belonged, or poll() failed
@@ -553,8 +555,15 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
         expected = worker.sequence + 1
         cap = min(words[control.POLL] * 1e-9, control.WORKER_SPIN_MAX) if previous is not None else 0.0
         polling = cap > 0
-        if words[control.REQUEST] != expected and not (
-                polling and spinner.poll(words, control.REQUEST, expected, spin_after(gaps.get(previous), cap))):
+        ready = words[control.REQUEST] == expected
+        if not ready:
+            limit = spin_after(gaps.get(previous), cap) if polling else 0.0
+            words[control.NEXT_POLL] = int(limit * 1e9)
+            ready = limit > 0 and spinner.poll(words, control.REQUEST, expected, limit)
+            words[control.WORKER_POLLED] += ready
+        if not ready:
+            words[control.WORKER_PREEMPTED] = spinner.preempted
+            words[control.WORKER_SLEPT] += 1
             words[control.WORKER_WAITING] = 1
             woken = False
             try:
@@ -577,7 +586,7 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
         if polling:
             if len(gaps) > 2 * PREPARED_KEPT:
                 gaps.clear()
-            gaps[previous] = time.monotonic() - replied_at
+            gaps[previous] = control.request_gap(words[control.REQUEST_AT], replied_at, time.monotonic())
         previous = words[control.CALL]
         worker.call(expected)
         if words[control.HOST_WAITING]:

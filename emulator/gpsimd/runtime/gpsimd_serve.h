@@ -10,9 +10,10 @@
 // The protocol is control.py's, word for word: the layout (word indices, offsets, the refusal
 // code) and the time constants come from Python in ncc_serve_config, so that control.py stays
 // their one definition. What the Python loop did is done here in the same order:
-//   * poll the request word for as long as the next call came last time after the previous
-//     call id (at most the host's cap in the POLL word, in nanoseconds; 0: no polling), giving
-//     up when the poll finds it was preempted (then no polling for `backoff` seconds);
+//   * poll the request word for as long as the host took to send the next call last time after
+//     the previous call id (control.request_gap; at most the host's cap in the POLL word, in
+//     nanoseconds; 0: no polling), giving up when the poll finds it was preempted (then no
+//     polling for `backoff` seconds);
 //   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
 //     then sleep until the pipe is readable; a wake token is read, anything else returns to
 //     Python;
@@ -85,6 +86,10 @@ struct ncc_serve_config {
   double backoff;          // no polling for this long after a preempted poll
   double spin_floor;       // spin_after's margin over twice the last gap
   double spin_max;         // the longest poll, whatever the POLL word says (a kernel may write it)
+  // Appended fields (abi.NccServeConfig): word indices of the host's request time (CLOCK_MONOTONIC
+  // ns) and of this loop's counts of sleeps, calls found by polling, polls stopped as preempted.
+  int64_t request_at, slept, polled, preempted_count;
+  int64_t next_poll;  // word index: this poll's length in ns (0: none), for diagnostics
 };
 
 int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
@@ -124,11 +129,22 @@ bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t va
     now = monotonic();
     if (now - last > c.preempted) {
       s.quiet_from = now + c.backoff;
+      c.page[c.preempted_count] += 1;
       return load(p) == value;
     }
     if (now >= end) return load(p) == value;
     last = now;
   }
+}
+
+// How long after the reply the host sent the call seen at `now`: control.request_gap (the host's
+// own gap from word REQUEST_AT, not this side's wake-up), within [0, now - replied_at].
+double request_gap(const ServeState& s, const ncc_serve_config& c, double now) {
+  double seen = now - s.replied_at;
+  if (seen < 0) seen = 0;
+  double host = static_cast<double>(load(c.page + c.request_at)) * 1e-9 - s.replied_at;
+  if (host < 0) host = 0;
+  return host < seen ? host : seen;
 }
 
 // How long to poll after the previous call: worker.spin_after with the host's cap.
@@ -230,11 +246,15 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
     const int64_t expected = c.sequence + 1;
     const int64_t cap_ns = s.has_previous ? load(page + c.poll) : 0;
     bool ready = load(page + c.request) == expected;
-    if (!ready && cap_ns > 0) {
+    if (!ready) {
       const double cap = static_cast<double>(cap_ns) * 1e-9;
-      ready = spin_for(s, c, c.request, expected, spin_after(s, c, cap < c.spin_max ? cap : c.spin_max));
+      const double limit = cap_ns > 0 ? spin_after(s, c, cap < c.spin_max ? cap : c.spin_max) : 0;
+      page[c.next_poll] = static_cast<int64_t>(limit * 1e9);
+      ready = limit > 0 && spin_for(s, c, c.request, expected, limit);
+      if (ready) page[c.polled] += 1;
     }
     if (!ready) {
+      page[c.slept] += 1;
       store(page + c.worker_waiting, 1);
       __atomic_thread_fence(__ATOMIC_SEQ_CST);
       int woken = 0;
@@ -250,7 +270,7 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
     if (cap_ns > 0) {
       // How long this call took to come after the previous one: the next poll is sized by it.
       if (s.gaps.size() > static_cast<size_t>(c.gaps_kept)) s.gaps.clear();
-      s.gaps[s.previous] = monotonic() - s.replied_at;
+      s.gaps[s.previous] = request_gap(s, c, monotonic());
     }
     run_call(s, c, expected);
   }

@@ -4,6 +4,7 @@ build cache (rebuilds across test runs only compile what changed)."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -15,7 +16,10 @@ from emulator.gpsimd.runner import TensorValue
 from neuron_customcall.cpp import build
 
 KERNELS = Path(__file__).parent / "kernels"
-BUILD_ROOT = Path(tempfile.gettempdir()) / f"neuron_customcall_tests_{os.getuid()}"
+# One build directory per checkout: worktrees of the same user built into one directory, each
+# rebuilding its libraries with its own runtime, so one tree's tests could load another's.
+_CHECKOUT = hashlib.sha256(str(Path(__file__).resolve().parents[3]).encode()).hexdigest()[:10]
+BUILD_ROOT = Path(tempfile.gettempdir()) / f"neuron_customcall_tests_{os.getuid()}_{_CHECKOUT}"
 # Compute sources of a library besides kernels/<name>.cpp.
 MORE_SOURCES = {"accessor_ops": ["accessor_ops_rows.cpp"]}
 

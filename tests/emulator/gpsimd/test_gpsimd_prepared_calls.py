@@ -334,7 +334,7 @@ def test_a_reply_whose_wake_token_was_lost_is_seen_after_a_slice_even_behind_a_s
     monkeypatch.setattr(process, "select", types.SimpleNamespace(select=crossing))
     try:
         host = WorkerProcess.__new__(WorkerProcess)
-        host.control, host.resp_r, host.pidfd = page, resp_r, pidfd
+        host.control, host.resp_r, host.pidfd, host.waits = page, resp_r, pidfd, control.HostWaits()
         os.write(resp_w, control.WAKE_TOKEN)  # left by an earlier call
         start = time.monotonic()
         host._sleep_for_reply(7, start + 3)
@@ -404,3 +404,95 @@ def test_the_host_hands_the_worker_its_poll_cap_in_nanoseconds(private_runner, m
     for k in range(3):
         assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
         assert runner._worker.control.words[control.POLL] == 123_000
+
+
+def test_the_gap_a_worker_learns_is_the_hosts_not_its_own_wake_up() -> None:
+    replied = 100.0
+    # Woken 3 ms after its reply for a call the host sent 5 us after it: the gap is 5 us.
+    assert control.request_gap(int((replied + 5e-6) * 1e9), replied, replied + 3e-3) == pytest.approx(5e-6, abs=1e-8)
+    # The word is writable by kernels: a time before the reply or after the worker saw the
+    # call is kept within what the worker saw itself.
+    assert control.request_gap(0, replied, replied + 3e-3) == 0.0
+    assert control.request_gap(int((replied + 1.0) * 1e9), replied, replied + 3e-3) == pytest.approx(3e-3)
+    assert control.request_gap(-(1 << 62), replied, replied + 3e-3) == 0.0
+
+
+def _call_by_hand(worker: WorkerProcess, call_id: int, cap: float, token: bool, after: float = 0.0) -> None:
+    """A prepared call written into the page as WorkerProcess.call does, `after` seconds from now
+    (busy); without `token`, a worker asleep in its first slice sees it only when the slice ends
+    (1 ms after it began), as when its wake-up takes longer than the poll cap (a worker past that
+    slice, which would sleep on, gets a token after half a second)."""
+    import os
+
+    end = time.monotonic() + after
+    while time.monotonic() < end:
+        pass
+    words = worker.control.words
+    worker.sequence += 1
+    words[control.POLL] = int(cap * 1e9)
+    words[control.CALL] = call_id
+    words[control.REQUEST_AT] = time.monotonic_ns()
+    words[control.REQUEST] = worker.sequence
+    late = time.monotonic() + (0.0 if token else 0.5)
+    deadline = late + 10
+    while words[control.REPLY] != worker.sequence:
+        now = time.monotonic()
+        assert now < deadline, "no reply"
+        if late and now >= late:
+            os.write(worker.req_w, control.WAKE_TOKEN)
+            late = 0.0
+    assert words[control.CODE] == 0
+
+
+def test_a_worker_that_woke_late_polls_for_the_next_call_all_the_same(private_runner) -> None:
+    # Session 9's quiet run: a worker that slept once measured the gap to the next call from its
+    # own (slow) wake-up, found it longer than the cap, so slept after every later call, and every
+    # call paid two wake-ups. Its gap is now the host's (word REQUEST_AT): after a call it woke
+    # late for, it polls for the next one as long as the host took to send that one.
+    cap = 900e-6  # shorter than the worker's first slice: a call it slept through came "late"
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+    worker = runner._worker
+    words = worker.control.words
+    for _ in range(50):  # a host delayed past the cap by a busy machine tries again
+        time.sleep(0.02)
+        _call_by_hand(worker, prepared.id, cap, token=True)  # 20 ms later: it sleeps at once after it
+        slept = words[control.WORKER_SLEPT]
+        # 300 us after the reply, seen by the worker only after its 1 ms slice
+        _call_by_hand(worker, prepared.id, cap, token=False, after=300e-6)
+        if words[control.WORKER_SLEPT] != slept + 1:
+            continue  # it saw the call before it slept
+        deadline = time.monotonic() + 5
+        while not words[control.WORKER_WAITING] and time.monotonic() < deadline:
+            pass  # its poll for the next call, then its sleep
+        if 300e-6 <= words[control.NEXT_POLL] * 1e-9 <= cap:
+            break  # 2 x the host's gap + 20 us (spin_after), at most the cap
+    else:
+        pytest.fail(f"the worker did not poll after a call it woke late for ({words[control.NEXT_POLL]} ns)")
+    assert np.array_equal(runner.call(prepared, [X + 1]).output.view(np.float32), 2 * (X + 1))
+
+
+def test_a_host_that_wakes_the_worker_polls_for_the_reply_while_cpus_are_free(private_runner,
+                                                                            monkeypatch) -> None:
+    # Sleeping after the wake token costs a second wake-up, which on an idle virtual machine is
+    # tens of microseconds (a bare pipe round trip: 65 us idle, 3 us under load).
+    monkeypatch.setattr(control, "HOST_SPIN", 30.0)
+    monkeypatch.setattr(control, "PREEMPTED", 30.0)  # this test's polls are never given up
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+    worker = runner._worker
+    page = worker.control
+    for k in range(3):
+        deadline = time.monotonic() + 5
+        while not page.words[control.WORKER_WAITING] and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert page.words[control.WORKER_WAITING] == 1
+        woke, slept = worker.waits.woke, worker.waits.slept
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+        assert (worker.waits.woke, worker.waits.slept) == (woke + 1, slept)
+        assert _pending(worker.req_w) == 0 and _pending(worker.resp_r) == 0

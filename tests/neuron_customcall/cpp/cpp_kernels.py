@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -10,7 +11,10 @@ from pathlib import Path
 from neuron_customcall import custom_op
 
 KERNELS = Path(__file__).parent / "kernels"
-BUILD_ROOT = Path(tempfile.gettempdir()) / f"neuron_customcall_tests_{os.getuid()}"
+# One build directory per checkout: worktrees of the same user built into one directory, each
+# rebuilding its libraries with its own runtime, so one tree's tests could load another's.
+_CHECKOUT = hashlib.sha256(str(Path(__file__).resolve().parents[3]).encode()).hexdigest()[:10]
+BUILD_ROOT = Path(tempfile.gettempdir()) / f"neuron_customcall_tests_{os.getuid()}_{_CHECKOUT}"
 
 LIBRARIES = {
     "negate": (["negate.cpp"], ["negate_shape.cpp"], False),
