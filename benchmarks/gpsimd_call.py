@@ -10,6 +10,10 @@ What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall._
   training-step pattern), and with a step's gaps between calls (the host busy for 1000, 40, 174
   and 38 us before the four calls of each step, as between the main job's four calls and its next
   step: where the worker's poll cap decides whether it polls through a gap or sleeps);
+* ``worker, the step's four ops``: the main job's four calls of a step in turn (forward 32x120,
+  32x84, backward 32x84, 32x120), each its own op call as in a graph (the worker learns the gap
+  after each separately; the cases above repeat one call, so with a step's gaps the worker
+  sizes each poll by the gap before the previous call);
 * ``worker, Python loop``: the same with a second worker of the same library that answers them
   in Python (``NEURON_CUSTOMCALL_GPSIMD_LOOP=python``, the loop before the C one);
 * ``in-process floor``: the same request handled in this process (the library loaded here with
@@ -209,6 +213,36 @@ def waits(runner: GpSimdRunner) -> tuple[int, ...]:
             words[control.WORKER_PREEMPTED], worker._spinner.preempted)
 
 
+class StepCalls:
+    """The main job's four custom-calls of a training step, one after the other: the ReLU
+    forward of its two hidden layers (32x120, then 32x84) and their backward in reverse order,
+    each its own OpCall (so its own prepared call, as each custom-call of a graph is: the worker
+    learns the gap after each one separately)."""
+
+    def __init__(self, path: Path, host: HostLibrary, rng: np.random.Generator) -> None:
+        self.calls: list[tuple[OpCall, tuple[np.ndarray, ...], np.ndarray]] = []
+        for width, which in ((120, "forward"), (84, "forward"), (84, "backward"), (120, "backward")):
+            spec = gargs.TensorSpec("float32", (SHAPE[0], width))
+            x = rng.standard_normal((SHAPE[0], width), dtype=np.float32)
+            if which == "forward":
+                op = OpCall(str(path), host.descriptor.op("relu_forward"), [("tensor", None)], spec)
+                self.calls.append((op, (x,), np.maximum(x, 0)))
+            else:
+                g = rng.standard_normal((SHAPE[0], width), dtype=np.float32)
+                op = OpCall(str(path), host.descriptor.op("relu_backward"), [("tensor", None), ("tensor", None)], spec)
+                self.calls.append((op, (g, x), np.where(x > 0, g, 0)))
+        self.next = 0
+
+    def check(self) -> bool:
+        """Whether each of the four gives NumPy's result."""
+        return all(np.array_equal(op(*inputs), expected) for op, inputs, expected in self.calls)
+
+    def __call__(self) -> np.ndarray:
+        op, inputs, _ = self.calls[self.next]
+        self.next = (self.next + 1) % len(self.calls)
+        return op(*inputs)
+
+
 @dataclass
 class Round:
     """One round of one case: each call's wall and host CPU time (ns), the peer's CPU (ns)
@@ -300,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
     forward_py._runner = backward_py._runner = python_runner
     floor_f = InProcess(path, host, "relu_forward", 1)
     floor_b = InProcess(path, host, "relu_backward", 2)
+    step = StepCalls(path, host, rng)
+    if not step.check():
+        raise SystemExit("the step's four ReLU calls: a result differs from NumPy's")
     expected_f, expected_b = np.maximum(x, 0), np.where(x > 0, g, 0)
     for label, got, expected in (("worker forward", forward(x), expected_f), ("floor forward", floor_f(x), expected_f),
                                  ("worker backward", backward(g, x), expected_b),
@@ -325,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     cases = [
         ("worker, forward", forward, (x,), worker_pid, native_counts),
         ("worker, backward", backward, (g, x), worker_pid, native_counts),
+        ("worker, the step's four ops", step, (), worker_pid, native_counts),
         ("worker, Python loop, forward", forward_py, (x,), python_pid, python_counts),
         ("worker, Python loop, backward", backward_py, (g, x), python_pid, python_counts),
         ("in-process floor, forward", floor_f, (x,), None, None),
