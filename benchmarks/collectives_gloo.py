@@ -2,11 +2,15 @@
 with neuron_customcall.distributed.GlooCommunicator) against torch.distributed.all_reduce with
 gloo on the same tensors, in the same processes, alternating, for 1 MB to 256 MB of f32.
 
-Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Ours (from
-64 KiB) reduce-scatters then all-gathers over point-to-point messages, each rank folding its
-chunk in group order into the result; gloo's all_reduce runs its own ring.
+Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Ours checks a
+header with the peer (on a gloo group of its own), then hands the sum to gloo's all_reduce
+(GlooCommunicator.reduce). `--ab` adds, in the same rounds, the all-reduce as it was before: one
+gloo group for headers and values, and the chunked path (reduce-scatter, fold in group order,
+all-gather over point-to-point messages), which stays the path for the reductions gloo lacks.
+Every variant starts after a barrier on a third group, so that none follows a small exchange on
+its own connections.
 
-Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--json PATH]``
+Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--json PATH]``
 (it starts its second rank itself, on localhost).
 """
 from __future__ import annotations
@@ -18,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
@@ -40,18 +45,42 @@ ENTRY e {{
 }}"""
 
 
-def _rank_main(sizes_mb: list[int], runs: int) -> list[tuple[int, float, float, float, float]]:
-    """In each rank: (MB, ours wall, peer wall, ours CPU, peer CPU) medians per size."""
+class _Chunked:
+    """The all-reduce before GlooCommunicator.reduce, for the A/B: no transport reduction."""
+
+    @staticmethod
+    def reduce(group: Any, value: Any, reducer: str, *, op: str = "") -> None:
+        return None
+
+
+def _variants(ab: bool) -> dict[str, Any]:
+    """name -> the communicator each variant of ours runs with (built by every rank in this order)."""
+    import torch.distributed as dist
+
+    from neuron_customcall.distributed import GlooCommunicator
+
+    variants = {"ours": GlooCommunicator()}
+    if ab:
+        before = GlooCommunicator(group=dist.new_group(backend="gloo"))  # one group: headers share its connections
+        before.reduce = _Chunked.reduce
+        variants["before"] = before
+    return variants
+
+
+def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict[str, tuple[float, float]]]]:
+    """In each rank, per size: variant -> (median wall, median CPU); the variants are ours (and
+    `before` with --ab) and "gloo"."""
     import torch
     import torch.distributed as dist
 
     import hlo
     from emulator import load_artifact
     from neuron_customcall.compiler import compile_module
-    from neuron_customcall.distributed import GlooCommunicator, run_on_process_group
+    from neuron_customcall.distributed import run_on_process_group
 
     dist.init_process_group("gloo", init_method="env://")
-    comm = GlooCommunicator()
+    variants = _variants(ab)
+    barrier = dist.new_group(backend="gloo")
     rank = dist.get_rank()
     rows = []
     for mb in sizes_mb:
@@ -59,26 +88,25 @@ def _rank_main(sizes_mb: list[int], runs: int) -> list[tuple[int, float, float, 
         exe = load_artifact(compile_module(hlo.load(PROGRAM.format(n=n))))
         x = np.random.default_rng(rank).standard_normal(n).astype(np.float32)
         t = torch.from_numpy(x.copy())
-        want = None
-        ours, peer, ours_cpu, peer_cpu = [], [], [], []
+        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in [*variants, "gloo"]}
         for k in range(runs + 1):
-            dist.barrier()
-            w, c = time.perf_counter(), time.process_time()
-            got = run_on_process_group(exe, [x], communicator=comm)[0]
-            ours.append(time.perf_counter() - w)
-            ours_cpu.append(time.process_time() - c)
-            t.copy_(torch.from_numpy(x))
-            dist.barrier()
-            w, c = time.perf_counter(), time.process_time()
-            dist.all_reduce(t)
-            peer.append(time.perf_counter() - w)
-            peer_cpu.append(time.process_time() - c)
-            if k == 0:
-                want = t.numpy()
-                if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-                    raise SystemExit(f"{mb} MB: the emulator's all-reduce differs from torch.distributed's")
+            for name, (walls, cpus) in times.items():
+                if name == "gloo":
+                    t.copy_(torch.from_numpy(x))
+                dist.barrier(group=barrier)
+                w, c = time.perf_counter(), time.process_time()
+                if name == "gloo":
+                    dist.all_reduce(t)
+                else:
+                    got = run_on_process_group(exe, [x], communicator=variants[name])[0]
+                walls.append(time.perf_counter() - w)
+                cpus.append(time.process_time() - c)
+                if k == 0 and name != "gloo":
+                    want = x + np.random.default_rng(1 - rank).standard_normal(n).astype(np.float32)
+                    if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+                        raise SystemExit(f"{mb} MB: the emulator's all-reduce ({name}) differs from NumPy's sum")
         med = statistics.median
-        rows.append((mb, med(ours[1:]), med(peer[1:]), med(ours_cpu[1:]), med(peer_cpu[1:])))
+        rows.append((mb, {name: (med(w[1:]), med(c[1:])) for name, (w, c) in times.items()}))
     dist.destroy_process_group()
     return rows
 
@@ -86,33 +114,42 @@ def _rank_main(sizes_mb: list[int], runs: int) -> list[tuple[int, float, float, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 4, 16, 64, 256])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--ab", action="store_true", help="also time the all-reduce as it was before (the A/B)")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    sizes = [str(mb) for mb in args.sizes_mb]
     if args.rank is not None:  # the second rank: no output of its own
-        _rank_main(args.sizes_mb, args.runs)
+        _rank_main(args.sizes_mb, args.runs, args.ab)
         return 0
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", JAX_PLATFORMS="cpu")
-    other = subprocess.Popen([sys.executable, __file__, "--rank", "1", "--runs", str(args.runs), "--sizes-mb",
-                              *map(str, args.sizes_mb)], env=dict(env, RANK="1"))
+    other = subprocess.Popen([sys.executable, __file__, "--rank", "1", "--runs", str(args.runs), "--sizes-mb", *sizes,
+                              *(["--ab"] if args.ab else [])], env=dict(env, RANK="1"))
     os.environ.update(env, RANK="0")
     load = os.getloadavg()[0]
-    rows = _rank_main(args.sizes_mb, args.runs)
+    wall, cpu = time.perf_counter(), time.process_time()
+    rows = _rank_main(args.sizes_mb, args.runs, args.ab)
     if other.wait(timeout=600) != 0:
         raise SystemExit("rank 1 failed")
     print(f"f32 all-reduce between 2 processes on localhost; median of {args.runs} runs after one warm-up, "
-          f"alternating; load average {load:.1f} on {os.cpu_count()} CPUs (rank 0's times)")
-    print(f"{'size':>7} {'ours wall':>10} {'gloo wall':>10} {'ratio':>6} {'ours CPU':>9} {'gloo CPU':>9} {'ratio':>6}")
+          f"alternating; load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+          f"(rank 0's times; {time.perf_counter() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU in all)")
+    names = [name for name in rows[0][1] if name != "gloo"]
+    print(f"{'size':>7} " + " ".join(f"{name + ' wall':>12} {'ratio':>6} {'CPU':>7} {'ratio':>6}" for name in names)
+          + f" {'gloo wall':>10} {'CPU':>7}")
     from _results import Row, ratio_target, write_json
 
     out = []
-    for mb, ow, pw, oc, pc in rows:
-        print(f"{mb:>4} MB {ow * 1e3:>8.1f}ms {pw * 1e3:>8.1f}ms {ow / pw:>5.2f}x {oc * 1e3:>7.1f}ms {pc * 1e3:>7.1f}ms "
-              f"{oc / pc if pc else float('nan'):>5.2f}x")
+    for mb, times in rows:
+        pw, pc = times["gloo"]
+        cells = [f"{w * 1e3:>10.1f}ms {w / pw:>5.2f}x {c * 1e3:>5.1f}ms {c / pc if pc else float('nan'):>5.2f}x"
+                 for w, c in (times[name] for name in names)]
+        print(f"{mb:>4} MB " + " ".join(cells) + f" {pw * 1e3:>8.1f}ms {pc * 1e3:>5.1f}ms")
+        ow = times["ours"][0]
         text, met = ratio_target(ow, pw, TARGET_RATIO)
         out.append(Row(SUITE, f"all-reduce {mb} MB f32, 2 processes", ow, "torch.distributed.all_reduce (gloo)",
                        pw, text, met))

@@ -72,6 +72,14 @@ class Communicator(Protocol):
         receives, or None when it is no pair's target."""
         ...
 
+    def reduce(self, group: tuple[int, ...], value: np.ndarray, reducer: str, *, op: str = "") -> np.ndarray | None:
+        """The group's reduction of `value` by a recognised reducer (emulator.ops.common.REDUCERS:
+        "add", "multiply", "maximum", ...) done by the transport itself in one call, as a new
+        array with the same bits on every member; or None (before any exchange, the same answer
+        on every member) when the transport has no such reduction for this group, reducer and
+        dtype: the caller then reduces from the other primitives in group order."""
+        ...
+
     def abort(self, error: BaseException) -> None:
         """This device failed: every pending and future exchange of the world fails at once."""
         ...
@@ -122,6 +130,10 @@ class SoloCommunicator:
         if bad:
             raise CollectiveError(f"{op or 'a collective'}: pairs {bad} in a world of one device")
         return np.array(value, copy=True) if pairs else None
+
+    def reduce(self, group: tuple[int, ...], value: np.ndarray, reducer: str, *, op: str = "") -> np.ndarray | None:
+        """A world of one device reduces nothing: the caller's fold of its one value is the result."""
+        return None
 
     def abort(self, error: BaseException) -> None:
         """Nothing waits on a world of one device."""

@@ -254,5 +254,9 @@ class ThreadEndpoint:
     def permute(self, pairs: Sequence[tuple[int, int]], value: np.ndarray, *, op: str = "") -> np.ndarray | None:
         return self.world.permute(self.device, self._next(), pairs, value, op or "a collective")
 
+    def reduce(self, group: tuple[int, ...], value: np.ndarray, reducer: str, *, op: str = "") -> np.ndarray | None:
+        """Threads have no reduction of their own: folding the deposited values is the caller's."""
+        return None
+
     def abort(self, error: BaseException) -> None:
         self.world.abort(self.device, error)

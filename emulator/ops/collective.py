@@ -2,8 +2,10 @@
 (emulator.collectives.context.current), exchanges whole arrays through that device's
 Communicator, and does the rest with NumPy on its own thread.
 
-Semantics are XLA's (operation_semantics.md). Reductions run in group order on every device,
-so every participant gets the same bits. Async forms (`-start`) run the collective at once; their
+Semantics are XLA's (operation_semantics.md). Every participant gets the same bits: reductions
+run in group order on every device, or are the transport's own (gloo's all_reduce, whose order
+is its ring's: the same as group order for two members, within rounding for more; XLA leaves the
+order unspecified). Async forms (`-start`) run the collective at once; their
 tuple results hold (operands, results, zeros for XLA's context scalars), and the compiler lowers
 `-done` to reading element 1.
 """
@@ -165,14 +167,16 @@ def _all_reduce_chunked(comm: Any, group: tuple[int, ...], x: np.ndarray, combin
 
 
 def _reducing(ctx: HandlerContext, scatter: bool) -> Callable:
-    """all-reduce, or reduce-scatter (`scatter`: this device keeps its piece along `dim`). The
-    recognised reducers of an all-reduce of at least CHUNKED_ALL_REDUCE_BYTES go through
+    """all-reduce, or reduce-scatter (`scatter`: this device keeps its piece along `dim`). An
+    all-reduce by a recognised reducer goes to the transport's own reduction when it has one
+    (Communicator.reduce: gloo's all_reduce), else, from CHUNKED_ALL_REDUCE_BYTES, through
     _all_reduce_chunked; a reduce-scatter sends each member only its piece."""
     find = _group_finder(ctx)
     outs = _results(ctx)
     combiners = [_Combiner(ctx, dt) for dt, _ in outs]
     dim = ctx.attrs["dim"] if scatter else 0
     what = _what(ctx)
+    reducer = ctx.attrs["reducer"]
 
     def one(dev: DeviceContext, group: tuple[int, ...], k: int, x: np.ndarray, dt: np.dtype,
             shape: tuple[int, ...], combiner: _Combiner) -> np.ndarray:
@@ -184,6 +188,9 @@ def _reducing(ctx: HandlerContext, scatter: bool) -> Callable:
                 raise CollectiveError(f"{what}: dimension {dim} of {list(x.shape)} does not scatter over a group "
                                       f"of {len(group)} devices {list(group)} into {list(shape)}")
             acc = _fold_pieces(comm, group, np.split(x, len(group), axis=dim), combiner, op)
+        elif len(group) > 1 and combiner.ufunc is not None and (native := comm.reduce(group, x, reducer, op=op)) \
+                is not None:
+            acc = native
         elif len(group) > 1 and combiner.ufunc is not None and x.nbytes >= CHUNKED_ALL_REDUCE_BYTES:
             acc = _all_reduce_chunked(comm, group, x, combiner, dt, op)
         else:

@@ -18,11 +18,12 @@ connection) or, if it hangs, after the group's timeout (NEURON_RT_EXEC_TIMEOUT, 
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,32 @@ import numpy as np
 from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather_into
 from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
+from neuron_customcall.distributed.rendezvous import GlooGroups
 
 log = logging.getLogger(__name__)
 
-#: header: sequence, instruction digest, group digest, kind (1 gather, 2 permute, 3 all-to-all), byte count,
-#: dtype digest, ndim, then up to _MAX_DIMS dimensions
+#: header: sequence, instruction digest, group digest, kind (1 gather, 2 permute, 3 all-to-all, 4 reduce),
+#: byte count, dtype digest, ndim, then up to _MAX_DIMS dimensions
 _MAX_DIMS = 16
 _HEADER = 7 + _MAX_DIMS
-_GATHER, _PERMUTE, _ALL_TO_ALL = 1, 2, 3
+_GATHER, _PERMUTE, _ALL_TO_ALL, _REDUCE = 1, 2, 3, 4
+
+#: The reductions gloo's all_reduce does as XLA does, by dtype kind: reducer name (emulator.ops.common.REDUCERS)
+#: -> torch.distributed.ReduceOp name. Floats: only add and multiply (gloo's MIN/MAX are std::min/max,
+#: which drop a NaN that XLA's maximum/minimum propagate). Integers: two's complement, as XLA wraps.
+_NATIVE_REDUCERS = {
+    "f": {"add": "SUM", "multiply": "PRODUCT"},
+    "iu": {"add": "SUM", "multiply": "PRODUCT", "maximum": "MAX", "minimum": "MIN", "and": "BAND", "or": "BOR",
+           "xor": "BXOR"},
+}
+#: Values of this many bytes or more are not given to gloo's all_reduce: it reduces in place, so
+#: the operand must first be copied into the result, where the chunked path's fold writes the
+#: result once; measured (benchmarks/collectives_gloo.md) the copy cost more than the round trips
+#: saved from 4 MB up (64 MB: 61 ms of CPU against 51), while below it the round trips dominate.
+NATIVE_MAX_BYTES = 4 << 20
+#: The dtypes ProcessGroupGloo reduces (int16 and the unsigned 16-64 bit types it refuses; the narrow
+#: floats it would accumulate in their own type, where XLA:CPU accumulates in f32 and rounds once).
+_NATIVE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64))
 
 
 def _digest(text: str) -> int:
@@ -48,8 +67,9 @@ def _digest(text: str) -> int:
 class GlooCommunicator:
     """One device's endpoint in a world of devices spread over processes. By default device =
     rank of torch.distributed's default group (initialised before: torchrun, or
-    init_process_group), over a gloo group built from it, which every rank must build at the same
-    point of its program. With `group` (a ProcessGroup, e.g. rendezvous.gloo_group) and
+    init_process_group), over two gloo groups built from it (rendezvous.GlooGroups: values and
+    headers), which every rank must build at the same point of its program. With `group` (a
+    ProcessGroup, a GlooGroups, e.g. rendezvous.gloo_group's, or a callable making either) and
     `device_ranks` (the rank of each logical device), devices are a program's logical ids; a
     process holding several (`device` names this endpoint's) exchanges between them through
     `local`, a ThreadCommunicator over the logical ids that ProcessWorld gives each run."""
@@ -65,10 +85,12 @@ class GlooCommunicator:
                 raise CollectiveError("GlooCommunicator needs an initialised torch.distributed process group "
                                       "(run under torchrun, or call torch.distributed.init_process_group first)")
             timeout = datetime.timedelta(seconds=min(self.timeout_s, 10 * 365 * 86400))
-            group = dist.new_group(backend="gloo", timeout=timeout)
+            group = GlooGroups(dist.new_group(backend="gloo", timeout=timeout),
+                               dist.new_group(backend="gloo", timeout=timeout))
         # a callable is a group made on the first exchange: a program without collectives, or
         # one that a single process runs, never waits for the others to join
-        self._group, self._make_group = (None, group) if callable(group) else (group, None)
+        self._groups, self._make_group = (None, group) if callable(group) else (GlooGroups.of(group), None)
+        self._group = self._groups.data if self._groups is not None else None
         if rank is None:
             if self._group is None:
                 raise CollectiveError("GlooCommunicator: a group made later needs this process's rank")
@@ -93,14 +115,14 @@ class GlooCommunicator:
         self._seq = 0
         self._failure: CollectiveError | None = None
 
-    def _process_group(self) -> Any:
-        if self._group is None:
-            group = self._make_group()
-            if max(self._ranks) >= group.size():
+    def _process_groups(self) -> GlooGroups:
+        if self._groups is None:
+            groups = GlooGroups.of(self._make_group())
+            if max(self._ranks) >= groups.data.size():
                 raise self._fail(CollectiveError(f"devices on processes {list(self._ranks)}; the group has "
-                                                 f"{group.size()}"))
-            self._group = group
-        return self._group
+                                                 f"{groups.data.size()}"))
+            self._groups, self._group = groups, groups.data
+        return self._groups
 
     # -- the protocol ------------------------------------------------------------------------------
     def all_gather(self, group: tuple[int, ...], value: np.ndarray, *, op: str = "",
@@ -176,6 +198,53 @@ class GlooCommunicator:
             return np.array(value, copy=True)
         return local_value if self._ranks[sources[0]] == here else np.array(values[sources[0]], copy=True)
 
+    def reduce(self, group: tuple[int, ...], value: np.ndarray, reducer: str, *, op: str = "") -> np.ndarray | None:
+        """The group's reduction of `value` by gloo's own all_reduce: one call whose ring steps
+        wait in C++, instead of a reduce-scatter and an all-gather each waited for from Python.
+        The members first exchange headers (instruction, group, kind, dtype, shape): gloo aborts
+        the process on a size mismatch, so nothing reaches it before they agree. Only below
+        NATIVE_MAX_BYTES, where gloo reduces as XLA does (_NATIVE_REDUCERS, _NATIVE_DTYPES) and
+        the group is every process of the gloo group, each holding one device of the world (a
+        process's devices would otherwise race to issue the group's collectives); else None, and
+        the caller reduce-scatters and all-gathers. Every member gets the same bits (for two
+        members those of the group-order fold, the operations commuting; for more, in the order
+        of gloo's ring)."""
+        value = np.asarray(value)
+        group = tuple(int(d) for d in group)
+        op = op or "a collective"
+        self._check_group(group, op)
+        names = _NATIVE_REDUCERS["f" if value.dtype.kind == "f" else "iu"] if value.dtype in _NATIVE_DTYPES else {}
+        if (reducer not in names or not 0 < value.nbytes < NATIVE_MAX_BYTES or value.ndim > _MAX_DIMS
+                or len(set(group)) != len(group)
+                or len(group) < 2 or len(set(self._ranks)) != len(self._ranks)):
+            return None
+        import torch
+        import torch.distributed as dist
+
+        process_group = self._process_groups().data
+        if len(group) != process_group.size():
+            return None
+        self._seq += 1
+        if self._failure is not None:
+            raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
+        peers = tuple(d for d in group if d != self.device)
+        result = np.empty(value.shape, value.dtype)  # gloo reduces in place: the caller's value stays as it is
+
+        def copy() -> None:
+            result[...] = value
+        shapes = self._announce(torch, _REDUCE, f"{op} {group} {reducer}", dict.fromkeys(peers, value), value.dtype,
+                                op, peers, meanwhile=copy)
+        bad = sorted(d for d, shape in shapes.items() if shape != value.shape)
+        if bad:
+            raise self._fail(CollectiveError(f"{op}: device {self.device} reduces a value of shape {list(value.shape)}, "
+                                             f"device(s) {bad} of shape(s) {[list(shapes[d]) for d in bad]}",
+                                             devices=bad))
+        options = dist.AllreduceOptions()
+        options.reduceOp = getattr(dist.ReduceOp, names[reducer])
+        with self._gloo_errors(op, list(peers)):
+            process_group.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
+        return result
+
     def abort(self, error: BaseException) -> None:
         """This device failed. This process's other devices learn it at once (`local`); the
         other processes when this one's connections close (it exits) or at the collective
@@ -243,10 +312,23 @@ class GlooCommunicator:
             self._transfer(torch, {d: v.reshape(-1).view(np.uint8) for d, v in outs.items()},
                            {d: b.reshape(-1).view(np.uint8) for d, b in received.items()}, 1, op)
             return received
+        shapes = self._announce(torch, kind, what, outs, dtype, op, receive_from)
+        received = (place(shapes) if place is not None else None) or {d: np.empty(shapes[d], dtype)
+                                                                       for d in receive_from}
+        self._transfer(torch, {d: v.reshape(-1).view(np.uint8) for d, v in outs.items()},
+                       {d: b.reshape(-1).view(np.uint8) for d, b in received.items()}, 1, op)
+        return received
+
+    def _announce(self, torch: Any, kind: int, what: str, outs: dict[int, np.ndarray], dtype: np.dtype, op: str,
+                  receive_from: tuple[int, ...], meanwhile: Callable[[], None] | None = None
+                  ) -> dict[int, tuple[int, ...]]:
+        """Send each device of `outs` the header of its value; return the shapes the headers of
+        `receive_from` announce, after checking that their call, instruction, group, kind and dtype
+        are this device's. `meanwhile` runs while the headers travel."""
         mine = np.array((self._seq, _digest(op), _digest(what), kind, _digest(dtype.str)), np.int64)
         sent_headers = {d: self._header(mine, v) for d, v in outs.items()}
         headers = {d: np.empty(_HEADER, np.int64) for d in receive_from}
-        self._transfer(torch, sent_headers, headers, 0, op)
+        self._transfer(torch, sent_headers, headers, 0, op, meanwhile)
         shapes = {}
         for d, h in headers.items():
             if not np.array_equal(h[[0, 1, 2, 3, 5]], mine):
@@ -260,11 +342,7 @@ class GlooCommunicator:
                 raise self._fail(CollectiveError(f"{op}: device {d} announced {int(h[4])} bytes of shape "
                                                  f"{list(shape)}", devices=[d]))
             shapes[d] = shape
-        received = (place(shapes) if place is not None else None) or {d: np.empty(shapes[d], dtype)
-                                                                       for d in receive_from}
-        self._transfer(torch, {d: v.reshape(-1).view(np.uint8) for d, v in outs.items()},
-                       {d: b.reshape(-1).view(np.uint8) for d, b in received.items()}, 1, op)
-        return received
+        return shapes
 
     @staticmethod
     def _header(mine: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -275,22 +353,34 @@ class GlooCommunicator:
         return header
 
     def _transfer(self, torch: Any, outs: dict[int, np.ndarray], into: dict[int, np.ndarray],
-                  phase: int, op: str) -> None:
+                  phase: int, op: str, meanwhile: Callable[[], None] | None = None) -> None:
         """Point-to-point: outs[d] to every device d, each `into[d]` from device d (all posted
-        before any wait, so no order of peers can deadlock). gloo's all_gather was 5-15x slower
-        than this on localhost for 16 MB."""
-        group, ranks = self._process_group(), self._ranks
-        try:
+        before any wait, so no order of peers can deadlock); `meanwhile` runs between posting and
+        waiting. gloo's all_gather was 5-15x slower than this on localhost for 16 MB."""
+        groups, ranks = self._process_groups(), self._ranks
+        group = groups.control if phase == 0 else groups.data
+        with self._gloo_errors(op, sorted(set(outs) | set(into))):
             works = [group.send([torch.from_numpy(out)], ranks[d], self._tag(self.device, d, phase))
                      for d, out in outs.items()]
             works += [group.recv([torch.from_numpy(buf)], ranks[d], self._tag(d, self.device, phase))
                       for d, buf in into.items()]
+            if meanwhile is not None:
+                meanwhile()
             for w in works:
                 w.wait()
-        except Exception as e:  # noqa: BLE001 - gloo's errors: a closed connection, a timeout
+
+    @contextlib.contextmanager
+    def _gloo_errors(self, op: str, peers: list[int]) -> Iterator[None]:
+        """gloo's errors (a closed connection, a timeout) as a CollectiveError naming the peers; the
+        world's exchanges fail from then on."""
+        try:
+            yield
+        except CollectiveError:
+            raise
+        except Exception as e:  # noqa: BLE001 - gloo raises RuntimeError and DistBackendError
             text = str(e).splitlines()[0] if str(e) else type(e).__name__
             cls = CollectiveTimeout if "timed out" in text.lower() or "timeout" in text.lower() else CollectiveError
-            peers = sorted(set(outs) | set(into))
+            ranks = self._ranks
             raise self._fail(cls(f"{op} (call {self._seq}) over torch.distributed failed: a peer process "
                                  f"(device(s) {peers} on process(es) {sorted({ranks[d] for d in peers})}) died, "
                                  f"hung past {self.timeout_s:g} s (NEURON_RT_EXEC_TIMEOUT) or left: {text}",

@@ -22,6 +22,7 @@ import datetime
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from emulator.collectives.comm import CollectiveError
@@ -32,6 +33,23 @@ log = logging.getLogger(__name__)
 PREFIX = "neuron_customcall/pjrt"
 #: Python stores kept alive for the groups built on them (one per group made here)
 _KEEP: list[Any] = []
+
+
+@dataclass(frozen=True)
+class GlooGroups:
+    """Two gloo groups of the same processes: `data` carries values (payloads, gloo's own
+    all_reduce), `control` the small headers that check them before. Why two: on one group's
+    connections, a gloo all_reduce right after a small exchange with the same peer was 2-3x
+    slower at 1 MB (1.5 -> 4.4 ms on localhost, benchmarks/collectives_gloo.md), and the header
+    exchange precedes every value."""
+
+    data: Any
+    control: Any
+
+    @staticmethod
+    def of(group: Any) -> GlooGroups:
+        """`group` itself, or a plain ProcessGroup serving as both (headers share its connections)."""
+        return group if isinstance(group, GlooGroups) else GlooGroups(group, group)
 
 
 class RendezvousError(CollectiveError):
@@ -73,10 +91,11 @@ def _store(rank: int, world_size: int, timeout: datetime.timedelta, env: Mapping
 
 
 def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, str] | None = None,
-               kv: Any = None) -> Any:
-    """A ProcessGroupGloo of `world_size` processes in which this one is `rank`; every process
-    must call this (it waits for all of them, at most `timeout_s`). `kv`: the framework's
-    key-value store functions, used before the environment when given."""
+               kv: Any = None) -> GlooGroups:
+    """The ProcessGroupGloo pair (GlooGroups: values, headers) of `world_size` processes in which
+    this one is `rank`; every process must call this (it waits for all of them, at most
+    `timeout_s`). `kv`: the framework's key-value store functions, used before the environment
+    when given."""
     import torch.distributed as dist
 
     env = os.environ if env is None else env
@@ -85,7 +104,8 @@ def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, s
     timeout = datetime.timedelta(seconds=min(timeout_s, 10 * 365 * 86400))
     try:
         store, where = _store(rank, world_size, timeout, env, kv)
-        group = dist.ProcessGroupGloo(store, rank, world_size, timeout)
+        group = GlooGroups(dist.ProcessGroupGloo(dist.PrefixStore("data", store), rank, world_size, timeout),
+                           dist.ProcessGroupGloo(dist.PrefixStore("control", store), rank, world_size, timeout))
     except RendezvousError:
         raise
     except Exception as e:  # noqa: BLE001 - the store's and gloo's errors: refused, timed out

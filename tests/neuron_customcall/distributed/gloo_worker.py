@@ -3,9 +3,13 @@ device's part with run_on_process_group and writes the outputs (or the error) to
 
 argv: hlo_path inputs.npz out_prefix mode; torch.distributed's env:// variables name the world.
 mode "run": every rank runs; "die": rank 1 exits before the collective; "hang": rank 1 sleeps;
-"other": rank 1 runs the module with its all-reduce renamed (another instruction)."""
+"other": rank 1 runs the module with its all-reduce renamed (another instruction). A file
+`<hlo_path>.rank<r>` next to the module is rank r's module instead. Each rank also writes, to
+out_prefix<rank>.native.json, the (dtype, reducer) of every all-reduce gloo's own all_reduce did
+(GlooCommunicator.reduce)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -25,13 +29,21 @@ def main() -> int:
 
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
-    text = open(hlo_path).read()
+    text = open(f"{hlo_path}.rank{rank}" if os.path.exists(f"{hlo_path}.rank{rank}") else hlo_path).read()
     if rank == 1 and mode == "other":
         text = text.replace(" ar = ", " ar_other = ").replace("(ar, mx", "(ar_other, mx")
     exe = load_artifact(compile_module(hlo.load(text)))
     with np.load(inputs_path, allow_pickle=False) as z:
         inputs = [z[f"r{rank}_{k}"] for k in range(len([n for n in z.files if n.startswith(f"r{rank}_")]))]
     comm = GlooCommunicator(timeout_s=float(os.environ.get("TEST_COLLECTIVE_TIMEOUT", "60")))
+    native, reduce = [], comm.reduce
+
+    def counted(group, value, reducer, *, op=""):
+        result = reduce(group, value, reducer, op=op)
+        if result is not None:
+            native.append([str(value.dtype), reducer])
+        return result
+    comm.reduce = counted
     if rank == 1 and mode == "die":
         os._exit(3)
     if rank == 1 and mode == "hang":
@@ -44,6 +56,8 @@ def main() -> int:
             f.write(f"{type(e).__name__} after {time.monotonic() - start:.1f} s: {e}")
         return 2
     np.savez(f"{out_prefix}{rank}.npz", *outs)
+    with open(f"{out_prefix}{rank}.native.json", "w") as f:
+        json.dump(native, f)
     return 0
 
 

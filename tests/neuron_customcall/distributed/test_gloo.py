@@ -5,6 +5,7 @@ matched against XLA:CPU and, for the in-place collective-permute and send/recv, 
 CollectiveError within the timeout; mismatched programs are named."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -165,3 +166,123 @@ def test_different_programs_on_the_ranks_are_named(tmp_path: Path) -> None:
     assert _finish(_start(tmp_path, text, _inputs(2), "other", 60)) == [2, 2]
     for rank in range(2):  # call 1 is the send (scheduled first, and the same on both ranks); 2 is the all-reduce
         assert "mismatched collectives at call 2" in (tmp_path / f"out{rank}.txt").read_text()
+
+
+NATIVE = """HloModule native_{n}, replica_count={n}
+{reducers}
+ENTRY e {{
+  f = f32[300,7] parameter(0)
+  d = f64[33] parameter(1)
+  i = s32[5000] parameter(2)
+  u = u8[100000] parameter(3)
+  s = s8[64] parameter(4)
+  h = f32[40000] parameter(5)
+  b = bf16[40000] convert(h)
+  f_add = f32[300,7] all-reduce(f), replica_groups={{}}, to_apply=add_f32
+  f_max = f32[300,7] all-reduce(f), replica_groups={{}}, to_apply=maximum_f32
+  d_mul = f64[33] all-reduce(d), replica_groups={{}}, to_apply=multiply_f64
+  i_max = s32[5000] all-reduce(i), replica_groups={{}}, to_apply=maximum_s32
+  i_min = s32[5000] all-reduce(i), replica_groups={{}}, to_apply=minimum_s32
+  i_and = s32[5000] all-reduce(i), replica_groups={{}}, to_apply=and_s32
+  i_or = s32[5000] all-reduce(i), replica_groups={{}}, to_apply=or_s32
+  i_xor = s32[5000] all-reduce(i), replica_groups={{}}, to_apply=xor_s32
+  u_add = u8[100000] all-reduce(u), replica_groups={{}}, to_apply=add_u8
+  s_mul = s8[64] all-reduce(s), replica_groups={{}}, to_apply=multiply_s8
+  b_add = bf16[40000] all-reduce(b), replica_groups={{}}, to_apply=add_bf16
+  b_f32 = f32[40000] convert(b_add)
+  ROOT t = (f32[300,7], f32[300,7], f64[33], s32[5000], s32[5000], s32[5000], s32[5000], s32[5000], u8[100000], s8[64], f32[40000]) tuple(f_add, f_max, d_mul, i_max, i_min, i_and, i_or, i_xor, u_add, s_mul, b_f32)
+}}"""
+#: (reducer, type) of NATIVE's all-reduces, in program order; which gloo's all_reduce does (the
+#: float maximum and the bf16 sum are not: gloo drops NaNs and accumulates bf16 in bf16)
+NATIVE_REDUCTIONS = [("add", "f32"), ("maximum", "f32"), ("multiply", "f64"), ("maximum", "s32"), ("minimum", "s32"),
+                     ("and", "s32"), ("or", "s32"), ("xor", "s32"), ("add", "u8"), ("multiply", "s8"),
+                     ("add", "bf16")]
+NUMPY_NAMES = {"f32": "float32", "f64": "float64", "s32": "int32", "u8": "uint8", "s8": "int8"}
+
+
+def _native_program(n: int) -> str:
+    reducers = "\n".join(f"{op}_{t} {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] {op}(a, b)\n}}"
+                         for op, t in dict.fromkeys(NATIVE_REDUCTIONS))
+    return NATIVE.format(n=n, reducers=reducers)
+
+
+def _native_inputs(n: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(7 + n)
+    out = []
+    for _ in range(n):
+        f = rng.standard_normal((300, 7)).astype(np.float32)
+        f[3, 4] = np.nan  # a sum propagates it; a maximum too (not gloo's: that one stays ours)
+        out.append([f, rng.uniform(0.5, 2, 33), rng.integers(-2**31, 2**31, 5000).astype(np.int32),
+                    rng.integers(0, 256, 100000).astype(np.uint8), rng.integers(-128, 128, 64).astype(np.int8),
+                    rng.standard_normal(40000).astype(np.float32)])
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_gloo_reduces_what_it_reduces_as_xla_and_the_rest_stays_ours(tmp_path: Path, n: int) -> None:
+    """Every all-reduce over all processes whose reducer and type gloo's all_reduce computes as
+    XLA does goes to it in one call; each result equals the devices run as threads (two members:
+    the same bits; three: gloo's ring order, within rounding), wrapping integers included."""
+    text, inputs = _native_program(n), _native_inputs(n)
+    assert _finish(_start(tmp_path, text, inputs, "run", 60)) == [0] * n
+    want = run_devices(load_artifact(compile_module(hlo.load(text))), inputs, n, 1, timeout_s=60)
+    native = [[NUMPY_NAMES[t], op] for op, t in NATIVE_REDUCTIONS if (op, t) not in {("maximum", "f32"), ("add", "bf16")}]
+    for rank in range(n):
+        assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == native
+        with np.load(tmp_path / f"out{rank}.npz", allow_pickle=False) as z:
+            got = [z[f"arr_{k}"] for k in range(len(z.files))]
+        for (op, t), g, w in zip(NATIVE_REDUCTIONS, got, want[rank]):
+            assert g.dtype == w.dtype and g.shape == w.shape, (op, t)
+            if n == 2 or t not in ("f32", "f64") or (op, t) == ("maximum", "f32"):
+                np.testing.assert_array_equal(g, w, err_msg=f"{op} {t}")
+            else:
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"{op} {t}")
+        assert np.isnan(got[0][3, 4]) and np.isnan(got[1][3, 4])
+
+
+SHAPES = """HloModule shapes, replica_count=2
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}}
+ENTRY e {{
+  x = f32[{m}] parameter(0)
+  ROOT s = f32[{m}] all-reduce(x), replica_groups={{{{0,1}}}}, to_apply=add
+}}"""
+
+
+def test_ranks_reducing_different_shapes_are_named_before_gloo_sees_them(tmp_path: Path) -> None:
+    """gloo's all_reduce aborts the process on a size mismatch ("terminate called"): the header
+    exchange stops both ranks with a CollectiveError first."""
+    (tmp_path / "m.hlo.rank1").write_text(SHAPES.format(m=500))
+    inputs = [[np.ones(1000, np.float32)], [np.ones(500, np.float32)]]
+    assert _finish(_start(tmp_path, SHAPES.format(m=1000), inputs, "run", 60)) == [2, 2]
+    for rank in range(2):
+        message = (tmp_path / f"out{rank}.txt").read_text()
+        assert message.startswith("CollectiveError") and "mismatched collectives at call 1" in message, message
+
+
+@pytest.mark.parametrize("mode, error", [("die", "CollectiveError"), ("hang", "CollectiveTimeout")])
+def test_a_dead_or_hung_peer_ends_gloos_own_all_reduce_with_a_clear_error(tmp_path: Path, mode: str,
+                                                                           error: str) -> None:
+    start = time.monotonic()
+    procs = _start(tmp_path, SHAPES.format(m=1 << 18), [[np.ones(1 << 18, np.float32)]] * 2, mode, 5)
+    assert _finish(procs, wait_for=1) == [2]
+    message = (tmp_path / "out0.txt").read_text()
+    assert message.startswith(error) and "over torch.distributed failed" in message, message
+    assert time.monotonic() - start < 200
+
+
+def test_from_native_max_bytes_the_sum_stays_chunked(tmp_path: Path) -> None:
+    """At NATIVE_MAX_BYTES the operand's copy for gloo's in-place reduction costs more than the
+    round trips it saves: the reduce-scatter and all-gather run, and match NumPy's sum."""
+    from neuron_customcall.distributed.gloo import NATIVE_MAX_BYTES
+
+    m = NATIVE_MAX_BYTES // 4
+    inputs = [[np.random.default_rng(r).standard_normal(m).astype(np.float32)] for r in range(2)]
+    assert _finish(_start(tmp_path, SHAPES.format(m=m), inputs, "run", 60)) == [0, 0]
+    for rank in range(2):
+        assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == []
+        with np.load(tmp_path / f"out{rank}.npz", allow_pickle=False) as z:
+            np.testing.assert_array_equal(z["arr_0"], inputs[0][0] + inputs[1][0])
