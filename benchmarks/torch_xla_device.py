@@ -102,13 +102,19 @@ def worker(device: str) -> None:
 
 
 class Worker:
-    """A worker process on one PJRT device, driven over its stdin and stdout."""
+    """A worker process on one PJRT device, driven over its stdin and stdout; `tree` runs another
+    checkout's copy of this script (its own package on PYTHONPATH): a before/after comparison in
+    one run, the rounds of both trees interleaved with the peer's."""
 
-    def __init__(self, device: str):
-        env = {**os.environ, "PJRT_DEVICE": device}
-        self.device = device
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", device], cwd=ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, device: str, tree: Path | None = None):
+        root = ROOT if tree is None else Path(tree).resolve()
+        pythonpath = os.pathsep.join([str(root), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                    if p and Path(p).resolve() != ROOT]])
+        env = {**os.environ, "PJRT_DEVICE": device, "PYTHONPATH": pythonpath}
+        self.device = device if tree is None else f"{device}@{tree}"
+        self.proc = subprocess.Popen([sys.executable, str(root / "benchmarks" / Path(__file__).name), "--worker",
+                                      device], cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
 
     def steps(self, n: int) -> dict:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -127,24 +133,25 @@ class Worker:
         self.proc.wait(timeout=120)
 
 
-def measure(rounds: int, steps: int) -> dict[str, dict[str, float]]:
-    """Per-step medians over alternating rounds, after a warm-up round (compilation) on each."""
-    neuron, cpu = Worker("NEURON"), Worker("CPU")
+def measure(rounds: int, steps: int, against: Path | None = None) -> dict[str, dict[str, float]]:
+    """Per-step medians over alternating rounds, after a warm-up round (compilation) on each.
+    With `against`, that tree's NEURON worker takes its turn in every round too."""
+    workers = [Worker("NEURON"), Worker("CPU")] + ([Worker("NEURON", against)] if against else [])
     try:
-        first = neuron.steps(3)["losses"], cpu.steps(3)["losses"]
-        for a, b in zip(*first):
-            if abs(a - b) > 1e-4 * max(1.0, abs(b)):
-                raise AssertionError(f"the two devices computed different losses: {first}")
-        samples: dict[str, dict[str, list[float]]] = {"NEURON": {"wall": [], "cpu": []},
-                                                      "CPU": {"wall": [], "cpu": []}}
+        first = [w.steps(3)["losses"] for w in workers]
+        for losses in first[:1] + first[2:]:
+            for a, b in zip(losses, first[1]):
+                if abs(a - b) > 1e-4 * max(1.0, abs(b)):
+                    raise AssertionError(f"the devices computed different losses: {first}")
+        samples: dict[str, dict[str, list[float]]] = {w.device: {"wall": [], "cpu": []} for w in workers}
         for _ in range(rounds):
-            for w in (neuron, cpu):
+            for w in workers:
                 r = w.steps(steps)
                 samples[w.device]["wall"].append(r["wall"] / steps)
                 samples[w.device]["cpu"].append(r["cpu"] / steps)
     finally:
-        neuron.close()
-        cpu.close()
+        for w in workers:
+            w.close()
     return {d: {k: statistics.median(v) for k, v in s.items()} for d, s in samples.items()}
 
 
@@ -154,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="alternating rounds (overrides --quick)")
     parser.add_argument("--steps", type=int, help="steps per round (overrides --quick)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
+    parser.add_argument("--against", metavar="TREE", type=Path,
+                        help="also run another checkout's NEURON worker in every round (before/after)")
     parser.add_argument("--worker", choices=("NEURON", "CPU"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -161,13 +170,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rounds, steps = (3, 5) if args.quick else (10, 50)
     rounds, steps = args.rounds or rounds, args.steps or steps
-    m = measure(rounds, steps)
+    load = os.getloadavg()[0]
+    m = measure(rounds, steps, args.against)
     ours, peer = m["NEURON"], m["CPU"]
     print(f"{WORKLOAD}; median per step over {rounds} alternating rounds of {steps} steps; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    for label, key in (("wall", "wall"), ("CPU time", "cpu")):
-        ratio = f"{ours[key] / peer[key]:6.2f}x" if peer[key] > 0 else "n/a (below /proc's 10 ms CPU tick: more --steps)"
-        print(f"  {label:8s}  NEURON {ours[key] * 1e3:8.2f} ms   CPU {peer[key] * 1e3:8.2f} ms   ratio {ratio}")
+          f"load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for device, side in m.items():
+        if device == "CPU":
+            continue
+        name = "NEURON" if device == "NEURON" else f"NEURON of {args.against}"
+        for label, key in (("wall", "wall"), ("CPU time", "cpu")):
+            ratio = (f"{side[key] / peer[key]:6.2f}x" if peer[key] > 0
+                     else "n/a (below /proc's 10 ms CPU tick: more --steps)")
+            print(f"  {label:8s}  {name} {side[key] * 1e3:8.2f} ms   CPU {peer[key] * 1e3:8.2f} ms   ratio {ratio}")
     rows = []
     for label, key in (("wall time", "wall"), ("CPU time", "cpu")):
         if peer[key] > 0:  # a CPU time below one /proc tick has no ratio (printed as n/a above)

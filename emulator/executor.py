@@ -236,13 +236,39 @@ def _owner(a: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _may_share(a: np.ndarray, owner: np.ndarray | None, others: list[tuple[np.ndarray, np.ndarray | None]]) -> bool:
-    """Whether `a` may share memory with one of `others` ((array, owner) pairs): two distinct
-    owners hold disjoint memory; otherwise np.may_share_memory decides."""
-    for b, b_owner in others:
-        if (owner is None or b_owner is None or owner is b_owner) and np.may_share_memory(a, b):
-            return True
-    return False
+class _Overlaps:
+    """Arrays an output must not share memory with, grouped by the array that owns their memory:
+    two distinct owners hold disjoint memory, so an output with an owner is compared (by
+    np.may_share_memory, a bounds test) only with arrays of the same owner and those without one.
+
+    Why grouped: a training step returns ~20 outputs beside ~13 inputs, and testing every pair
+    in Python was ~25 us of each run of the main job's step (most of the run's fixed cost)."""
+
+    __slots__ = ("unowned", "owned")
+
+    def __init__(self) -> None:
+        self.unowned: list[np.ndarray] = []
+        self.owned: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}  # id(owner) -> (owner, arrays)
+
+    def add(self, a: np.ndarray, owner: np.ndarray | None) -> None:
+        if owner is None:
+            self.unowned.append(a)
+        else:
+            self.owned.setdefault(id(owner), (owner, []))[1].append(a)
+
+    def may_share(self, a: np.ndarray, owner: np.ndarray | None) -> bool:
+        """Whether `a` (owned by `owner`, None: unknown) may share memory with an array added."""
+        if owner is not None and not self.unowned and id(owner) not in self.owned:
+            return False  # the usual case, answered without a loop: a fresh result
+        for b in self.unowned:
+            if np.may_share_memory(a, b):
+                return True
+        if owner is None:
+            groups = [arrays for _, arrays in self.owned.values()]
+        else:
+            group = self.owned.get(id(owner))
+            groups = [group[1]] if group is not None else []
+        return any(np.may_share_memory(a, b) for arrays in groups for b in arrays)
 
 
 #: OpenBLAS runs a GEMM of fewer multiply-adds (m * n * k) than this on one thread whatever its
@@ -313,6 +339,8 @@ class Executable:
                 raise ArtifactError(f"manifest input {name} does not match the entry computation's parameter")
         out_types = _type_leaves(entry.result_type)
         self._tuple_result = entry.result_type[0] == TUPLE
+        # A tuple of arrays (the usual entry result) is its own list of leaves.
+        self._flat_result = self._tuple_result and all(t[0] != TUPLE for t in entry.result_type[1])
         self._uses_blas = _uses_blas(artifact.program)
         if [(DTYPES[t[0]], tuple(t[1])) for t in out_types] != [(dt, s) for _, dt, s in self._outputs]:
             raise ArtifactError("manifest outputs do not match the entry computation's result")
@@ -359,12 +387,11 @@ class Executable:
         if len(inputs) != len(self._inputs):
             raise EmulatorError(f"expected {len(self._inputs)} inputs ({', '.join(n for n, _, _ in self._inputs)}), "
                                 f"got {len(inputs)}")
-        args = [np.asarray(x) for x in inputs]
+        args = [x if type(x) is np.ndarray else np.asarray(x) for x in inputs]
         for k, (a, (name, dt, shape)) in enumerate(zip(args, self._inputs)):
-            if a.dtype != dt:
-                raise EmulatorError(f"input {k} ({name}): expected dtype {dt}, got {a.dtype}")
-            if a.shape != shape:
-                raise EmulatorError(f"input {k} ({name}): expected shape {shape}, got {a.shape}")
+            if a.dtype != dt or a.shape != shape:
+                what, want, got = ("dtype", dt, a.dtype) if a.dtype != dt else ("shape", shape, a.shape)
+                raise EmulatorError(f"input {k} ({name}): expected {what} {want}, got {got}")
         with np.errstate(all="ignore"), flushed_denormals():  # XLA:CPU's FTZ/DAZ (fpenv.py)
             if self._uses_blas:
                 with blas_threads_for_run():
@@ -380,23 +407,29 @@ class Executable:
         # so np.may_share_memory (a bounds test) runs only for pairs it can tell something about.
         # Not owned, an output may share memory with read-only inputs, but not with one that
         # NumPy lets its owner make writeable again (a caller's array set read-only).
-        others = [(x, _owner(x)) for x in args if x.flags.writeable] if owned else \
-            [(x, o) for x in args if (o := _owner(x)) is not None or x.flags.writeable]
+        others = _Overlaps()
+        for x in args:
+            o = _owner(x)
+            if x.flags.writeable or (not owned and o is not None):
+                others.add(x, o)
+        if not self._tuple_result:
+            values: Sequence[Any] = (result,)
+        else:
+            values = result if self._flat_result else _leaves(result)
         outs: list[np.ndarray] = []
-        for k, (v, (name, dt, shape)) in enumerate(zip(_leaves(result) if self._tuple_result else (result,),
-                                                      self._outputs)):
-            a = np.asarray(v)
+        for k, (v, (name, dt, shape)) in enumerate(zip(values, self._outputs)):
+            a = v if type(v) is np.ndarray else np.asarray(v)
             if a.dtype != dt or a.shape != shape:
                 raise EmulatorError(f"output {k} ({name}) came out as {a.dtype}{list(a.shape)}, the program "
                                     f"declares {dt}{list(shape)}")
             if not owned:
-                if others and _may_share(a, _owner(a), others):
+                if others.may_share(a, _owner(a)):
                     a = np.array(a, copy=True)
-            elif not a.flags.writeable or _may_share(a, owner := _owner(a), others):
+            elif not a.flags.writeable or others.may_share(a, owner := _owner(a)):
                 a = np.array(a, copy=True)
-                others.append((a, a))
+                others.add(a, a)
             else:
-                others.append((a, owner))
+                others.add(a, owner)
             outs.append(a)
         return outs
 

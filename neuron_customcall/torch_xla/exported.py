@@ -40,9 +40,13 @@ _installed = False
 _install_lock = threading.Lock()
 
 
-def _dumps_from_cpp() -> bool:
-    """Whether torch_xla (or XLA) writes HLO to files from C++, where no reference is expanded."""
-    return bool(os.environ.get("XLA_SAVE_TENSORS_FILE")) or "xla_dump_to" in os.environ.get("XLA_FLAGS", "")
+@functools.lru_cache(maxsize=1)
+def _settings_allow() -> bool:
+    """Whether the environment allows references: not turned off, and torch_xla (or XLA) writes
+    no HLO to files from C++, where no reference is expanded. Read once per process (torch_xla
+    reads its own settings once too), because it is asked on every custom-call."""
+    return os.environ.get(ENV, "1") != "0" and not os.environ.get("XLA_SAVE_TENSORS_FILE") \
+        and "xla_dump_to" not in os.environ.get("XLA_FLAGS", "")
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,8 +57,7 @@ def _on_cpu_runtime() -> bool:
 
 def references_allowed() -> bool:
     """Whether a custom-call emitted now may name its image by hash (the module docstring)."""
-    if getattr(_scope, "depth", 0) or os.environ.get(ENV, "1") == "0" or _dumps_from_cpp() \
-            or _on_cpu_runtime():
+    if getattr(_scope, "depth", 0) or not _settings_allow() or _on_cpu_runtime():
         return False
     if not _installed:
         _install()
