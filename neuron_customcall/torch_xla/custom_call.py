@@ -43,7 +43,7 @@ _HLO_TO_TORCH = torch_dtypes.BY_HLO
 
 def custom_call(operands: Sequence[torch.Tensor], config: str, outputs: Sequence[Any]) -> list[torch.Tensor]:
     """One Neuron custom-call on XLA tensors; ``outputs`` are TensorSigs."""
-    return emit(operands, Prepared.of(config, outputs))
+    return emit(operands, Prepared(config, outputs))
 
 
 class Prepared:
@@ -59,18 +59,17 @@ class Prepared:
         self.call = (config, tuple(tuple(o.shape) for o in outputs), tuple(o.dtype for o in outputs))
         self.by_reference = by_reference
 
-    @staticmethod
-    def of(config: str, outputs: Sequence[Any]) -> "Prepared":
-        return Prepared(config, outputs)
 
-
-def emit(operands: Sequence[torch.Tensor], prepared: Prepared) -> list[torch.Tensor]:
+def emit(operands: Sequence[torch.Tensor], prepared: Prepared, signature: tuple | None = None) -> list[torch.Tensor]:
     """One Neuron custom-call on XLA tensors. The call is recorded by its inline config (the
-    kernel's identity), and emitted by reference when the prepared call has one and nothing in
-    this process dumps torch_xla's HLO from C++ (exported.references_allowed)."""
+    kernel's identity) and the operands' `signature` (shapes and dtypes: computed when not
+    given), and emitted by reference when the prepared call has one and nothing in this process
+    dumps torch_xla's HLO from C++ (exported.references_allowed)."""
     config = prepared.config
     cpu_device.note_kernel(config)
-    rank = _record(tuple((tuple(t.shape), t.dtype) for t in operands), prepared.call)
+    if signature is None:
+        signature = tuple((tuple(t.shape), t.dtype) for t in operands)
+    rank = _record(signature, prepared.call)
     operands = _distinguished(list(operands), rank, config) if rank else list(operands)
     if prepared.by_reference is not None and exported.references_allowed():
         config = prepared.by_reference
@@ -317,26 +316,29 @@ def _xla_kernel(library: str, name: str):
     # half of a ~60 us custom-call in a training step's trace, four calls a step. The prepared
     # call names the library image by hash (kernels/references.py): torch_xla copies the config
     # into its IR node on every call, and the inline image made that copy ~20 us of each call.
-    memo: dict[tuple, tuple[loader.LoadedLibrary, Prepared]] = {}
+    # The value also keeps the operands' signature that emit records.
+    memo: dict[tuple, tuple[loader.LoadedLibrary, Prepared, tuple]] = {}
+    current: list[Any] = [None]  # (library, its op descriptor) of the latest call
 
     def kernel(*args: Any) -> torch.Tensor:
         loaded = loader.get(library)
-        op = loaded.descriptor.op(name)
-        key = tuple(_argument_key(kind, a) for kind, a in zip(op.args, args))
+        cur = current[0]
+        if cur is None or cur[0] is not loaded:  # a reloaded library is a new LoadedLibrary
+            cur = current[0] = (loaded, loaded.descriptor.op(name))
+        op = cur[1]
+        kinds = op.args
+        key = tuple([_argument_key(kind, a) for kind, a in zip(kinds, args)])
         hit = memo.get(key)
-        if hit is not None and hit[0] is loaded:  # a reloaded library is a new LoadedLibrary
-            prepared = hit[1]
-        else:
-            specs = [torch_ops.tensor_spec(a, op) if kind == "tensor" else a for kind, a in zip(op.args, args)]
+        if hit is None or hit[0] is not loaded:
+            specs = [torch_ops.tensor_spec(a, op) if kind == "tensor" else a for kind, a in zip(kinds, args)]
             out = loaded.host.shape(op, specs)
             config = build.gpsimd_config(op, loaded.host.path, specs, out)
             sig = TensorSig("out", tuple(out.shape), dtypes.gpsimd_to_hlo(out.dtype))
-            prepared = Prepared(config, [sig], references.by_reference(config))
+            signature = tuple((tuple(a.shape), a.dtype) for kind, a in zip(kinds, args) if kind == "tensor")
             if len(memo) >= CPP_CALLS_KEPT:
                 memo.clear()
-            memo[key] = (loaded, prepared)
-        operands = [a for kind, a in zip(op.args, args) if kind == "tensor"]
-        return emit(operands, prepared)[0]
+            hit = memo[key] = (loaded, Prepared(config, [sig], references.by_reference(config)), signature)
+        return emit([a for kind, a in zip(kinds, args) if kind == "tensor"], hit[1], hit[2])[0]
 
     kernel.__name__ = f"{library}_{name}_xla"
     return kernel

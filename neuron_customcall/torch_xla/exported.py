@@ -95,7 +95,10 @@ def _expanding_proto(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _expanding_stablehlo(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def getter(tensors: Any, device: Any, devices: Any, emit_bytecode: bool) -> Any:
+    def getter(*args: Any, **kwargs: Any) -> Any:
+        if len(args) != 4 or kwargs:  # not the (tensors, device, devices, bytecode) torch_xla passes
+            return fn(*args, **kwargs)
+        tensors, device, devices, emit_bytecode = args
         if not emit_bytecode:
             return references.expand_text(fn(tensors, device, devices, False).decode("utf-8")).encode("utf-8")
         text = fn(tensors, device, devices, False).decode("utf-8")
