@@ -75,9 +75,11 @@ def output_aliases(module: Any) -> list[dict[str, Any]]:
         okey, ikey = tuple(e.output_shape_index), (e.parameter_number, tuple(e.parameter_shape_index))
         if okey not in out_leaves or ikey not in in_leaves:
             raise CompileError(f"input_output_alias entry {okey} <- param {ikey} names no leaf", entry.root)
-        if out_shapes[okey].dimensions != in_shapes[ikey].dimensions or \
-                out_shapes[okey].element_type != in_shapes[ikey].element_type:
-            raise CompileError(f"input_output_alias: output {okey} and parameter {ikey} differ in shape", entry.root)
+        if out_shapes[okey].nbytes != in_shapes[ikey].nbytes:
+            # XLA's rule (HloInputOutputAliasConfig::Verify): the buffers' byte sizes agree; the
+            # shapes may differ (an output bitcast from the parameter it updates in place)
+            raise CompileError(f"input_output_alias: output {okey} ({out_shapes[okey]}) and parameter {ikey} "
+                               f"({in_shapes[ikey]}) differ in size", entry.root)
         kind = {0: "may-alias", 1: "may-alias", 2: "must-alias"}.get(int(e.kind), "may-alias")
         aliases.append({"output": out_leaves[okey], "input": in_leaves[ikey], "kind": kind})
     return sorted(aliases, key=lambda a: (a["output"], a["input"]))

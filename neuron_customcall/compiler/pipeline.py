@@ -18,6 +18,7 @@ from neuron_customcall.compiler.lowering import LowerCtx, lowering_for
 from neuron_customcall.compiler.schedule import schedule
 from neuron_customcall.compiler.source_lines import user_location
 from neuron_customcall.compiler.reduce_of_broadcast import simplify_reduce_of_broadcast
+from neuron_customcall.compiler.static_sizes import fold_static_dimension_sizes
 from neuron_customcall.compiler.subbyte import widen_sub_byte_integers
 from neuron_customcall.compiler.types import leaf_paths, value_type
 
@@ -214,7 +215,7 @@ def compile_module(module: Any, flags: CompileFlags | None = None, *, fingerprin
     if fingerprint is None:
         fingerprint = hlo.fingerprint(module)  # of the module as given, before any rewrite
     module = simplify_reduce_of_broadcast(widen_sub_byte_integers(pad_dynamic_shapes(
-        run_async_pairs_synchronously(module))))
+        fold_static_dimension_sizes(run_async_pairs_synchronously(module)))))
     ctx = LowerCtx(module)
     ctx.computation(module.entry)
     comps: list[Computation] = []

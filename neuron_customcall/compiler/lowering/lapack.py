@@ -147,6 +147,44 @@ _PERTURBED = Routine("tridiagonal_solve_perturbed", _no_attrs, 4, 1, rank=1)
 _ELEMENT_TYPES = frozenset(_ELEMENT_TYPE.values())
 
 
+#: XLA's own linear-algebra custom-calls, which its QrExpander (and XLA:CPU) expands: `Qr` is
+#: geqrf's compact form (a' = R above the diagonal and the Householder vectors below it, taus),
+#: `ProductOfElementaryHouseholderReflectors` is orgqr/ungqr (the first n columns of Q). They
+#: follow LAPACK's conventions (XLA's House() is dlarfg's), so LAPACK's routines compute them.
+XLA_LINALG_TARGETS: dict[str, Routine] = {
+    "Qr": Routine("lapack_geqrf", _no_attrs, 1, 2),
+    "ProductOfElementaryHouseholderReflectors": Routine("lapack_orgqr", _no_attrs, 2, 1),
+}
+
+
+def lower_xla_linalg(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
+    """The emulator op for XLA's `Qr` or `ProductOfElementaryHouseholderReflectors` custom-call."""
+    target = inst.attributes.custom_call_target
+    routine = XLA_LINALG_TARGETS[target]
+    shapes = [o.shape for o in inst.operands]
+    a = shapes[0] if shapes else None
+    if len(shapes) != routine.operands or a.is_tuple or a.element_type not in _ELEMENT_TYPES or a.rank < 2:
+        raise CompileError(f"custom-call {target} takes {routine.operands} operand(s), the first a batch of F32, "
+                           f"F64, C64 or C128 matrices; found {', '.join(map(str, shapes)) or 'none'}", inst)
+    m, n = a.dimensions[-2:]
+    batch, k = tuple(a.dimensions[:-2]), min(m, n)
+    if target == "Qr":
+        want = [(a.element_type, tuple(a.dimensions)), (a.element_type, batch + (k,))]
+    else:
+        if m < n:
+            raise CompileError(f"custom-call {target} of {m}x{n} matrices: orgqr needs m >= n", inst)
+        taus = shapes[1]
+        if taus.element_type != a.element_type or tuple(taus.dimensions) != batch + (taus.dimensions[-1],) \
+                or not 0 <= taus.dimensions[-1] <= n:
+            raise CompileError(f"custom-call {target}: taus {taus} do not fit {a}", inst)
+        want = [(a.element_type, tuple(a.dimensions))]
+    got = [(s.element_type, tuple(s.dimensions)) for s in (inst.shape.tuple_shapes if inst.shape.is_tuple
+                                                              else [inst.shape])]
+    if got != want or inst.shape.is_tuple != (routine.results > 1):
+        raise CompileError(f"custom-call {target} of {a} gives {want}, the call declares {inst.shape}", inst)
+    return routine.op, {}
+
+
 def is_lapack_target(target: str) -> bool:
     """Whether `target` names one of jaxlib's CPU linear-algebra kernels (supported or not)."""
     return _TARGET.match(target) is not None or target == PERTURBED_TRIDIAGONAL_SOLVE

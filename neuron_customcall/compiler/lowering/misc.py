@@ -7,7 +7,7 @@ from typing import Any
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.inline import payload_for
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
-from neuron_customcall.compiler.lowering.lapack import is_lapack_target, lower_lapack
+from neuron_customcall.compiler.lowering.lapack import XLA_LINALG_TARGETS, is_lapack_target, lower_lapack, lower_xla_linalg
 from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_rule, shapes
 
 NEURON_TARGET = "AwsNeuronCustomNativeKernel"
@@ -83,6 +83,8 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
         return "rng-seed", {}
     if is_lapack_target(target):  # JAX's CPU linear algebra (typed-FFI calls into jaxlib's LAPACK)
         return lower_lapack(inst, ctx)
+    if target in XLA_LINALG_TARGETS:  # XLA's own QR targets (its QrExpander's)
+        return lower_xla_linalg(inst, ctx)
     if target != NEURON_TARGET:
         raise CompileError(f"custom-call target {target!r} is not supported", inst)
     _name, payloads = payload_for(inst)  # decoded, checked against inst, emulator-native

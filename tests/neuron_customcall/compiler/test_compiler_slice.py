@@ -203,5 +203,28 @@ def test_must_alias_is_recorded_and_checked():
     assert exe.manifest["aliases"] == [{"output": 1, "input": 1, "kind": "must-alias"}]
     bad = _ALIASED.replace("y = f32[4] parameter(1)", "y = f32[4] parameter(1)\n  z = f32[2] parameter(2)") \
         .replace("(1, {}, must-alias)", "(2, {}, must-alias)")
-    with pytest.raises(CompileError, match="differ in shape"):
+    with pytest.raises(CompileError, match="differ in size"):
         compile_module(hlo.load(bad))
+
+
+def test_an_alias_between_shapes_of_one_byte_size_is_xlas():
+    """XLA checks an alias's byte sizes, not its shapes (HloInputOutputAliasConfig::Verify): XLA's
+    dynamic_ops_test updates a parameter in place and returns it bitcast to another shape."""
+    text = """
+HloModule m, input_output_alias={ {}: (0, {}) }
+ENTRY e {
+  p = bf16[4,6] parameter(0)
+  u = bf16[1,6] parameter(1)
+  z = s32[] constant(0)
+  d = bf16[4,6] dynamic-update-slice(p, u, z, z)
+  ROOT b = bf16[4,3,2] bitcast(d)
+}"""
+    exe = load_artifact(compile_module(hlo.load(text)))
+    assert exe.manifest["aliases"] == [{"output": 0, "input": 0, "kind": "may-alias"}]
+    p = np.arange(24, dtype=np.float32).reshape(4, 6)
+    u = -np.ones((1, 6), np.float32)
+    import ml_dtypes
+    out = exe.run([p.astype(ml_dtypes.bfloat16), u.astype(ml_dtypes.bfloat16)])[0]
+    want = p.copy()
+    want[0] = -1
+    np.testing.assert_array_equal(out.astype(np.float32), want.reshape(4, 3, 2))
