@@ -150,6 +150,15 @@ class HloComputation(_AttributeView):
         self.instructions.append(inst)
         return inst
 
+    def replace_uses(self, old: HloInstruction, new: HloInstruction) -> None:
+        """Every operand edge to `old` in this computation (and the root) points to `new` (a
+        rewrite's last step; `old` is left in place, unread, for dead-code removal)."""
+        for user in self.instructions:
+            if any(o is old for o in user.operands):
+                user.operands = [new if o is old else o for o in user.operands]
+        if self.root is old:
+            self.root = new
+
     @property
     def parameters(self) -> list[HloInstruction]:
         """Parameter instructions ordered by parameter number."""

@@ -59,7 +59,4 @@ def _rewrite(comp: HloComputation, reduce: HloInstruction, op: str) -> None:
     new = HloInstruction(f"{reduce.name}.of_broadcast", op, reduce.shape, [x, init])
     new.attributes.metadata.CopyFrom(reduce.attributes.metadata)
     comp.add(new)
-    for user in comp.instructions:
-        user.operands = [new if o is reduce else o for o in user.operands]
-    if comp.root is reduce:
-        comp.root = new
+    comp.replace_uses(reduce, new)

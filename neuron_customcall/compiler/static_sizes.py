@@ -42,8 +42,5 @@ def fold_static_dimension_sizes(module: HloModule) -> HloModule:
             const.attributes.literal.CopyFrom(numpy_to_literal(np.array(size, np.int32), inst.shape))
             const.attributes.metadata.CopyFrom(inst.attributes.metadata)
             comp.add(const)
-            for user in comp.instructions:
-                user.operands = [const if o is inst else o for o in user.operands]
-            if comp.root is inst:
-                comp.root = const
+            comp.replace_uses(inst, const)
     return module
