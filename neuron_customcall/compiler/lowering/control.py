@@ -7,6 +7,7 @@ from hlo.opcodes import ASYNC, COLLECTIVE, IO, OPCODES, RNG
 from neuron_customcall.compiler.errors import CompileError
 from neuron_customcall.compiler.lowering.context import LowerCtx, called
 from neuron_customcall.compiler.lowering.registry import fail, leaf_types, lowers, shape_rule, shapes
+from neuron_customcall.compiler.types import leaf_paths
 
 
 #: opcode classes whose instructions act beyond their result (a loop holding one must run)
@@ -29,17 +30,58 @@ def _has_effects(comp: Any, seen: set[int] | None = None) -> bool:
     return False
 
 
+def _source(inst: Any, path: tuple[int, ...]) -> tuple[Any, tuple[int, ...]]:
+    """Where leaf `path` of `inst`'s value comes from: through tuple and get-tuple-element
+    instructions, to (instruction, path within its value)."""
+    for _ in range(1 << 16):  # bounded: each step moves one level through the graph
+        if path and inst.opcode == "tuple" and path[0] < len(inst.operands):
+            inst, path = inst.operands[path[0]], path[1:]
+        elif inst.opcode == "get-tuple-element" and len(inst.operands) == 1:
+            inst, path = inst.operands[0], (int(inst.attributes.tuple_index),) + path
+        else:
+            break
+    return inst, path
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    """Two constants holding the same bits (not just equal values: -0.0, NaN payloads)."""
+    if a.opcode != "constant" or b.opcode != "constant" or a.shape != b.shape:
+        return False
+    try:
+        return a.constant_value().tobytes() == b.constant_value().tobytes()
+    except Exception:  # noqa: BLE001 - an elided or malformed literal proves nothing
+        return False
+
+
+def _keeps_state(body: Any, loop: Any) -> bool:
+    """Whether every leaf of the body's result is the same leaf of its parameter, or a constant
+    equal to the loop's initial value of that leaf: then the state never changes."""
+    params = body.parameters
+    if len(params) != 1 or len(loop.operands) != 1:
+        return False
+    param, init = params[0], loop.operands[0]
+    paths = [path for path, _ in leaf_paths(param.shape)]
+    for path in paths:
+        got, rest = _source(body.root, path)
+        if got is param and rest == path:
+            continue
+        start, start_rest = _source(init, path)
+        if rest or start_rest or not _same_constant(got, start):
+            return False
+    return True
+
+
 @lowers("while")
 def _while(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
     # XLA orders a while's computations (body, condition).
     body, cond = called(inst, 0, "body"), called(inst, 1, "condition")
     if cond.root.shape.element_type != "PRED":
         body, cond = cond, body
-    if not inst.shape.leaves():
-        if not (_has_effects(body) or _has_effects(cond)):
-            # a loop over an empty state without effects computes nothing: its value is its operand
-            # whether or not it ends (XLA:CPU returns at once, even when the condition is `true`)
-            return "opt-barrier", {}
+    if not (_has_effects(body) or _has_effects(cond)) and (not inst.shape.leaves() or _keeps_state(body, inst)):
+        # a loop without effects whose body leaves its state as it found it computes nothing: its
+        # value is its operand whether or not it ends (XLA:CPU returns at once, its simplifier
+        # forwards the invariant state and drops the loop, even when the condition is `true`)
+        return "opt-barrier", {}
     return "while", {"cond": ctx.computation(cond, role="cond"), "body": ctx.computation(body, role="body")}
 
 
