@@ -104,6 +104,35 @@ ENTRY main {
 }
 """
 
+# XLA's call_inliner_test_1: computations on another execution thread, an async call of one with
+# no operands (XLA:CPU refuses the module through jaxlib: "Expected array argument ... (u32[])")
+THREADS = """
+HloModule inline_specified_threads_only
+%secondary_inner () -> u32[] {
+  ROOT %co.2 = u32[] constant(2)
+}, execution_thread="secondary_thread"
+%secondary_outer () -> u32[] {
+  %co.1 = u32[] constant(1)
+  %call.1 = u32[] call(), to_apply=%secondary_inner
+  ROOT %add.1 = add(%co.1, %call.1)
+}, execution_thread="secondary_thread"
+%main_inner () -> u32[] {
+  %co.0 = u32[] constant(0)
+  %async-start = ((), u32[], u32[]) call-start(), async_execution_thread="secondary_thread", to_apply=secondary_outer
+  %async-done = u32[] call-done(((), u32[], u32[]) %async-start)
+  ROOT %add.2 = add(%co.0, %async-done)
+}
+ENTRY %main_outer (p0: u32[]) -> u32[] {
+  %p.0 = u32[] parameter(0)
+  %call.0 = u32[] call(), to_apply=%main_inner
+  ROOT %add.3 = add(%p.0, %call.0)
+}
+"""
+THREADS_SYNC = (THREADS.replace('  %async-start = ((), u32[], u32[]) call-start(), async_execution_thread="secondary_thread", '
+                                'to_apply=secondary_outer\n', "")
+                .replace("call-done(((), u32[], u32[]) %async-start)", "call(), to_apply=secondary_outer")
+                .replace(', execution_thread="secondary_thread"', ""))
+
 
 def _ours(text: str, inputs: list) -> list:
     return load_artifact(compile_module(hlo.load(text))).run(inputs)
@@ -116,7 +145,8 @@ def _xla(text: str, inputs: list) -> list:
 @pytest.mark.parametrize("asynchronous, synchronous, inputs", [
     (EXPLICIT, EXPLICIT_SYNC, [rand(2, 3)]),
     (SHORTHAND, SHORTHAND_SYNC, [np.array([3, -4, 5], np.int32), np.array([7, 0, -2], np.int32)]),
-], ids=["explicit", "shorthand"])
+    (THREADS, THREADS_SYNC, [np.uint32(10)]),
+], ids=["explicit", "shorthand", "threads"])
 def test_async_pairs_have_the_value_of_the_synchronous_module_on_xla_cpu(asynchronous, synchronous, inputs):
     assert_close(_ours(asynchronous, inputs), _xla(synchronous, inputs))
 
