@@ -145,6 +145,21 @@ def test_a_module_larger_than_memory_is_refused_at_compile_time() -> None:
         compile_module(hlo.load(IOTA))  # today: compiles, then a raw MemoryError at run
 
 
+@pytest.mark.parametrize("lhs, window, out, gib", [
+    ("f32[1,1,4,4]", "size=1x1 pad=60000_60000x60000_60000", "f32[1,1,120004,120004]", "53.6"),  # a huge result
+    ("f32[1,1,100000,100000]", "size=2x2 stride=100000x100000", "f32[1,1,1,1]", "37.3"),     # a huge input
+])
+def test_a_convolution_larger_than_memory_is_refused_at_compile_time(lhs: str, window: str, out: str, gib: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: a 50 GiB convolution failed with a raw MemoryError; the budget names it up front
+    (a 16 GiB limit, so that the test does not depend on the host's memory)."""
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "16G")
+    text = (f"HloModule m\nENTRY e {{\n  x = {lhs} parameter(0)\n  k = f32[1,1,{window[5]},{window[5]}] parameter(1)\n"
+            f"  ROOT c = {out} convolution(x, k), window={{{window}}}, dim_labels=bf01_oi01->bf01\n}}\n")
+    with pytest.raises(CompileError, match=rf"needs at least {gib} GiB of memory at once \(at c in e"):
+        compile_module(hlo.load(text))
+
+
 def test_a_broadcast_output_is_counted_in_full() -> None:
     """Regression: a broadcast is a view inside the program, so f32[] -> f32[1e5,1e5,100] as the
     result compiled and failed with a raw MemoryError when the output was materialised."""
