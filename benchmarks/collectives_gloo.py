@@ -4,11 +4,13 @@ gloo on the same tensors, in the same processes, alternating, for 1 MB to 256 MB
 
 Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Ours checks a
 header with the peer (on a gloo group of its own), then hands the sum to gloo's all_reduce
-(GlooCommunicator.reduce). `--ab` adds, in the same rounds, the all-reduce as it was before: one
-gloo group for headers and values, and the chunked path (reduce-scatter, fold in group order,
-all-gather over point-to-point messages), which stays the path for the reductions gloo lacks.
+(GlooCommunicator.reduce). `--ab` adds, in the same rounds, the all-reduce as it was before
+("before": one gloo group for headers and values, the chunked path: reduce-scatter, fold in
+group order, all-gather over point-to-point messages, which stays the path for the reductions
+gloo lacks and from 4 MB, and every result in fresh memory), and "chunked": that path with the
+headers on their own group and recycled results (emulator/collectives/buffers.py).
 Every variant starts after a barrier on a third group, so that none follows a small exchange on
-its own connections.
+its own connections, and the variants take turns in going first.
 
 Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--json PATH]``
 (it starts its second rank itself, on localhost).
@@ -64,6 +66,9 @@ def _variants(ab: bool) -> dict[str, Any]:
         before = GlooCommunicator(group=dist.new_group(backend="gloo"))  # one group: headers share its connections
         before.reduce = _Chunked.reduce
         variants["before"] = before
+        chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce: each change alone
+        chunked.reduce = _Chunked.reduce
+        variants["chunked"] = chunked
     return variants
 
 
@@ -75,6 +80,7 @@ def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict
 
     import hlo
     from emulator import load_artifact
+    from emulator.collectives.buffers import RECYCLED_MIN_BYTES, RESULTS
     from neuron_customcall.compiler import compile_module
     from neuron_customcall.distributed import run_on_process_group
 
@@ -89,10 +95,13 @@ def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict
         x = np.random.default_rng(rank).standard_normal(n).astype(np.float32)
         t = torch.from_numpy(x.copy())
         times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in [*variants, "gloo"]}
+        names = list(times)
         for k in range(runs + 1):
-            for name, (walls, cpus) in times.items():
+            for name in names[k % len(names):] + names[:k % len(names)]:  # each variant in each place in turn
+                walls, cpus = times[name]
                 if name == "gloo":
                     t.copy_(torch.from_numpy(x))
+                RESULTS.min_bytes = sys.maxsize if name == "before" else RECYCLED_MIN_BYTES  # before: fresh results
                 dist.barrier(group=barrier)
                 w, c = time.perf_counter(), time.process_time()
                 if name == "gloo":

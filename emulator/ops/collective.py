@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from emulator.collectives.buffers import RESULTS
 from emulator.collectives.comm import CollectiveError
 from emulator.collectives.context import DeviceContext, current
 from emulator.collectives.groups import CROSS_PARTITION, CROSS_REPLICA, GroupError, flat_pairs, participants
@@ -153,7 +154,7 @@ def _all_reduce_chunked(comm: Any, group: tuple[int, ...], x: np.ndarray, combin
     folds 1/n of it."""
     flat = np.ascontiguousarray(x).reshape(-1)
     pieces = np.array_split(flat, len(group))
-    result = np.empty(flat.size, dt)  # this member's chunk is folded into its slice, the others received there
+    result = RESULTS.take(flat.size, dt)  # this member's chunk is folded into its slice, the others received there
     me = group.index(comm.device)
     start = sum(p.size for p in pieces[:me])
     own = result[start:start + pieces[me].size]
