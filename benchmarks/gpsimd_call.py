@@ -200,8 +200,10 @@ def step_gaps() -> Callable[[], None]:
 
 #: Who waited how (`waits`): the host's sleeps and the sleeping workers it woke
 #: (control.HostWaits), the worker's sleeps, the calls its poll found, and its polls stopped as
-#: preempted (control page words 13-15), and the host's polls stopped as preempted.
-WAITS = ("host slept", "woke worker", "worker slept", "worker polled", "worker preempted", "host preempted")
+#: preempted (control page words 13-15), the host's polls stopped as preempted, and the stalls
+#: of each side's CPU polled through (control.Spinner: a gap without a context switch).
+WAITS = ("host slept", "woke worker", "worker slept", "worker polled", "worker preempted", "host preempted",
+         "worker stalls", "host stalls")
 
 
 def waits(runner: GpSimdRunner) -> tuple[int, ...]:
@@ -210,7 +212,8 @@ def waits(runner: GpSimdRunner) -> tuple[int, ...]:
     assert worker is not None
     words = worker.control.words
     return (worker.waits.slept, worker.waits.woke, words[control.WORKER_SLEPT], words[control.WORKER_POLLED],
-            words[control.WORKER_PREEMPTED], worker._spinner.preempted)
+            words[control.WORKER_PREEMPTED], worker._spinner.preempted, words[control.WORKER_STALLS],
+            worker._spinner.stalls)
 
 
 class StepCalls:
@@ -301,7 +304,7 @@ def wait_shares(rounds: list[Round]) -> str:
     calls = sum(len(r.walls) for r in rounds)
     totals = [sum(r.waits[k] for r in rounds) for k in range(len(WAITS))]
     shares = "/".join(f"{100 * t / calls:.0f}" for t in totals[:4])
-    return f"{shares}; {totals[4]}+{totals[5]}"
+    return f"{shares}; {totals[4]}+{totals[5]}; {totals[6]}+{totals[7]}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -387,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     print("  us per call: wall p50 and p90 over all calls, mean (median over rounds), host CPU p50, "
           "peer CPU (mean per round, median)")
     print("  waits (workers): % of calls where the host slept / woke the worker / the worker slept / its "
-          "poll found the call; polls stopped as preempted, worker + host")
+          "poll found the call; polls stopped as preempted, worker + host; stalls polled through, worker + host")
     print(f"  {'case':31s} {'pattern':18s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}"
           "  waits")
     medians: dict[tuple[str, str], float] = {}

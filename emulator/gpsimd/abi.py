@@ -142,7 +142,8 @@ class NccServeConfig(ctypes.Structure):
             "cpu_seconds", "arm_every", "first_slice", "preempted", "backoff", "spin_floor", "spin_max")),
         # Appended (a library built before reads only the fields above): word indices of the
         # host's request time, of the worker's wait counts and of its latest poll's length.
-        *((name, ctypes.c_int64) for name in ("request_at", "slept", "polled", "preempted_count", "next_poll")),
+        *((name, ctypes.c_int64) for name in ("request_at", "slept", "polled", "preempted_count", "next_poll",
+                                               "stalls")),
     ]
 
 

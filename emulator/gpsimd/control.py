@@ -34,6 +34,7 @@ words 13-15  the worker's counts since it started: sleeps on the request pipe, c
 words 16+  struct ncc_counters (8 x uint64, written by the runtime)
 word 24    how long the worker polls for the next call after its latest reply, in nanoseconds
            (0: it sleeps at once; diagnostics, written before it sleeps)
+word 25    the worker's count of stalls polled through (`Spinner`; diagnostics)
 byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
 byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
 =========  ===========================================================================
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import resource
 import struct
 import time
 
@@ -61,7 +63,7 @@ from emulator.gpsimd import abi, protocol
 REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT = 0, 1, 2, 3, 4
 REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
 WORKER_SLEPT, WORKER_POLLED, WORKER_PREEMPTED = 13, 14, 15
-NEXT_POLL = 24
+NEXT_POLL, WORKER_STALLS = 24, 25
 COUNTERS_OFFSET = 16 * 8
 ERROR_OFFSET = 4096
 TEXT_OFFSET = 8192
@@ -196,6 +198,15 @@ class HostWaits:
         self.woke = 0  # of them, found the worker asleep (a wake token was written)
 
 
+def involuntary_switches() -> int:
+    """How many times another task has taken this thread's CPU so far (its involuntary context
+    switches), or -1 where the system does not say."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
+    except (AttributeError, OSError):
+        return -1
+
+
 class Spinner:
     """Bounded polling of one side for a page word, which gives up when the machine is busy.
 
@@ -203,16 +214,34 @@ class Spinner:
     poller is preempted in the middle of its poll, and a process that polled through its share
     waits a whole time slice for the next one, where a process woken from sleep runs at once
     (the scheduler credits sleepers): on a 2-core machine at load 4, polling made calls 3-8
-    times slower than sleeping. So a poll that finds it was preempted (two looks at the clock
-    more than `PREEMPTED` apart) stops, and this side sleeps without polling for `BACKOFF`."""
+    times slower than sleeping. So a poll that finds it was preempted stops, and this side
+    sleeps without polling for `BACKOFF`.
+
+    Preempted means two looks at the clock more than `PREEMPTED` apart *and* an involuntary
+    context switch of this thread since the last such gap: another task took the CPU. A gap
+    without one is a stall of the virtual CPU itself (the hypervisor, an interrupt): no process
+    of this machine wanted the CPU, so polling on costs nobody, where stopping for 100 ms would
+    make the next few thousand calls pay two wake-ups each (tens of microseconds each on an idle
+    virtual machine). Those are counted as `stalls`."""
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
         self._quiet_from = 0.0
+        self._switches = -1  # involuntary_switches() at the latest gap (-1: none seen yet)
         self.preempted = 0  # polls stopped as preempted (diagnostics)
+        self.stalls = 0  # gaps without a context switch, polled through (diagnostics)
+
+    def _contended(self) -> bool:
+        """Whether another task took this thread's CPU since the previous gap (the first gap,
+        or a system that does not say, counts as taken)."""
+        switches = involuntary_switches()
+        contended = switches < 0 or switches != self._switches
+        self._switches = switches
+        return contended
 
     def poll(self, words: memoryview, word: int, value: int, limit: float | None = None) -> bool:
-        """Whether words[word] == value within the limit (no sleeping, no system call)."""
+        """Whether words[word] == value within the limit (no sleeping; a system call only after a
+        gap between two looks at the clock)."""
         if words[word] == value:
             return True
         now = time.monotonic()
@@ -225,9 +254,11 @@ class Spinner:
                 return True
             now = time.monotonic()
             if now - last > PREEMPTED:
-                self._quiet_from = now + BACKOFF
-                self.preempted += 1
-                return words[word] == value
+                if self._contended():
+                    self._quiet_from = now + BACKOFF
+                    self.preempted += 1
+                    return words[word] == value
+                self.stalls += 1
             if now >= end:
                 return words[word] == value
             last = now

@@ -520,7 +520,7 @@ def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
         arm_every=ARM_EVERY, first_slice=control.FIRST_SLICE, preempted=control.PREEMPTED,
         backoff=control.BACKOFF, spin_floor=control.SPIN_MARGIN, spin_max=control.WORKER_SPIN_MAX,
         request_at=control.REQUEST_AT, slept=control.WORKER_SLEPT, polled=control.WORKER_POLLED,
-        preempted_count=control.WORKER_PREEMPTED, next_poll=control.NEXT_POLL)
+        preempted_count=control.WORKER_PREEMPTED, next_poll=control.NEXT_POLL, stalls=control.WORKER_STALLS)
     while True:
         if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
             return 1  # a message where a wake token belonged, or poll() failed
@@ -562,7 +562,7 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
             ready = limit > 0 and spinner.poll(words, control.REQUEST, expected, limit)
             words[control.WORKER_POLLED] += ready
         if not ready:
-            words[control.WORKER_PREEMPTED] = spinner.preempted
+            words[control.WORKER_PREEMPTED], words[control.WORKER_STALLS] = spinner.preempted, spinner.stalls
             words[control.WORKER_SLEPT] += 1
             words[control.WORKER_WAITING] = 1
             woken = False

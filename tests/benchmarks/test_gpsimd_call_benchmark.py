@@ -21,7 +21,7 @@ def test_one_round_gives_a_row_per_op_and_pattern(tmp_path):
     # calls where the host slept, woke the worker, the worker slept, its poll found the call
     # (each side either slept or did not: the host's sleeps and polls add up to every call).
     waits = re.findall(r"^  worker, (.+?) {2,}(back to back|host work between|a step's gaps) .* "
-                       r"(\d+)/(\d+)/(\d+)/(\d+); (\d+)\+(\d+)$", printed, re.M)
+                       r"(\d+)/(\d+)/(\d+)/(\d+); (\d+)\+(\d+); (\d+)\+(\d+)$", printed, re.M)
     assert len(waits) == 5 * 3
     assert {w[0].strip() for w in waits} >= {"forward", "backward", "the step's four ops"}
     for case in waits:

@@ -12,8 +12,9 @@
 // their one definition. What the Python loop did is done here in the same order:
 //   * poll the request word for as long as the host took to send the next call last time after
 //     the previous call id (control.request_gap; at most the host's cap in the POLL word, in
-//     nanoseconds; 0: no polling), giving up when the poll finds it was preempted (then no
-//     polling for `backoff` seconds);
+//     nanoseconds; 0: no polling), giving up when the poll finds it was preempted (a gap
+//     between two looks at the clock with an involuntary context switch: then no polling for
+//     `backoff` seconds);
 //   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
 //     then sleep until the pipe is readable; a wake token is read, anything else returns to
 //     Python;
@@ -51,6 +52,7 @@ struct ServeState {
   double replied_at = 0;
   double quiet_from = 0;  // no polling before this time (a poll was preempted)
   double armed_until = 0;
+  long switches = -1;  // this thread's involuntary context switches at the latest gap (-1: none yet)
 };
 
 ServeState& serve_state() {
@@ -90,6 +92,7 @@ struct ncc_serve_config {
   // ns) and of this loop's counts of sleeps, calls found by polling, polls stopped as preempted.
   int64_t request_at, slept, polled, preempted_count;
   int64_t next_poll;  // word index: this poll's length in ns (0: none), for diagnostics
+  int64_t stalls;     // word index: gaps without a context switch polled through, for diagnostics
 };
 
 int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
@@ -115,7 +118,18 @@ inline void cpu_relax() {
 int64_t load(const int64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 void store(int64_t* p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
-// Whether page word `word` holds `value` within `limit` seconds, polling without a system call.
+// Whether another task took this thread's CPU since the previous gap (control.Spinner._contended:
+// a gap without an involuntary context switch is a stall of the virtual CPU, not contention).
+bool contended(ServeState& s) {
+  rusage usage{};
+  const long switches = getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : -1;
+  const bool taken = switches < 0 || switches != s.switches;
+  s.switches = switches;
+  return taken;
+}
+
+// Whether page word `word` holds `value` within `limit` seconds, polling without a system call
+// (but after a gap between two looks at the clock).
 bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t value, double limit) {
   const int64_t* p = c.page + word;
   if (load(p) == value) return true;
@@ -128,9 +142,12 @@ bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t va
     cpu_relax();
     now = monotonic();
     if (now - last > c.preempted) {
-      s.quiet_from = now + c.backoff;
-      c.page[c.preempted_count] += 1;
-      return load(p) == value;
+      if (contended(s)) {
+        s.quiet_from = now + c.backoff;
+        c.page[c.preempted_count] += 1;
+        return load(p) == value;
+      }
+      c.page[c.stalls] += 1;
     }
     if (now >= end) return load(p) == value;
     last = now;

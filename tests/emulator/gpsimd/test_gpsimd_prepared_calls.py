@@ -280,9 +280,12 @@ def test_a_poll_that_finds_itself_preempted_stops_and_the_side_sleeps_for_a_whil
     words = memoryview(page).cast("q")
     clock = _SteppingClock(2 * control.PREEMPTED)
     monkeypatch.setattr(control.time, "monotonic", clock)
+    switches = iter(range(100, 200))  # another task takes the CPU at every gap
+    monkeypatch.setattr(control, "involuntary_switches", lambda: next(switches))
     spinner = control.Spinner(1.0)
     assert not spinner.poll(words, 0, 1)
     assert clock.reads == 2  # stopped at the first gap, not after a second of polling
+    assert (spinner.preempted, spinner.stalls) == (1, 0)
     reads = clock.reads
     assert not spinner.poll(words, 0, 1)  # within the back-off: no polling at all
     assert clock.reads == reads + 1
@@ -290,6 +293,42 @@ def test_a_poll_that_finds_itself_preempted_stops_and_the_side_sleeps_for_a_whil
     assert spinner.poll(words, 0, 1)  # a word already there is seen whatever the back-off
     words.release()
     page.close()
+
+
+def test_a_gap_without_a_context_switch_is_a_stall_polled_through(monkeypatch) -> None:
+    # On a virtual machine the virtual CPU itself stalls now and then (the hypervisor, an
+    # interrupt) with no other task wanting it: backing off for 100 ms there made the next few
+    # thousand calls each pay two wake-ups. Only a gap with an involuntary context switch of this
+    # thread since the last gap is another task's preemption.
+    import mmap
+
+    page = mmap.mmap(-1, 4096)
+    words = memoryview(page).cast("q")
+    clock = _SteppingClock(2 * control.PREEMPTED)
+    monkeypatch.setattr(control.time, "monotonic", clock)
+    switches = [7]
+    monkeypatch.setattr(control, "involuntary_switches", lambda: switches[0])
+    spinner = control.Spinner(1.0)
+    assert not spinner.poll(words, 0, 1, limit=10 * control.PREEMPTED)  # the first gap counts as taken
+    assert (spinner.preempted, spinner.stalls) == (1, 0)
+    spinner._quiet_from = 0.0  # the back-off over
+    reads = clock.reads
+    assert not spinner.poll(words, 0, 1, limit=10 * control.PREEMPTED)  # no switch since: polled to the end
+    assert clock.reads - reads >= 5 and spinner.preempted == 1 and spinner.stalls >= 4
+    switches[0] += 1  # now another task took the CPU
+    assert not spinner.poll(words, 0, 1, limit=10 * control.PREEMPTED)
+    assert spinner.preempted == 2
+    reads = clock.reads
+    assert not spinner.poll(words, 0, 1)  # backing off: no polling at all
+    assert clock.reads == reads + 1
+    words.release()
+    page.close()
+
+
+def test_a_thread_counts_its_involuntary_context_switches() -> None:
+    before = control.involuntary_switches()
+    assert before >= 0
+    assert control.involuntary_switches() >= before
 
 
 def test_a_json_reply_poll_that_finds_itself_preempted_stops(monkeypatch) -> None:
