@@ -144,6 +144,7 @@ class NccServeConfig(ctypes.Structure):
         # host's request time, of the worker's wait counts and of its latest poll's length.
         *((name, ctypes.c_int64) for name in ("request_at", "slept", "polled", "preempted_count", "next_poll",
                                                "stalls")),
+        ("backoff_first", ctypes.c_double),
     ]
 
 

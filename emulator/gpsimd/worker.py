@@ -520,7 +520,8 @@ def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
         arm_every=ARM_EVERY, first_slice=control.FIRST_SLICE, preempted=control.PREEMPTED,
         backoff=control.BACKOFF, spin_floor=control.SPIN_MARGIN, spin_max=control.WORKER_SPIN_MAX,
         request_at=control.REQUEST_AT, slept=control.WORKER_SLEPT, polled=control.WORKER_POLLED,
-        preempted_count=control.WORKER_PREEMPTED, next_poll=control.NEXT_POLL, stalls=control.WORKER_STALLS)
+        preempted_count=control.WORKER_PREEMPTED, next_poll=control.NEXT_POLL, stalls=control.WORKER_STALLS,
+        backoff_first=control.BACKOFF_FIRST)
     while True:
         if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
             return 1  # a message where a wake token belonged, or poll() failed

@@ -14,7 +14,7 @@
 //     the previous call id (control.request_gap; at most the host's cap in the POLL word, in
 //     nanoseconds; 0: no polling), giving up when the poll finds it was preempted (a gap
 //     between two looks at the clock with an involuntary context switch: then no polling for
-//     `backoff` seconds);
+//     a while, from `backoff_first` doubled by each further preempted poll up to `backoff`);
 //   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
 //     then sleep until the pipe is readable; a wake token is read, anything else returns to
 //     Python;
@@ -51,6 +51,7 @@ struct ServeState {
   int64_t previous = 0;
   double replied_at = 0;
   double quiet_from = 0;  // no polling before this time (a poll was preempted)
+  double backoff = -1;    // the next back-off (control.Spinner; -1: not set yet)
   double armed_until = 0;
   long switches = -1;  // this thread's involuntary context switches at the latest gap (-1: none yet)
 };
@@ -93,6 +94,7 @@ struct ncc_serve_config {
   int64_t request_at, slept, polled, preempted_count;
   int64_t next_poll;  // word index: this poll's length in ns (0: none), for diagnostics
   int64_t stalls;     // word index: gaps without a context switch polled through, for diagnostics
+  double backoff_first;  // the shortest back-off (control.BACKOFF_FIRST; `backoff` is the longest)
 };
 
 int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
@@ -135,23 +137,28 @@ bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t va
   if (load(p) == value) return true;
   double now = monotonic();
   if (now < s.quiet_from || limit <= 0) return false;
+  if (s.backoff < c.backoff_first) s.backoff = c.backoff_first;
   const double end = now + limit;
   double last = now;
   for (;;) {
-    if (load(p) == value) return true;
+    if (load(p) == value) break;
     cpu_relax();
     now = monotonic();
     if (now - last > c.preempted) {
       if (contended(s)) {
-        s.quiet_from = now + c.backoff;
+        // Each preempted poll doubles the next back-off (up to c.backoff), each other halves it.
+        s.quiet_from = now + s.backoff;
+        s.backoff = 2 * s.backoff < c.backoff ? 2 * s.backoff : c.backoff;
         c.page[c.preempted_count] += 1;
         return load(p) == value;
       }
       c.page[c.stalls] += 1;
     }
-    if (now >= end) return load(p) == value;
+    if (now >= end) break;
     last = now;
   }
+  s.backoff = s.backoff / 2 > c.backoff_first ? s.backoff / 2 : c.backoff_first;
+  return load(p) == value;
 }
 
 // How long after the reply the host sent the call seen at `now`: control.request_gap (the host's

@@ -325,6 +325,47 @@ def test_a_gap_without_a_context_switch_is_a_stall_polled_through(monkeypatch) -
     page.close()
 
 
+def test_the_back_off_grows_with_repeated_preemptions_and_shrinks_after_clean_polls(monkeypatch) -> None:
+    # On the idle machine a poll is preempted now and then by a short task; a fixed 100 ms back-off
+    # then left polling off most of the time. Only preemptions in a row back off for long.
+    import mmap
+
+    page = mmap.mmap(-1, 4096)
+    words = memoryview(page).cast("q")
+    now = [1000.0]
+    monkeypatch.setattr(control.time, "monotonic", lambda: now[0])
+    switches = iter(range(100, 200))
+    monkeypatch.setattr(control, "involuntary_switches", lambda: next(switches))
+    spinner = control.Spinner(1.0)
+
+    def preempted_poll() -> float:
+        """A poll preempted at its first look: how long this side then does not poll."""
+        def stepping():
+            now[0] += 2 * control.PREEMPTED
+            return now[0]
+        monkeypatch.setattr(control.time, "monotonic", stepping)
+        assert not spinner.poll(words, 0, 1)
+        monkeypatch.setattr(control.time, "monotonic", lambda: now[0])
+        quiet = spinner._quiet_from - now[0]
+        now[0] = spinner._quiet_from  # the back-off over
+        return quiet
+
+    backoffs = [preempted_poll() for _ in range(9)]
+    assert backoffs[0] == pytest.approx(control.BACKOFF_FIRST)
+    assert backoffs[1] == pytest.approx(2 * control.BACKOFF_FIRST)
+    assert backoffs[-1] == pytest.approx(control.BACKOFF) and max(backoffs) <= control.BACKOFF + 1e-9
+    def ticking():
+        now[0] += 1e-6
+        return now[0]
+
+    monkeypatch.setattr(control.time, "monotonic", ticking)
+    for _ in range(3):  # polls that run out without a gap: each halves the back-off
+        assert not spinner.poll(words, 0, 1, limit=10e-6)
+    assert preempted_poll() == pytest.approx(control.BACKOFF / 8)
+    words.release()
+    page.close()
+
+
 def test_a_thread_counts_its_involuntary_context_switches() -> None:
     before = control.involuntary_switches()
     assert before >= 0
