@@ -58,6 +58,11 @@ def main() -> int:
     np.savez(f"{out_prefix}{rank}.npz", *outs)
     with open(f"{out_prefix}{rank}.native.json", "w") as f:
         json.dump(native, f)
+    # As torch.distributed asks of every program: a process that exits with its gloo groups alive
+    # can abort in interpreter finalization ("terminate called without an active exception"),
+    # gloo's worker threads still holding work that refers to Python objects. Only on this path:
+    # after a peer died or hung, tearing down could wait for the dead peer.
+    dist.destroy_process_group()
     return 0
 
 
