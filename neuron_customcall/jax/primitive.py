@@ -32,9 +32,8 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching
 
 from neuron_customcall.kernels import dtypes
-from neuron_customcall.kernels.descriptor import TensorSig
+from neuron_customcall.kernels.descriptor import TARGET, TensorSig
 
-TARGET = "AwsNeuronCustomNativeKernel"
 API_VERSION_STATUS_RETURNING = 2
 
 #: True while a program is lowered for our backend rather than for XLA:CPU (see the docstring).

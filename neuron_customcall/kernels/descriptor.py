@@ -27,6 +27,8 @@ from typing import Any
 from emulator.program.dtypes import DTYPES as HLO_DTYPES
 from neuron_customcall.kernels import images
 
+#: The custom-call target whose backend_config is a kernel descriptor (as torch-neuronx emits it).
+TARGET = "AwsNeuronCustomNativeKernel"
 FORMAT = "neuron-customcall-kernel"
 #: (major, minor): a reader accepts its major and any minor; a higher minor may add keys.
 VERSION: tuple[int, int] = (1, 0)

@@ -19,10 +19,8 @@ import json
 import threading
 from typing import Any
 
-from neuron_customcall.kernels.descriptor import REFERENCE, DescriptorError, decode, encode
+from neuron_customcall.kernels.descriptor import REFERENCE, TARGET, DescriptorError, decode, encode
 
-#: The custom-call target whose backend_config is a kernel descriptor.
-TARGET = "AwsNeuronCustomNativeKernel"
 #: A reference config is a payload-free document; longer configs are never decoded to find out.
 _REFERENCE_AT_MOST = 64 * 1024
 

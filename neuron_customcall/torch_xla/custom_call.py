@@ -27,7 +27,7 @@ from emulator.kernel_exec import run_kernel
 from neuron_customcall.cpp import loader, torch_ops
 from neuron_customcall import torch_dtypes
 from neuron_customcall.kernels import build, dtypes, references
-from neuron_customcall.kernels.descriptor import TensorSig, decode
+from neuron_customcall.kernels.descriptor import TARGET, TensorSig, decode
 from neuron_customcall.nki.jit import Kernel, kernel_by_id, register_framework
 from neuron_customcall.torch_xla import cpu_device, exported
 from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
@@ -35,7 +35,6 @@ from neuron_customcall.torch_xla.tensors import from_numpy, to_numpy
 log = logging.getLogger(__name__)
 _X = torch_xla._XLAC
 
-TARGET = "AwsNeuronCustomNativeKernel"
 API_VERSION_UNSPECIFIED = 0
 
 _HLO_TO_TORCH = torch_dtypes.BY_HLO

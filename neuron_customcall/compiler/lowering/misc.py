@@ -9,8 +9,8 @@ from neuron_customcall.compiler.inline import payload_for
 from neuron_customcall.compiler.lowering.context import LowerCtx, called, sort_fast_path, sort_key_view
 from neuron_customcall.compiler.lowering.lapack import XLA_LINALG_TARGETS, is_lapack_target, lower_lapack, lower_xla_linalg
 from neuron_customcall.compiler.lowering.registry import fail, lowers, shape_rule, shapes
+from neuron_customcall.kernels.descriptor import TARGET
 
-NEURON_TARGET = "AwsNeuronCustomNativeKernel"
 #: Custom-call targets that only annotate their operand (sharding, placement, XLA's layout pin):
 #: identities here, where values have no physical layout.
 IDENTITY_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
@@ -85,7 +85,7 @@ def _custom_call(inst: Any, ctx: LowerCtx) -> tuple[str, dict]:
         return lower_lapack(inst, ctx)
     if target in XLA_LINALG_TARGETS:  # XLA's own QR targets (its QrExpander's)
         return lower_xla_linalg(inst, ctx)
-    if target != NEURON_TARGET:
+    if target != TARGET:
         raise CompileError(f"custom-call target {target!r} is not supported", inst)
     _name, payloads = payload_for(inst)  # decoded, checked against inst, emulator-native
     *referenced, (name, kind, data) = payloads
