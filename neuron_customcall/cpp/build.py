@@ -184,7 +184,13 @@ def build(request: BuildRequest) -> Path:
         compiled.append(runtime_job.result())
     object_paths = [objects.paths(k)[0] for k in keys] + [shared.paths(runtime_key)[0]]
     # The prelude's directory is named by the runtime headers' content: a new runtime relinks.
-    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys, runtime_key, str(pch_dir)]).encode())
+    # The runtime object's own bytes count too: it is shared by every build, and recompiled
+    # under the same key when a header it includes (runtime/gpsimd_serve.h) changes, so only
+    # the first build after the change would see it recompiled; the others kept a library
+    # linked with the old runtime.
+    runtime_bytes = cache.file_digest(object_paths[-1]) or ""
+    link_key = cache.digest("\0".join([identity, *compiler.LINK_FLAGS, *keys, runtime_key, runtime_bytes,
+                                        str(pch_dir)]).encode())
     stamp = request.build_directory / f".lib{request.name}.so.key"
     # An object recompiled under the same key (a header changed) must be relinked too.
     if not any(compiled) and request.output.exists() and stamp.exists() and stamp.read_text() == link_key:

@@ -73,6 +73,28 @@ def test_a_changed_header_invalidates_the_objects_that_include_it(tmp_path: Path
     assert torch.ops.header_dep.twice(torch.ones(1)).item() == 2.0
 
 
+def test_a_runtime_object_recompiled_under_its_key_relinks_every_library(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    # The runtime object is shared by all builds and recompiled under the same key when a header
+    # it includes changes (runtime/gpsimd_serve.h): only the build that recompiled it saw that,
+    # and every other build directory kept its library linked with the old runtime.
+    from neuron_customcall.cpp import build, cache
+
+    shape = write(tmp_path, "shape.cpp", (KERNELS / "negate_shape.cpp").read_text())
+    compute = write(tmp_path, "negate.cpp", (KERNELS / "negate.cpp").read_text())
+    custom_op.load("relinked", [compute], [shape], build_directory=tmp_path / "b", verbose=True)
+    capfd.readouterr()
+    shared_objects = build.shared_cache_root() / "objects"
+    real = cache.file_digest
+    monkeypatch.setattr(cache, "file_digest",
+                        lambda path: ("recompiled" + str(real(path))) if Path(path).parent == shared_objects
+                        else real(path))
+    custom_op.load("relinked", [compute], [shape], build_directory=tmp_path / "b", verbose=True)
+    err = capfd.readouterr().err
+    assert " -c " not in err and "-shared" in err
+    assert torch.equal(torch.ops.negate_ops.negate(torch.ones(2)), -torch.ones(2))
+
+
 def test_compile_errors_point_at_the_users_file_and_line(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.cpp", COMPUTE_HEAD + "torch::Tensor twice(const torch::Tensor& t) {\n"
                 "    return undefined_function(t);\n}\n")
