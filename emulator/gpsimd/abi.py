@@ -145,6 +145,10 @@ class NccServeConfig(ctypes.Structure):
         *((name, ctypes.c_int64) for name in ("request_at", "slept", "polled", "preempted_count", "next_poll",
                                                "stalls")),
         ("backoff_first", ctypes.c_double),
+        # Appended: the CPU words, the timed sleeps' words and constants (control.wait_plan).
+        *((name, ctypes.c_int64) for name in ("host_cpu", "wake_ahead", "worker_cpu", "timed", "shared", "late")),
+        *((name, ctypes.c_double) for name in ("wake_ahead_max", "wake_margin", "lead_max", "late_first",
+                                                "window_share", "window_max", "shared_nap")),
     ]
 
 

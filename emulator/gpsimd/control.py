@@ -24,17 +24,26 @@ word 3     the longest the worker may poll for the next call after a reply, in n
 word 4     when the host wrote the request (CLOCK_MONOTONIC nanoseconds, before word 0): the
            worker sizes its next poll by the host's own gap (`request_gap`), not by when it saw
            the request, which includes its own wake-up when it slept
+word 5     the host's CPU when it wrote the request (sched_getcpu; -1: unknown): the worker does
+           not poll on the CPU the host needs (`shares_cpu`)
+word 6     the longest gap between calls the worker may sleep through and then poll for the
+           next call, in nanoseconds (`wake_ahead`: 0 under load, as word 3)
 word 8     reply sequence number (the worker writes it last, after word 9)
 word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
 word 10    1 while the worker sleeps on the request pipe
 word 11    printf text length (size_t, written by the runtime)
 word 12    the sequence number of the call the worker has taken and is running
-words 13-15  the worker's counts since it started: sleeps on the request pipe, calls its poll
+words 13-15  the worker's counts since it started: calls it slept on the request pipe for, calls its poll
            found, polls it stopped as preempted (diagnostics: benchmarks/gpsimd_call.py)
 words 16+  struct ncc_counters (8 x uint64, written by the runtime)
 word 24    how long the worker polls for the next call after its latest reply, in nanoseconds
            (0: it sleeps at once; diagnostics, written before it sleeps)
 word 25    the worker's count of stalls polled through (`Spinner`; diagnostics)
+word 26    the worker's CPU when it took the latest call or began its latest poll (-1: unknown):
+           the host does not poll on the worker's CPU (`shares_cpu`)
+words 27-28  the worker's counts since it started: sleeps timed to end just before the expected
+           next call (`wait_plan`), polls given up because the host was on its CPU (diagnostics)
+word 29    the worker's estimate of how late its timed sleeps end, in nanoseconds (diagnostics)
 byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
 byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
 =========  ===========================================================================
@@ -60,10 +69,10 @@ import time
 from emulator import host
 from emulator.gpsimd import abi, protocol
 
-REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT = 0, 1, 2, 3, 4
+REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT, HOST_CPU, WAKE_AHEAD = 0, 1, 2, 3, 4, 5, 6
 REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
 WORKER_SLEPT, WORKER_POLLED, WORKER_PREEMPTED = 13, 14, 15
-NEXT_POLL, WORKER_STALLS = 24, 25
+NEXT_POLL, WORKER_STALLS, WORKER_CPU, WORKER_TIMED, WORKER_SHARED, WORKER_LATE = 24, 25, 26, 27, 28, 29
 COUNTERS_OFFSET = 16 * 8
 ERROR_OFFSET = 4096
 TEXT_OFFSET = 8192
@@ -80,7 +89,7 @@ HOST_SPIN = 300e-6
 #: a busy machine takes longer than it is worth polling for.
 TAKE_SPIN = 30e-6
 #: The longest the worker polls for the next call after a reply before it sleeps (how long it
-#: does: worker.spin_after). The main job's step has gaps of 40, 174 and 38 us between its four
+#: does: wait_plan). The main job's step has gaps of 40, 174 and 38 us between its four
 #: calls at best: polling through the 174 us gap cost more worker CPU than the wake-up it saves
 #: (a wake-up is a few microseconds of each side's CPU), so only gaps up to 50 us are polled.
 WORKER_SPIN = 50e-6
@@ -91,7 +100,7 @@ WORKER_SPIN = 50e-6
 WORKER_SPIN_SPARE = 200e-6
 #: The worker's poll never exceeds this, whatever word 3 says (the page is writable by kernels).
 WORKER_SPIN_MAX = 1e-3
-#: spin_after's margin: the worker polls up to twice the last gap plus this.
+#: wait_plan's margin: the worker polls up to twice the last gap plus this.
 SPIN_MARGIN = 20e-6
 #: A gap between two looks at the clock that means the poller lost its CPU, and how long it
 #: then sleeps without polling (Spinner).
@@ -106,6 +115,29 @@ BACKOFF = 0.1
 BACKOFF_FIRST = 1e-3
 #: The first sleep of either side, after which it reads the other side's word again (see above).
 FIRST_SLICE = 1e-3
+#: Gaps between calls longer than the poll cap (the main job's 174 us between its second and
+#: third call, and the step's own gap before the next step's first call): up to this long, the
+#: worker sleeps until just before the call it expects and then polls for it (`wait_plan`), so
+#: that the call finds it awake without its having polled through the gap. Longer gaps (the
+#: host's work between graphs) are slept through on the pipe. The host sets it in word 6 while
+#: the worker may poll at all (`wake_ahead`); the worker never uses more than
+#: `SLEEP_THROUGH_MAX` whatever that word says (the page is writable by kernels).
+SLEEP_THROUGH = 5e-3
+SLEEP_THROUGH_MAX = 20e-3
+#: How early before the expected call a timed sleep ends: the worker's estimate of how late its
+#: timed sleeps end (a timer's wake-up from an idle virtual CPU takes tens of microseconds),
+#: plus this margin, at most `LEAD_MAX` (which also bounds the poll before the expected time).
+WAKE_MARGIN = 10e-6
+LEAD_MAX = 150e-6
+#: The estimate's start, before the worker has timed a sleep of its own.
+LATE_FIRST = 30e-6
+#: A timed sleep's poll goes on past the expected time for `SPIN_MARGIN` plus this share of the
+#: gap (the host's own work between calls varies by some percent), at most `WORKER_SPIN_SPARE`.
+WAKE_WINDOW_SHARE = 0.25
+#: A worker that finds the host on its CPU after a reply sleeps this long instead of polling:
+#: the host gets the CPU at once, and a timer's wake-up (unlike a pipe's, which the scheduler
+#: treats as a hand-over to the waker's CPU) puts the worker on a CPU that is idle.
+SHARED_NAP = 5e-6
 
 WAKE_TOKEN = b"\0\0\0\0"  # an empty frame: "look at the page"
 #: The CPUs that must be free of other processes' work for polling to pay: one for the host,
@@ -180,6 +212,46 @@ def worker_spin() -> float:
     return WORKER_SPIN_SPARE if free > POLL_CPUS else WORKER_SPIN
 
 
+def wake_ahead(spin: float) -> float:
+    """Word 6 for a call whose worker may poll for `spin` seconds (`worker_spin`): `SLEEP_THROUGH`
+    while it may poll at all, else 0 (under load neither side polls, and a timed wake-up would
+    only take a CPU another process wants)."""
+    return SLEEP_THROUGH if spin > 0 else 0.0
+
+
+def wait_plan(gap: float | None, cap: float, ahead: float, late: float) -> tuple[float, float]:
+    """How the worker waits for the next call after answering one that was followed, last time,
+    after `gap` seconds (None: not known yet): (sleep, then poll), in seconds; past both it
+    sleeps on its pipe. `cap` is the longest it may poll right away (word 3), `ahead` the
+    longest gap it may sleep through and then poll (word 6), `late` its estimate of how late a
+    timed sleep ends. Why: a graph's calls come in the same order at every run, so the gap
+    after each call repeats. Up to the cap the worker polls (twice the gap plus a margin); a
+    longer gap up to `ahead` it sleeps through and wakes `late` + `WAKE_MARGIN` before the
+    expected call, polling from then until `SPIN_MARGIN` plus a quarter of the gap after it (a
+    call that comes while it sleeps wakes it as before); longer gaps end a graph: it sleeps at
+    once. The C loop (runtime/gpsimd_serve.h) computes the same."""
+    if gap is None:
+        return 0.0, cap
+    if gap <= cap:
+        return 0.0, min(cap, 2 * gap + SPIN_MARGIN)
+    if gap > min(ahead, SLEEP_THROUGH_MAX):
+        return 0.0, 0.0
+    lead = min(max(late, 0.0) + WAKE_MARGIN, LEAD_MAX)
+    window = min(SPIN_MARGIN + WAKE_WINDOW_SHARE * gap, WORKER_SPIN_SPARE)
+    if gap <= lead:
+        return 0.0, gap + window
+    return gap - lead, lead + window
+
+
+def next_late(late: float, observed: float) -> float:
+    """The worker's estimate of how late its timed sleeps end, after one that ended `observed`
+    seconds late: up at once to a later one, down by an eighth of the difference to an earlier
+    one (a single slow wake-up makes the next few sleeps end a little earlier than needed,
+    rather than many calls find the worker still asleep). The C loop computes the same."""
+    observed = max(0.0, observed)
+    return observed if observed > late else late + (observed - late) / 8
+
+
 def request_gap(request_at_ns: int, replied_at: float, now: float) -> float:
     """How long after the worker's reply at `replied_at` the host sent the next call (word 4),
     for a worker that saw it at `now` (time.monotonic seconds, the same clock). Why not `now -
@@ -191,6 +263,16 @@ def request_gap(request_at_ns: int, replied_at: float, now: float) -> float:
     The C loop (runtime/gpsimd_serve.h) computes the same."""
     seen = max(0.0, now - replied_at)
     return min(seen, max(0.0, request_at_ns * 1e-9 - replied_at))
+
+
+def shares_cpu(words: memoryview, word: int, cpu: int) -> bool:
+    """Whether the other side's CPU in page word `word` (5: the host's, 26: the worker's) is
+    `cpu`, this side's own: then polling would hold the CPU the other side needs. Why it
+    happens: the scheduler wakes a process that a pipe write woke on the writer's CPU and
+    keeps a task that ran within the last half millisecond where it is, so host and worker
+    can stay on one CPU for thousands of calls (session 10: 4000 of 4000 at load 3.9), each
+    poll then delaying the other side's next step by its full length."""
+    return cpu >= 0 and words[word] == cpu
 
 
 class HostWaits:
@@ -280,4 +362,6 @@ def create() -> tuple[int, ControlPage]:
     """A new control page in an anonymous memfd: (its descriptor, the host's mapping)."""
     fd = os.memfd_create("ncc-gpsimd-control", os.MFD_CLOEXEC)
     os.ftruncate(fd, SIZE)
-    return fd, ControlPage(fd)
+    page = ControlPage(fd)
+    page.words[HOST_CPU] = page.words[WORKER_CPU] = -1  # not known yet (0 is a CPU)
+    return fd, page

@@ -226,11 +226,18 @@ class WorkerProcess:
         sequence = self.sequence
         deadline = time.monotonic() + timeout
         spin = control.worker_spin()
+        # Our CPU, for the worker not to poll on it, and ours not to poll on the worker's
+        # (control.shares_cpu); only read while polling at all.
+        cpu = host.current_cpu() if spin > 0 else -1
         poll = spin > 0
+        # Read before the request: a polling worker takes it at once and writes its CPU again.
+        worker_here = control.shares_cpu(words, control.WORKER_CPU, cpu)
         waits = self.waits
         waits.calls += 1
         try:
             words[control.POLL] = int(spin * 1e9)
+            words[control.WAKE_AHEAD] = int(control.wake_ahead(spin) * 1e9)
+            words[control.HOST_CPU] = cpu
             words[control.CALL] = call_id
             words[control.REQUEST_AT] = time.monotonic_ns()
             words[control.REQUEST] = sequence
@@ -239,15 +246,18 @@ class WorkerProcess:
                 # it wakes and runs (the CPU is free, and a sleeping host must be woken in turn:
                 # on an idle virtual machine each wake-up costs tens of microseconds, a bare pipe
                 # round trip 65 us against 3 us under load); without, sleep at once, since a
-                # poller would take the CPU the woken worker needs.
+                # poller would take the CPU the woken worker needs. (Where the worker last ran
+                # says nothing here: the scheduler wakes it on an idle CPU if there is one.)
                 os.write(self.req_w, control.WAKE_TOKEN)
                 waits.woke += 1
                 if not (poll and self._spinner.poll(words, control.REPLY, sequence, timeout)):
                     self._sleep_for_reply(sequence, deadline)
-            elif not poll:
+            elif not poll or worker_here:
                 self._sleep_for_reply(sequence, deadline)
-            # Poll for the reply only while the worker runs the call (it took it in time).
+            # Poll for the reply only while the worker runs the call (it took it in time), on
+            # a CPU of its own.
             elif not (self._spinner.poll(words, control.TAKEN, sequence, min(control.TAKE_SPIN, timeout))
+                      and not control.shares_cpu(words, control.WORKER_CPU, cpu)
                       and self._spinner.poll(words, control.REPLY, sequence, timeout)):
                 self._sleep_for_reply(sequence, deadline)
         except TimeoutError:

@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict
 from typing import Callable
 
+from emulator import host
 from emulator.gpsimd import abi, args, control, elf, protocol, sandbox
 
 
@@ -484,20 +485,6 @@ def _fill(arg: abi.NccArg, spec: dict, mappings: _Mappings, private: list[mmap.m
     args.fill(arg, spec, data)
 
 
-def spin_after(gap: float | None, cap: float) -> float:
-    """How long to poll for the next call after answering a call that was followed, last time,
-    after `gap` seconds (None: never answered yet), polling at most `cap` seconds (the host's
-    choice, control.worker_spin). A graph's calls come in the same order at every run, so the
-    gap after each call repeats: the last call of a graph is followed by the host's work until
-    the next run (milliseconds), and polling there would only burn CPU. The C loop
-    (runtime/gpsimd_serve.h) computes the same."""
-    if gap is None:
-        return cap
-    if gap > cap:
-        return 0.0
-    return min(cap, 2 * gap + control.SPIN_MARGIN)
-
-
 def serve(worker: Worker, fd_in: int, fd_out: int) -> int:
     """Answers requests until the host closes the request pipe: prepared calls in the runtime's
     C loop (`serve_native`) when the library has it, else in `serve_python`."""
@@ -521,7 +508,11 @@ def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
         backoff=control.BACKOFF, spin_floor=control.SPIN_MARGIN, spin_max=control.WORKER_SPIN_MAX,
         request_at=control.REQUEST_AT, slept=control.WORKER_SLEPT, polled=control.WORKER_POLLED,
         preempted_count=control.WORKER_PREEMPTED, next_poll=control.NEXT_POLL, stalls=control.WORKER_STALLS,
-        backoff_first=control.BACKOFF_FIRST)
+        backoff_first=control.BACKOFF_FIRST, host_cpu=control.HOST_CPU, wake_ahead=control.WAKE_AHEAD,
+        worker_cpu=control.WORKER_CPU, timed=control.WORKER_TIMED, shared=control.WORKER_SHARED,
+        late=control.WORKER_LATE, wake_ahead_max=control.SLEEP_THROUGH_MAX, wake_margin=control.WAKE_MARGIN,
+        lead_max=control.LEAD_MAX, late_first=control.LATE_FIRST, window_share=control.WAKE_WINDOW_SHARE,
+        window_max=control.WORKER_SPIN_SPARE, shared_nap=control.SHARED_NAP)
     while True:
         if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
             return 1  # a message where a wake token belonged, or poll() failed
@@ -542,9 +533,10 @@ def answer_frame(worker: Worker, fd_in: int, fd_out: int) -> bool:
 
 
 def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
-    """Prepared calls from the control page, polled for after each answer for as long as the
-    next call came last time (`spin_after`), then, asleep on the request pipe, JSON requests
-    and wake tokens (control.py describes the hand-over)."""
+    """Prepared calls from the control page, waited for after each answer as the gap before the
+    next call last time says (`control.wait_plan`: a poll, or a sleep timed to end just before
+    the call and then a poll), then, asleep on the request pipe, JSON requests and wake tokens
+    (control.py describes the hand-over)."""
     page = worker.page
     assert page is not None
     words = page.words
@@ -552,28 +544,57 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
     gaps: dict[int, float] = {}  # call id -> how long the next call took to come, last time
     previous: int | None = None
     replied_at = 0.0
+    late = control.LATE_FIRST  # how late a timed sleep ends (control.next_late)
+    slept_for = -1  # the latest call it counted a sleep on the pipe for
     while True:
         expected = worker.sequence + 1
         cap = min(words[control.POLL] * 1e-9, control.WORKER_SPIN_MAX) if previous is not None else 0.0
         polling = cap > 0
         ready = words[control.REQUEST] == expected
         if not ready:
-            limit = spin_after(gaps.get(previous), cap) if polling else 0.0
+            nap, limit = (control.wait_plan(gaps.get(previous), cap, words[control.WAKE_AHEAD] * 1e-9, late)
+                          if polling else (0.0, 0.0))
+            if limit > 0:
+                cpu = words[control.WORKER_CPU] = host.current_cpu()
+                shared = control.shares_cpu(words, control.HOST_CPU, cpu)
+                words[control.WORKER_SHARED] += shared
+            else:
+                shared = False
             words[control.NEXT_POLL] = int(limit * 1e9)
-            ready = limit > 0 and spinner.poll(words, control.REQUEST, expected, limit)
-            words[control.WORKER_POLLED] += ready
+            if nap > 0:
+                # Asleep until just before the expected call, flagged: a call that comes
+                # earlier wakes this loop with a token.
+                words[control.WORKER_TIMED] += 1
+                started = time.monotonic()
+                woken = _sleep(words, fd_in, expected, (nap,))
+                ready = words[control.REQUEST] == expected
+                if woken and not ready:
+                    if not answer_frame(worker, fd_in, fd_out):
+                        return 0
+                    continue
+                # A call that came as the timer ended may have seen the flag: its token, read
+                # now, would otherwise wake the next sleep for nothing.
+                woken = woken or (ready and bool(select.select([fd_in], [], [], 0)[0]))
+                if woken and os.read(fd_in, len(control.WAKE_TOKEN)) != control.WAKE_TOKEN:
+                    return 1
+                if not woken and not ready:
+                    late = control.next_late(late, time.monotonic() - started - nap)
+                    words[control.WORKER_LATE] = int(late * 1e9)
+            elif shared:
+                # The host's CPU: a moment's sleep, not flagged (too short to be worth a token).
+                started = time.monotonic()
+                time.sleep(control.SHARED_NAP)
+                late = control.next_late(late, time.monotonic() - started - control.SHARED_NAP)
+                words[control.WORKER_LATE] = int(late * 1e9)
+                ready = words[control.REQUEST] == expected
+            if not ready:
+                ready = limit > 0 and spinner.poll(words, control.REQUEST, expected, limit)
+                words[control.WORKER_POLLED] += ready
         if not ready:
             words[control.WORKER_PREEMPTED], words[control.WORKER_STALLS] = spinner.preempted, spinner.stalls
-            words[control.WORKER_SLEPT] += 1
-            words[control.WORKER_WAITING] = 1
-            woken = False
-            try:
-                if words[control.REQUEST] != expected:
-                    woken = bool(select.select([fd_in], [], [], control.FIRST_SLICE)[0])
-                    if not woken and words[control.REQUEST] != expected:
-                        woken = bool(select.select([fd_in], [], [])[0])
-            finally:
-                words[control.WORKER_WAITING] = 0
+            words[control.WORKER_SLEPT] += slept_for != expected  # calls it slept for, not sleeps
+            slept_for = expected
+            woken = _sleep(words, fd_in, expected, (control.FIRST_SLICE, None))
             if words[control.REQUEST] == expected:
                 if woken:
                     # The call's wake token (a JSON request never comes while a call waits):
@@ -588,11 +609,43 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
             if len(gaps) > 2 * PREPARED_KEPT:
                 gaps.clear()
             gaps[previous] = control.request_gap(words[control.REQUEST_AT], replied_at, time.monotonic())
+            words[control.WORKER_CPU] = host.current_cpu()
         previous = words[control.CALL]
         worker.call(expected)
         if words[control.HOST_WAITING]:
             os.write(fd_out, control.WAKE_TOKEN)
         replied_at = time.monotonic()
+
+
+def _sleep(words: memoryview, fd_in: int, expected: int, slices: tuple[float | None, ...]) -> bool:
+    """Sleeps on the request pipe with the worker-asleep flag set, for each of `slices` in turn
+    (None: until woken) while call `expected` has not come: whether the pipe woke it."""
+    words[control.WORKER_WAITING] = 1
+    try:
+        for wait in slices:
+            if words[control.REQUEST] == expected:
+                return False
+            if select.select([fd_in], [], [], wait)[0]:
+                return True
+        return False
+    finally:
+        words[control.WORKER_WAITING] = 0
+
+
+#: prctl's PR_SET_TIMERSLACK, and the slack asked for, in nanoseconds.
+_PR_SET_TIMERSLACK = 29
+TIMER_SLACK_NS = 1000
+
+
+def tighten_timers() -> None:
+    """Lets this thread's timed sleeps end within a microsecond of their time instead of the
+    default 50 us: the sleep before an expected call (control.wait_plan) ends a few tens of
+    microseconds before it, and 50 us of slack would often make it end after the call came."""
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(TIMER_SLACK_NS), ctypes.c_ulong(0),
+                                ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except (AttributeError, OSError):
+        pass  # not Linux: the default slack
 
 
 def main(argv: list[str]) -> int:
@@ -608,6 +661,7 @@ def main(argv: list[str]) -> int:
         protocol.send(fd_out, {"ok": False, "error": str(exc)})
         return 1
     protocol.send(fd_out, {"ok": True, "ready": True, "loop": "native" if worker.native else "python"})
+    tighten_timers()
     return serve(worker, fd_in, fd_out)
 
 

@@ -174,3 +174,8 @@ def test_real_reading_is_sane():
     host.forget_reading()
     usable = host.usable_cpus()
     assert 1 <= host.free_cpus() <= usable
+
+
+def test_the_current_cpu_is_one_this_thread_may_run_on() -> None:
+    # The GpSimd host and worker write theirs into the control page (control.shares_cpu).
+    assert host.current_cpu() in os.sched_getaffinity(0)

@@ -10,9 +10,13 @@
 // The protocol is control.py's, word for word: the layout (word indices, offsets, the refusal
 // code) and the time constants come from Python in ncc_serve_config, so that control.py stays
 // their one definition. What the Python loop did is done here in the same order:
-//   * poll the request word for as long as the host took to send the next call last time after
-//     the previous call id (control.request_gap; at most the host's cap in the POLL word, in
-//     nanoseconds; 0: no polling), giving up when the poll finds it was preempted (a gap
+//   * wait for the next call as the host's gap after the previous call id last time says
+//     (control.request_gap, control.wait_plan): poll for up to twice that gap when it is within
+//     the host's cap in the POLL word (nanoseconds; 0: no polling); when it is longer, up to the
+//     WAKE_AHEAD word, sleep on the request pipe until just before the expected call (a timer,
+//     ending as early as this loop's timed sleeps end late, control.next_late) and poll from
+//     then; on the host's CPU (HOST_CPU word), sleep a moment before any poll
+//     (control.shares_cpu). A poll gives up when it finds it was preempted (a gap
 //     between two looks at the clock with an involuntary context switch: then no polling for
 //     a while, from `backoff_first` doubled by each further preempted poll up to `backoff`);
 //   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
@@ -23,6 +27,7 @@
 //     error in the page, then CODE and REPLY (release stores), and a wake token for a host that
 //     sleeps.
 #include <poll.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +59,8 @@ struct ServeState {
   double backoff = -1;    // the next back-off (control.Spinner; -1: not set yet)
   double armed_until = 0;
   long switches = -1;  // this thread's involuntary context switches at the latest gap (-1: none yet)
+  double late = -1;    // how late a timed sleep ends (control.next_late; -1: not set yet)
+  int64_t slept_for = -1;  // the latest call it counted a sleep on the pipe for
 };
 
 ServeState& serve_state() {
@@ -87,7 +94,7 @@ struct ncc_serve_config {
   double first_slice;      // the first sleep's length (lost wake-ups, control.py)
   double preempted;        // a gap between two looks at the clock that means the CPU was lost
   double backoff;          // no polling for this long after a preempted poll
-  double spin_floor;       // spin_after's margin over twice the last gap
+  double spin_floor;       // wait_plan's margin over twice the last gap
   double spin_max;         // the longest poll, whatever the POLL word says (a kernel may write it)
   // Appended fields (abi.NccServeConfig): word indices of the host's request time (CLOCK_MONOTONIC
   // ns) and of this loop's counts of sleeps, calls found by polling, polls stopped as preempted.
@@ -95,6 +102,11 @@ struct ncc_serve_config {
   int64_t next_poll;  // word index: this poll's length in ns (0: none), for diagnostics
   int64_t stalls;     // word index: gaps without a context switch polled through, for diagnostics
   double backoff_first;  // the shortest back-off (control.BACKOFF_FIRST; `backoff` is the longest)
+  // Appended: word indices of the host's CPU, the longest gap to sleep through and then poll
+  // (ns), this loop's CPU, its counts of timed sleeps and of polls given up on the host's CPU,
+  // its estimate of a timed sleep's lateness (ns); control.wait_plan's constants.
+  int64_t host_cpu, wake_ahead, worker_cpu, timed, shared, late;
+  double wake_ahead_max, wake_margin, lead_max, late_first, window_share, window_max, shared_nap;
 };
 
 int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
@@ -171,14 +183,35 @@ double request_gap(const ServeState& s, const ncc_serve_config& c, double now) {
   return host < seen ? host : seen;
 }
 
-// How long to poll after the previous call: worker.spin_after with the host's cap.
-double spin_after(const ServeState& s, const ncc_serve_config& c, double cap) {
+struct Plan {
+  double nap;   // sleep this long first (0: not at all)
+  double poll;  // then poll this long (0: not at all)
+};
+
+// How to wait for the next call after the previous one: control.wait_plan with the host's cap.
+Plan wait_plan(const ServeState& s, const ncc_serve_config& c, double cap) {
   auto found = s.gaps.find(s.previous);
-  if (found == s.gaps.end()) return cap;
-  double gap = found->second;
-  if (gap > cap) return 0;
-  double twice = 2 * gap + c.spin_floor;
-  return twice < cap ? twice : cap;
+  if (found == s.gaps.end()) return Plan{0, cap};
+  const double gap = found->second;
+  if (gap <= cap) {
+    const double twice = 2 * gap + c.spin_floor;
+    return Plan{0, twice < cap ? twice : cap};
+  }
+  double ahead = static_cast<double>(load(c.page + c.wake_ahead)) * 1e-9;
+  if (ahead > c.wake_ahead_max) ahead = c.wake_ahead_max;
+  if (gap > ahead) return Plan{0, 0};
+  const double late = s.late > 0 ? s.late : 0;
+  const double lead = late + c.wake_margin < c.lead_max ? late + c.wake_margin : c.lead_max;
+  double window = c.spin_floor + c.window_share * gap;
+  if (window > c.window_max) window = c.window_max;
+  if (gap <= lead) return Plan{0, gap + window};
+  return Plan{gap - lead, lead + window};
+}
+
+// control.next_late: up at once to a later wake-up, down by an eighth towards an earlier one.
+double next_late(double late, double observed) {
+  if (observed < 0) observed = 0;
+  return observed > late ? observed : late + (observed - late) / 8;
 }
 
 // 1: readable, 0: time-out, -1: error. `seconds` < 0: no time-out.
@@ -189,6 +222,28 @@ int wait_readable(int fd, double seconds) {
     int n = ::poll(&p, 1, ms);
     if (n >= 0) return n > 0;
     if (errno != EINTR) return -1;
+  }
+}
+
+// wait_readable with a time-out in nanoseconds (ppoll): a timed sleep of a few tens of
+// microseconds, which poll()'s milliseconds can not express.
+int wait_readable_for(int fd, double seconds) {
+  pollfd p{fd, POLLIN, 0};
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(seconds);
+  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
+  for (;;) {
+    int n = ::ppoll(&p, 1, &ts, nullptr);
+    if (n >= 0) return n > 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+void nap_for(double seconds) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(seconds);
+  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
 
@@ -224,6 +279,7 @@ void arm_cpu(double seconds) {
 void run_call(ServeState& s, ncc_serve_config& c, int64_t sequence) {
   int64_t* page = c.page;
   char* bytes = reinterpret_cast<char*>(page);
+  page[c.worker_cpu] = sched_getcpu();
   store(page + c.taken, sequence);
   const int64_t id = load(page + c.call);
   s.has_previous = true;
@@ -266,19 +322,64 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
   ncc_serve_config& c = *config;
   ServeState& s = serve_state();
   int64_t* page = c.page;
+  if (s.late < 0) s.late = c.late_first;
   for (;;) {
     const int64_t expected = c.sequence + 1;
     const int64_t cap_ns = s.has_previous ? load(page + c.poll) : 0;
     bool ready = load(page + c.request) == expected;
     if (!ready) {
       const double cap = static_cast<double>(cap_ns) * 1e-9;
-      const double limit = cap_ns > 0 ? spin_after(s, c, cap < c.spin_max ? cap : c.spin_max) : 0;
+      const Plan plan = cap_ns > 0 ? wait_plan(s, c, cap < c.spin_max ? cap : c.spin_max) : Plan{0, 0};
+      double nap = plan.nap;
+      const double limit = plan.poll;
+      if (limit > 0) {
+        // Not on the host's CPU: a moment's sleep gives it the CPU, and the timer's wake-up
+        // puts this loop on an idle one (control.shares_cpu).
+        const int64_t cpu = sched_getcpu();
+        page[c.worker_cpu] = cpu;
+        if (cpu >= 0 && load(page + c.host_cpu) == cpu) {
+          page[c.shared] += 1;
+          if (nap < c.shared_nap) nap = c.shared_nap;
+        }
+      }
       page[c.next_poll] = static_cast<int64_t>(limit * 1e9);
-      ready = limit > 0 && spin_for(s, c, c.request, expected, limit);
-      if (ready) page[c.polled] += 1;
+      if (plan.nap > 0) {
+        // Asleep until just before the expected call, flagged: a call that comes earlier
+        // wakes this loop with a token.
+        page[c.timed] += 1;
+        const double started = monotonic();
+        store(page + c.worker_waiting, 1);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        int woken = 0;
+        if (load(page + c.request) != expected) woken = wait_readable_for(c.fd_in, nap);
+        store(page + c.worker_waiting, 0);
+        if (woken < 0) return 2;
+        ready = load(page + c.request) == expected;
+        if (woken > 0 && !ready) return 0;  // a JSON request (or a token without a call)
+        // A call that came as the timer ended may have seen the flag: its token, read now, would
+        // otherwise wake the next sleep for nothing (a JSON request never comes while a call waits).
+        if (woken == 0 && ready) woken = wait_readable_for(c.fd_in, 0);
+        if (woken > 0 && !read_token(c.fd_in, c.wake_token)) return 1;
+        if (woken == 0 && !ready) {
+          s.late = next_late(s.late, monotonic() - started - nap);
+          page[c.late] = static_cast<int64_t>(s.late * 1e9);
+        }
+      } else if (nap > 0) {
+        // The host's CPU: a moment's sleep, not flagged (too short to be worth a token).
+        const double started = monotonic();
+        nap_for(nap);
+        s.late = next_late(s.late, monotonic() - started - nap);
+        page[c.late] = static_cast<int64_t>(s.late * 1e9);
+        ready = load(page + c.request) == expected;
+      }
+      if (!ready) {
+        ready = limit > 0 && spin_for(s, c, c.request, expected, limit);
+        if (ready) page[c.polled] += 1;
+      }
     }
     if (!ready) {
-      page[c.slept] += 1;
+      if (s.slept_for != expected) page[c.slept] += 1;  // calls it slept for, not sleeps
+      s.slept_for = expected;
       store(page + c.worker_waiting, 1);
       __atomic_thread_fence(__ATOMIC_SEQ_CST);
       int woken = 0;

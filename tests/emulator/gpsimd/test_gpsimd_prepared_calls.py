@@ -13,6 +13,7 @@ import pytest
 
 from emulator.gpsimd import (GpSimdError, GpSimdRunner, HostLibrary, KernelCrash, KernelError, KernelTimeout,
                              TensorSpec, args, control, protocol, runner as runner_module)
+from emulator import host as host_module
 from emulator.gpsimd.call import OpCall
 from emulator.gpsimd.process import WorkerProcess
 from emulator.gpsimd import worker as worker_module
@@ -230,14 +231,45 @@ def test_argument_descriptions_are_checked(fields, message) -> None:
 
 
 def test_the_worker_polls_after_a_call_as_long_as_the_next_one_came_last_time() -> None:
-    from emulator.gpsimd.worker import spin_after
+    cap, ahead = 50e-6, control.SLEEP_THROUGH
+    plan = control.wait_plan
+    assert plan(None, cap, ahead, 30e-6) == (0.0, cap)  # not known yet: poll, and learn
+    assert plan(10e-6, cap, ahead, 30e-6) == pytest.approx((0.0, 40e-6))
+    assert plan(cap * 0.9, cap, ahead, 30e-6) == (0.0, cap)
+    assert plan(cap * 1.5, 4 * cap, ahead, 30e-6) == pytest.approx((0.0, 3 * cap + control.SPIN_MARGIN))
 
-    cap = 50e-6
-    assert spin_after(None, cap) == cap  # not known yet: poll, and learn
-    assert spin_after(10e-6, cap) == pytest.approx(40e-6)
-    assert spin_after(cap * 0.9, cap) == cap
-    assert spin_after(cap * 1.5, cap) == 0.0  # the end of a graph: sleep at once
-    assert spin_after(cap * 1.5, 4 * cap) == pytest.approx(3 * cap + control.SPIN_MARGIN)
+
+def test_past_the_cap_the_worker_sleeps_until_just_before_the_expected_call_and_polls_then() -> None:
+    # The main job's 174 us gap between its second and third call: asleep for all but the
+    # lead (how late its timed sleeps end, plus a margin), polling from then until a quarter
+    # of the gap and a margin after the expected time.
+    cap, ahead, late = 50e-6, control.SLEEP_THROUGH, 30e-6
+    gap = 174e-6
+    lead = late + control.WAKE_MARGIN
+    window = control.SPIN_MARGIN + control.WAKE_WINDOW_SHARE * gap
+    assert control.wait_plan(gap, cap, ahead, late) == pytest.approx((gap - lead, lead + window))
+    # A lead longer than the gap: poll through it.
+    assert control.wait_plan(60e-6, cap, ahead, 100e-6) == pytest.approx(
+        (0.0, 60e-6 + control.SPIN_MARGIN + control.WAKE_WINDOW_SHARE * 60e-6))
+    # The lead and the window are bounded, whatever the estimate and the gap.
+    nap, poll = control.wait_plan(4e-3, cap, ahead, 1.0)
+    assert nap == pytest.approx(4e-3 - control.LEAD_MAX)
+    assert poll == pytest.approx(control.LEAD_MAX + control.WORKER_SPIN_SPARE)
+
+
+@pytest.mark.parametrize("ahead", [0.0, control.SLEEP_THROUGH, 1e9, -1.0])
+def test_gaps_past_what_the_host_allows_are_slept_through_on_the_pipe(ahead) -> None:
+    # Under load the host allows no timed wake-ups (word 6 is 0, as word 3); a longer gap than
+    # the allowed one ends a graph; a kernel that overwrote word 6 gets at most SLEEP_THROUGH_MAX.
+    gap = control.SLEEP_THROUGH_MAX * 1.5 if ahead > control.SLEEP_THROUGH else control.SLEEP_THROUGH * 1.5
+    assert control.wait_plan(gap, 50e-6, ahead, 30e-6) == (0.0, 0.0)
+    assert control.wake_ahead(0.0) == 0.0 and control.wake_ahead(50e-6) == control.SLEEP_THROUGH
+
+
+def test_the_estimate_of_a_timed_sleeps_lateness_rises_at_once_and_falls_slowly() -> None:
+    assert control.next_late(30e-6, 80e-6) == 80e-6
+    assert control.next_late(80e-6, 0.0) == pytest.approx(70e-6)
+    assert control.next_late(80e-6, -5e-6) == pytest.approx(70e-6)  # a clock read early is not early
 
 
 def test_calls_with_short_and_long_gaps_between_them_give_their_results() -> None:
@@ -576,3 +608,125 @@ def test_a_host_that_wakes_the_worker_polls_for_the_reply_while_cpus_are_free(pr
         assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
         assert (worker.waits.woke, worker.waits.slept) == (woke + 1, slept)
         assert _pending(worker.req_w) == 0 and _pending(worker.resp_r) == 0
+
+
+def _busy(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def _wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+    return True
+
+
+def test_a_gap_past_the_cap_is_slept_through_on_a_timer(private_runner, monkeypatch) -> None:
+    # The main job's 174 us gap, and the step's own before the next step: longer than the 50 us
+    # cap, so the worker slept on its pipe and each such call paid a wake-up by the host
+    # (session 10: 59.5 us a call). Now it sleeps on a timer until just before the call it
+    # expects and then polls: a call written during that sleep, with no wake token, is taken
+    # when the timer ends, with no sleep on the pipe.
+    import os
+
+    cap = 50e-6
+    monkeypatch.setattr(control, "worker_spin", lambda: cap)
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    worker = runner._worker
+    words = worker.control.words
+    for k in range(50):
+        _busy(1e-3)  # the gap it learns: 1 ms, past the cap
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+        timed, slept = words[control.WORKER_TIMED], words[control.WORKER_SLEPT]
+        if not _wait_for(lambda: words[control.WORKER_WAITING] == 1, 1.0):
+            continue
+        worker.sequence += 1  # the call, as WorkerProcess.call writes it, but no token
+        words[control.CALL] = prepared.id
+        words[control.REQUEST_AT] = time.monotonic_ns()
+        words[control.REQUEST] = worker.sequence
+        if not _wait_for(lambda: words[control.REPLY] == worker.sequence, 1.0):
+            os.write(worker.req_w, control.WAKE_TOKEN)  # it was asleep on its pipe after all
+            assert _wait_for(lambda: words[control.REPLY] == worker.sequence, 10), "no reply"
+            continue
+        if (words[control.WORKER_TIMED], words[control.WORKER_SLEPT]) == (timed + 1, slept):
+            break
+    else:
+        pytest.fail("no call written during the worker's timed sleep was taken when its timer ended")
+    assert words[control.CODE] == 0
+    assert cap < words[control.NEXT_POLL] * 1e-9 <= control.LEAD_MAX + control.WORKER_SPIN_SPARE
+    assert words[control.WAKE_AHEAD] == int(control.SLEEP_THROUGH * 1e9)
+    assert 0 < words[control.WORKER_LATE] <= 10**9  # its estimate of a timed sleep's lateness, ns
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+
+
+def test_under_load_the_worker_sleeps_through_a_gap_on_its_pipe(private_runner, monkeypatch) -> None:
+    # Without a free CPU for each side (the cap is 0) there are no timed wake-ups either.
+    monkeypatch.setattr(control, "worker_spin", lambda: 0.0)
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    words = runner._worker.control.words
+    for k in range(5):
+        _busy(1e-3)
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+    assert words[control.WAKE_AHEAD] == 0 and words[control.HOST_CPU] == -1
+    assert words[control.WORKER_TIMED] == 0 and words[control.WORKER_POLLED] == 0
+
+
+def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private_runner, monkeypatch) -> None:
+    # Host and worker on one CPU: a polling worker holds the CPU the host needs to send the next
+    # call. It sleeps a moment instead (its timer's wake-up puts it on an idle CPU) and then polls.
+    monkeypatch.setattr(control, "worker_spin", lambda: 900e-6)
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    worker = runner._worker
+    words = worker.control.words
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+    for k in range(50):
+        worker_cpu = words[control.WORKER_CPU]
+        assert worker_cpu >= 0  # written when it took the call
+        monkeypatch.setattr(host_module, "current_cpu", lambda: worker_cpu)
+        shared = words[control.WORKER_SHARED]
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+        _wait_for(lambda: words[control.WORKER_SHARED] != shared or words[control.WORKER_WAITING], 1.0)
+        if words[control.WORKER_SHARED] == shared + 1:
+            break  # it had not moved to another CPU since the call
+    else:
+        pytest.fail("the worker never found the host on its CPU")
+    assert np.array_equal(runner.call(prepared, [X + 1]).output.view(np.float32), 2 * (X + 1))
+
+
+def test_a_host_that_finds_the_worker_on_its_cpu_sleeps_instead_of_polling(monkeypatch) -> None:
+    # The host's side of a call against a page whose worker has answered ahead (its words
+    # written by hand): with the worker's CPU word on the host's CPU the host sleeps on its
+    # pipe (which returns at once here) rather than polling; elsewhere it polls.
+    import os
+
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)
+    monkeypatch.setattr(host_module, "current_cpu", lambda: 3)
+    fd, page = control.create()
+    os.close(fd)
+    r, w = os.pipe()
+    fake = object.__new__(WorkerProcess)
+    fake.control, fake.sequence, fake.waits = page, 0, control.HostWaits()
+    fake._spinner = control.Spinner(control.HOST_SPIN)
+    fake.req_w, fake.resp_r, fake.pidfd = w, r, -1
+    words = page.words
+    try:
+        assert words[control.WORKER_CPU] == -1  # not known before the worker's first call
+        for worker_cpu, slept in ((5, 0), (3, 1), (-1, 1)):
+            words[control.WORKER_CPU] = worker_cpu
+            words[control.TAKEN] = words[control.REPLY] = fake.sequence + 1
+            assert fake.call(7, 1.0) == 0
+            assert fake.waits.slept == slept
+            assert (words[control.HOST_CPU], words[control.CALL]) == (3, 7)
+    finally:
+        page.close()
+        os.close(r)
+        os.close(w)
