@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+#: The NeuronCore generation whose semantics the emulated core executes: NeuronCore-v2 (NKI's
+#: nc_version.gen2), on every platform. NEURON_PLATFORM_TARGET_OVERRIDE=trn2 (emulator/platforms.py)
+#: changes the device topology and the collectives' costs, not this (docs/pjrt.md, "trn2").
+NC_GENERATION: int = 2
 #: Partitions of SBUF and PSUM; the first dimension of an on-chip tile may not exceed it.
 NUM_PARTITIONS: int = 128
 #: SBUF is 24 MiB = 128 partitions x 192 KiB.

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from emulator.gpsimd.cost import CLOCK_HZ as GPSIMD_CLOCK_HZ
 from emulator.machine import GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, NUM_PARTITIONS
+from emulator.platforms import PLATFORMS
+
+#: The chip whose core the engines' costs model: trn1's NeuronCore-v2.
+_CORE_CHIP = PLATFORMS["trn1"]
 
 #: Engine clock. The public docs give no frequency; 1.4 GHz is the assumption shared with the
 #: GpSimd model (emulator/gpsimd/cost.py).
@@ -31,22 +35,17 @@ SCALAR_ELEMENTS_PER_CYCLE: float = float(NUM_PARTITIONS)
 INSTRUCTION_OVERHEAD_CYCLES: float = 64.0
 
 #: DMA: a trn1 chip (2 NeuronCore-v2) has 820 GB/s of HBM bandwidth and 1 TB/s of DMA bandwidth
-#: (public Trainium architecture page); one core's share of HBM, 410 GB/s, bounds its DMA.
-HBM_BYTES_PER_SECOND_PER_CORE: float = 820e9 / 2
+#: (public Trainium architecture page; emulator/platforms.py holds the chip's facts); one core's
+#: share of HBM, 410 GB/s, bounds its DMA. The core is a NeuronCore-v2 on every platform (the
+#: platform option changes topology and collectives, not the core: docs/cost-model.md).
+HBM_BYTES_PER_SECOND_PER_CORE: float = (_CORE_CHIP.hbm_bytes_per_second_per_chip
+                                        / _CORE_CHIP.physical_cores_per_chip)
 DMA_BYTES_PER_CYCLE: float = HBM_BYTES_PER_SECOND_PER_CORE / CLOCK_HZ
 #: Fixed latency of one DMA transfer (assumption: about 1 us of descriptor processing).
 DMA_FIXED_CYCLES: float = 1400.0
 
-#: Collectives (emulator/cost/neuronlink.py). A trn1 chip holds two NeuronCore-v2 (Trainium
-#: architecture page).
-CORES_PER_CHIP: int = 2
-#: NeuronLink-v2 device-to-device bandwidth of trn1.32xlarge: 384 GiB/s per device (chip) (the
-#: trn1 architecture page's instance table, column "NeuronLink-v2 device-to-device
-#: (GiB/sec/device)"; trn1n.32xlarge: 768), shared by the ring hops that leave the chip.
-NEURONLINK_BYTES_PER_SECOND_PER_CHIP: float = 384 * 2**30
-#: Between the two cores of one chip (assumption: no published figure; the data moves by DMA
-#: through the chip's HBM, so a core's share of HBM bandwidth bounds it, as for DMA).
-INTRA_CHIP_BYTES_PER_SECOND: float = HBM_BYTES_PER_SECOND_PER_CORE
-#: Latency of one ring step (hop): "the per-hop latency of Ring/KangaRing is about 1-2 us (HBM
-#: load dependent)" (Neuron runtime, intra-node collective communication); the middle, 1.5 us.
+#: Collectives (emulator/cost/neuronlink.py): cores per chip, HBM, DMA and NeuronLink rates are
+#: the selected platform's (emulator/platforms.py). Latency of one ring step (hop): "the per-hop
+#: latency of Ring/KangaRing is about 1-2 us (HBM load dependent)" (Neuron runtime, intra-node
+#: collective communication); the middle, 1.5 us, on every platform.
 HOP_LATENCY_S: float = 1.5e-6

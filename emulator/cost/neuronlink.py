@@ -1,4 +1,4 @@
-"""Collectives on trn1's NeuronLink: ring algorithms over the NeuronCores of a replica group.
+"""Collectives on the platform's NeuronLink: ring algorithms over the NeuronCores of a replica group.
 
 Why a model of its own: a collective's time is set by the links between the cores, not by the
 core's DMA of its result (how collectives were costed before). The runtime's documented
@@ -9,10 +9,15 @@ per-hop latency, so it is the model:
 * the group's members form a ring in group order (member i sends to member i+1, the last to
   the first); each ring step moves one chunk over every hop at once, so a step takes
   `HOP_LATENCY_S + chunk / slowest hop bandwidth`;
-* a hop between the two NeuronCores of one chip stays on the chip (`INTRA_CHIP_BYTES_PER_SECOND`);
-  a hop to another chip takes NeuronLink-v2 (`NEURONLINK_BYTES_PER_SECOND_PER_CHIP`), shared by
-  the ring's hops that leave the same chip;
-* device d (XLA's flat id) is NeuronCore d, on chip d // CORES_PER_CHIP (trn1: two cores a chip);
+* the platform is the selected one (emulator/platforms.py: trn1 by default, trn2 with
+  NEURON_PLATFORM_TARGET_OVERRIDE, its LNC with NEURON_LOGICAL_NC_CONFIG), read when the
+  collective is costed; device d (XLA's flat id) is logical NeuronCore d, on chip
+  d // cores_per_chip (trn1: 2; trn2: 4 at LNC=2, 8 at LNC=1), in instance chip // chips_per_instance;
+* a hop between two cores of one chip stays on the chip (`Topology.intra_chip_bytes_per_second`:
+  a core's share of the chip's HBM and DMA bandwidth); a hop to another chip of the instance takes
+  NeuronLink (trn1: v2, 384 GiB/s a chip; trn2: v3, 1,024 GB/s), shared by the ring's hops that
+  leave the same chip; a hop to another instance takes the inter-instance NeuronLink where the
+  platform publishes one (trn2 UltraServer: 256 GB/s a chip), shared the same way;
 * step counts (n members, S bytes of the operand; of the result for all-gather):
   all-reduce 2(n-1) steps of S/n (each member sends 2(n-1)/n of S: reduce-scatter then
   all-gather), all-gather, reduce-scatter and all-to-all n-1 steps of S/n (ragged-all-to-all:
@@ -31,6 +36,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from emulator import platforms
 from emulator.cost import constants as C
 from emulator.cost.dma import dma_cycles
 from emulator.cost.engines import DMA, Cost
@@ -47,21 +53,38 @@ RING_STEPS: dict[str, Callable[[int, float], tuple[int, float]]] = {
 }
 
 
-def chip_of(device: int) -> int:
-    """The trn1 chip of NeuronCore `device`."""
-    return device // C.CORES_PER_CHIP
+def _topology(topo: platforms.Topology | None) -> platforms.Topology:
+    return platforms.current() if topo is None else topo
 
 
-def hop_bandwidth(hops: Sequence[tuple[int, int]]) -> float:
+def _link(topo: platforms.Topology, s: int, t: int) -> tuple[str, float] | None:
+    """The link a hop from core s to core t takes and that link's rate per chip; None on one chip."""
+    if topo.chip_of(s) == topo.chip_of(t):
+        return None
+    inter = topo.platform.inter_instance_bytes_per_second_per_chip
+    if inter is not None and topo.instance_of(s) != topo.instance_of(t):
+        return "between instances", inter
+    return "NeuronLink", topo.platform.link_bytes_per_second_per_chip
+
+
+def hop_bandwidth(hops: Sequence[tuple[int, int]], topo: platforms.Topology | None = None) -> float:
     """Bytes per second of the slowest of `hops` (source, target cores) when all carry data at
-    once: on-chip hops at the intra-chip rate, chip-to-chip hops at the chip's NeuronLink rate
-    divided among the hops that leave that chip."""
-    leaving: dict[int, int] = {}
+    once: on-chip hops at the intra-chip rate, chip-to-chip hops at their link's rate per chip
+    divided among the hops that leave that chip on the same link."""
+    topo = _topology(topo)
+    leaving: dict[tuple[int, str], int] = {}
     for s, t in hops:
-        if chip_of(s) != chip_of(t):
-            leaving[chip_of(s)] = leaving.get(chip_of(s), 0) + 1
-    rates = [C.INTRA_CHIP_BYTES_PER_SECOND if chip_of(s) == chip_of(t)
-             else C.NEURONLINK_BYTES_PER_SECOND_PER_CHIP / leaving[chip_of(s)] for s, t in hops if s != t]
+        link = _link(topo, s, t)
+        if link is not None:
+            key = (topo.chip_of(s), link[0])
+            leaving[key] = leaving.get(key, 0) + 1
+    rates = []
+    for s, t in hops:
+        if s == t:
+            continue
+        link = _link(topo, s, t)
+        rates.append(topo.intra_chip_bytes_per_second if link is None
+                     else link[1] / leaving[(topo.chip_of(s), link[0])])
     return min(rates) if rates else math.inf
 
 
@@ -74,39 +97,43 @@ def _cycles(seconds: float) -> float:
     return math.ceil(seconds * C.CLOCK_HZ)
 
 
-def ring_seconds(kind: str, group: Sequence[int], n_bytes: float) -> float:
+def ring_seconds(kind: str, group: Sequence[int], n_bytes: float,
+                 topo: platforms.Topology | None = None) -> float:
     """Seconds of a ring collective `kind` (a RING_STEPS key) of `n_bytes` over `group`."""
     steps, chunk = RING_STEPS[kind](len(group), n_bytes)
-    return steps * (C.HOP_LATENCY_S + chunk / hop_bandwidth(ring_hops(group)))
+    return steps * (C.HOP_LATENCY_S + chunk / hop_bandwidth(ring_hops(group), topo))
 
 
-def broadcast_seconds(group: Sequence[int], n_bytes: float) -> float:
+def broadcast_seconds(group: Sequence[int], n_bytes: float, topo: platforms.Topology | None = None) -> float:
     """A pipelined ring broadcast from the group's first member: n-1 hops of latency, then the
     bytes at the slowest hop's rate."""
     hops = ring_hops(group)[:-1]
-    return len(hops) * C.HOP_LATENCY_S + n_bytes / hop_bandwidth(hops)
+    return len(hops) * C.HOP_LATENCY_S + n_bytes / hop_bandwidth(hops, topo)
 
 
-def permute_seconds(pairs: Sequence[tuple[int, int]], n_bytes: float) -> float:
+def permute_seconds(pairs: Sequence[tuple[int, int]], n_bytes: float,
+                    topo: platforms.Topology | None = None) -> float:
     """Every source sends `n_bytes` to its target at once (collective-permute, send/recv)."""
     moving = [(s, t) for s, t in pairs if s != t]
     if not moving:
         return 0.0
-    return C.HOP_LATENCY_S + n_bytes / hop_bandwidth(moving)
+    return C.HOP_LATENCY_S + n_bytes / hop_bandwidth(moving, topo)
 
 
 def collective_cost(kind: str, group: Sequence[int], n_bytes: float,
-                    pairs: Sequence[tuple[int, int]] = ()) -> Cost:
+                    pairs: Sequence[tuple[int, int]] = (), topo: platforms.Topology | None = None) -> Cost:
     """The cost of collective `kind` ("all-reduce", ..., "collective-broadcast",
-    "collective-permute", "send") for one member of `group` (flat device ids, in order)."""
+    "collective-permute", "send") for one member of `group` (flat device ids, in order) on
+    `topo` (default: the selected platform, emulator/platforms.py)."""
+    topo = _topology(topo)
     if kind in ("collective-permute", "send"):
-        seconds = permute_seconds(pairs, n_bytes)
+        seconds = permute_seconds(pairs, n_bytes, topo)
         return {DMA: _cycles(seconds)} if seconds else {DMA: dma_cycles(n_bytes)}
     if len(group) <= 1:
         return {DMA: dma_cycles(n_bytes)}
     if kind == "collective-broadcast":
-        return {DMA: _cycles(broadcast_seconds(group, n_bytes))}
-    return {DMA: _cycles(ring_seconds(kind, group, n_bytes))}
+        return {DMA: _cycles(broadcast_seconds(group, n_bytes, topo))}
+    return {DMA: _cycles(ring_seconds(kind, group, n_bytes, topo))}
 
 
 # -- program instructions (emulator.cost.graph: the "collective" rule) -----------------------
@@ -137,27 +164,30 @@ def instruction_coster(ctx: Any) -> Callable[[], Cost]:
 
     n_bytes = _sized_bytes(ctx)
     attrs = ctx.attrs
-    cache: dict[tuple[int, int, int, int], Cost] = {}
+    cache: dict[tuple[Any, ...], Cost] = {}
 
     def cost() -> Cost:
         dev = current()
+        topo = platforms.current()
         key = (dev.replica_id, dev.partition_id, dev.num_replicas, dev.num_partitions)
-        if key not in cache:
-            try:
-                if ctx.op == "send":  # replica ids with several replicas, else partition ids
-                    mode = "cross_replica" if key[2] > 1 else "cross_partition"
-                    cache[key] = collective_cost("send", (), n_bytes,
-                                                 flat_pairs(mode, [tuple(p) for p in attrs["pairs"]], *key))
-                elif ctx.op in ("collective-permute", "collective_permute_in_place"):
-                    pairs = flat_pairs(attrs["mode"], [tuple(p) for p in attrs["pairs"]], *key) \
-                        if ctx.op == "collective-permute" else _in_place_pairs(ctx, key)
-                    cache[key] = collective_cost("collective-permute", (), n_bytes, pairs)
-                else:
-                    group = participants(attrs["mode"], [list(g) for g in attrs["groups"]], *key)
-                    cache[key] = collective_cost(ctx.op, group, n_bytes)
-            except GroupError:  # the collective itself refuses this device (and says why)
-                cache[key] = {}
-        return cache[key]
+        if (topo, key) not in cache:
+            cache[(topo, key)] = _member_cost(key, topo)
+        return cache[(topo, key)]
+
+    def _member_cost(key: tuple[int, int, int, int], topo: platforms.Topology) -> Cost:
+        try:
+            if ctx.op == "send":  # replica ids with several replicas, else partition ids
+                mode = "cross_replica" if key[2] > 1 else "cross_partition"
+                return collective_cost("send", (), n_bytes,
+                                       flat_pairs(mode, [tuple(p) for p in attrs["pairs"]], *key), topo)
+            if ctx.op in ("collective-permute", "collective_permute_in_place"):
+                pairs = flat_pairs(attrs["mode"], [tuple(p) for p in attrs["pairs"]], *key) \
+                    if ctx.op == "collective-permute" else _in_place_pairs(ctx, key)
+                return collective_cost("collective-permute", (), n_bytes, pairs, topo)
+            group = participants(attrs["mode"], [list(g) for g in attrs["groups"]], *key)
+            return collective_cost(ctx.op, group, n_bytes, topo=topo)
+        except GroupError:  # the collective itself refuses this device (and says why)
+            return {}
     return cost
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from emulator import machine
+from emulator import machine, platforms
 from emulator.kernel_ir import Access, Instruction, KernelIR, Loop, Statement, affine_from_json
 from emulator.kernel_ir.ir import program_symbol
 
@@ -175,6 +175,22 @@ def _touched(kernel: KernelIR, ins: Instruction, a: Access, loops, cores: np.nda
         keep = np.broadcast_to(eval_mask(ins.mask, ctx, tile), full)
     owner = np.broadcast_to(cores.reshape(grid + (1,) * (len(full) - len(grid))), full)
     return [flat[keep & (owner == c)] for c in range(int(kernel.lnc[2]))]
+
+
+def platform_reason(kernel: KernelIR) -> str | None:
+    """Why the selected platform can not run this launch over two cores, or None. The launch's
+    core count must fit the logical NeuronCore (NKI: the LNC of ``kernel[n]`` must match
+    NEURON_LOGICAL_NC_CONFIG, else a runtime error): trn2 at LNC=1 has one physical core per
+    device; trn1 and inf2 keep the chip's two (emulator/platforms.py, ``launch_cores``). Read
+    at each launch, as the runtime checks at load."""
+    if kernel.lnc is None:
+        return None
+    topo = platforms.current()
+    if kernel.lnc[2] <= topo.launch_cores:
+        return None
+    return (f"the launch spreads its programs over {kernel.lnc[2]} physical NeuronCores (nl.nc(2) / "
+            f"kernel[2]) but a {topo.kind} device of {topo.describe()} has {topo.launch_cores}; set "
+            f"{platforms.LNC_ENV}=2 or launch on one core")
 
 
 KINDS = ("write", "atomic", "read")

@@ -22,7 +22,7 @@ from emulator.kernel_ir import (Access, Const, Instruction, KernelIR, Loop, Oper
 from emulator.kernel_ir import divmod as divmod_ir
 from emulator.kernel_ir.printer import format_operand
 
-from . import alu, buffers, control, parallel, precision, watch
+from . import alu, buffers, control, lnc, parallel, precision, watch
 from .access import (Context, Plan, Storage, UnboundSymbolError, describe_bounds, eval_mask,
                      plan_access)
 from .errors import KernelRuntimeError, OutOfBoundsAccessError
@@ -123,6 +123,9 @@ class Runner:
     # --- driving -------------------------------------------------------------------------------
 
     def run(self) -> list[np.ndarray]:
+        platform_error = lnc.platform_reason(self.kernel)
+        if platform_error is not None:
+            raise KernelRuntimeError(self.kernel.name, None, "two NeuronCores", platform_error)
         if self.program.lnc_error is not None:
             rule = "core race" if "undefined on hardware" in self.program.lnc_error \
                 else "two NeuronCores"

@@ -92,8 +92,10 @@ def client_info(options: dict[str, Any] | None = None, kv: Any = None) -> dict[s
         log.info("neuron device: process %d of %d, devices %d-%d of %d", _world.process_index,
                  _world.num_processes, _world.first_local_id,
                  _world.first_local_id + len(_world.local_cores) - 1, _world.num_devices)
-    return {"platform_version": f"neuron-customcall {__version__} (emulated NeuronCore)",
-            "process_index": _world.process_index, "devices": _world.devices()}
+    topo = _world.topology
+    return {"platform_version": f"neuron-customcall {__version__} (emulated NeuronCore; {topo.describe()})",
+            "process_index": _world.process_index, "devices": _world.devices(),
+            "cores_per_chip": topo.cores_per_chip, "hbm_bytes_per_core": topo.hbm_bytes_per_core}
 
 
 _group: Any = None

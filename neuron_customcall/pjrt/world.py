@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
+from emulator import platforms
 from neuron_customcall.pjrt import devices
 
 
@@ -34,6 +35,8 @@ class World:
     counts: tuple[int, ...]
     #: hardware indices of this process's cores (NEURON_RT_VISIBLE_CORES)
     local_cores: tuple[int, ...]
+    #: the platform and LNC setting every process of the run uses (emulator/platforms.py)
+    topology: platforms.Topology = platforms.topology()
 
     @property
     def num_processes(self) -> int:
@@ -66,7 +69,7 @@ class World:
         for process, count in enumerate(self.counts):
             for k in range(count):
                 hardware = self.local_cores[k] if process == self.process_index else -1
-                out.append((next_id, process, hardware, devices.CORE_KIND))
+                out.append((next_id, process, hardware, self.topology.kind))
                 next_id += 1
         return out
 
@@ -122,7 +125,7 @@ def from_environment(env: Mapping[str, str] | None = None, options: Mapping[str,
             f"(NEURON_PJRT_PROCESSES_NUM_DEVICES / NEURON_PJRT_WORLD_SIZE) but sees {len(cores)}: {list(cores)} "
             "(NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES); give each process its own cores, e.g. "
             "NEURON_RT_VISIBLE_CORES=<local rank>")
-    return World(index, counts, cores)
+    return World(index, counts, cores, devices.topology(env))
 
 
 def device_ranks(world: World, device_ids: Sequence[int]) -> tuple[int, ...]:

@@ -12,6 +12,8 @@ from enum import Enum, IntEnum
 
 import numpy as np
 
+from emulator import machine
+
 # --- beta 2 (nki.isa) ------------------------------------------------------------------------------
 
 
@@ -66,13 +68,17 @@ class fp32:  # noqa: N801
     min = float(np.finfo(np.float32).min)
 
 
-# The emulated target: a NeuronCore-v2 (trn1), whose numbers emulator/machine.py holds.
-TARGET_VERSION = 2
+# The emulated target: a NeuronCore-v2, whose numbers emulator/machine.py holds.
+TARGET_VERSION = machine.NC_GENERATION
 TARGET_SUB_VERSION = 0
 
 
 def get_nc_version(generation=nc_version):
-    """The ``nc_version`` of the emulated target (gen2: the NeuronCore-v2 of emulator/machine.py)."""
+    """The ``nc_version`` of the core that executes the kernel: gen2, the NeuronCore-v2 of
+    emulator/machine.py, also when NEURON_PLATFORM_TARGET_OVERRIDE selects trn2. Why not gen3
+    there: a kernel that branches on the version would take trn2-only paths (instructions,
+    parameters, sizes) whose semantics the emulator does not execute; the trn2 option changes
+    the devices' topology and the collectives' costs (emulator/platforms.py), not the core."""
     return generation(TARGET_VERSION)
 
 

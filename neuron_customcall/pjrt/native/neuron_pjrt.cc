@@ -336,6 +336,7 @@ struct abi::Device {
   Memory memory;
   Memory* memory_list[1] = {nullptr};  // PJRT_Device_AddressableMemories: its one memory space
   std::string kind, debug_string, to_string;
+  int64_t hbm_bytes = 0;  // bytes_limit: the core's share of its chip's HBM (the platform's; service.client_info)
   std::vector<NamedValue> attributes;
   std::vector<std::string> attribute_strings;
   std::atomic<int64_t> bytes_in_use{0};
@@ -587,11 +588,18 @@ Error* CreateClient(const ClientCreateArgs* a, Client** out) {
   PyObject* version = PyDict_GetItemString(info.get(), "platform_version");
   PyObject* process = PyDict_GetItemString(info.get(), "process_index");
   PyObject* devices = PyDict_GetItemString(info.get(), "devices");
-  if (version == nullptr || process == nullptr || devices == nullptr || !PyList_Check(devices)) {
+  // the platform's chip (emulator/platforms.py): logical cores a chip, HBM bytes a core
+  PyObject* per_chip = PyDict_GetItemString(info.get(), "cores_per_chip");
+  PyObject* hbm = PyDict_GetItemString(info.get(), "hbm_bytes_per_core");
+  if (version == nullptr || process == nullptr || devices == nullptr || !PyList_Check(devices) ||
+      per_chip == nullptr || hbm == nullptr) {
     return MakeError(kInternal, "client_info returned a malformed description");
   }
   client->platform_version = PyUnicode_AsUTF8(version);
   client->process_index = static_cast<int>(PyLong_AsLong(process));
+  const int cores_per_chip = static_cast<int>(PyLong_AsLong(per_chip));
+  const int64_t hbm_bytes = static_cast<int64_t>(PyLong_AsLongLong(hbm));
+  if (cores_per_chip < 1) return MakeError(kInternal, "client_info: malformed cores_per_chip");
   Py_ssize_t n = PyList_Size(devices);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* dev = PyList_GetItem(devices, i);  // (global id, process index, hardware id, kind)
@@ -603,6 +611,7 @@ Error* CreateClient(const ClientCreateArgs* a, Client** out) {
     const char* kind = PyUnicode_AsUTF8(PyTuple_GetItem(dev, 3));
     if (kind == nullptr || d->id != static_cast<int>(i)) return MakeError(kInternal, "client_info: malformed device");
     d->kind = kind;
+    d->hbm_bytes = hbm_bytes;
     d->addressable = d->process_index == client->process_index;
     d->client = client.get();
     std::string where = d->addressable ? "core=" + std::to_string(d->hardware_id)
@@ -616,8 +625,8 @@ Error* CreateClient(const ClientCreateArgs* a, Client** out) {
     d->memory_list[0] = &d->memory;
     d->attribute_strings = {d->kind};
     int hw = d->addressable ? d->hardware_id : 0;
-    d->attributes = {IntValue("core_on_chip", hw % 2),
-                     IntValue("chip_id", hw / 2),
+    d->attributes = {IntValue("core_on_chip", hw % cores_per_chip),
+                     IntValue("chip_id", hw / cores_per_chip),
                      IntValue("neuron_core_index", d->hardware_id),
                      StringValue("neuron_core_version", d->attribute_strings[0])};
     client->devices.push_back(d.get());
@@ -779,17 +788,16 @@ Error* DeviceDefaultMemory(DeviceDefaultMemoryArgs* a) {
   a->memory = &a->device->memory;
   return nullptr;
 }
-constexpr int64_t kHbmBytesPerCore = int64_t{16} << 30;
-
 Error* DeviceMemoryStats(DeviceMemoryStatsArgs* a) {
   Device* d = a->device;
   a->bytes_in_use = d->bytes_in_use.load();
   a->peak_bytes_in_use = {d->peak_bytes_in_use.load(), true};
   a->num_allocs = {d->num_allocs.load(), true};
   a->largest_alloc_size = {d->largest_alloc.load(), true};
-  // torch_xla's get_memory_info reads bytes_limit whether set or not: it is the HBM of a
-  // NeuronCore-v2 (a trn1 chip's 32 GiB shared by its two cores), and unset values are zero.
-  a->bytes_limit = {kHbmBytesPerCore, true};
+  // torch_xla's get_memory_info reads bytes_limit whether set or not: it is the core's share of
+  // its chip's HBM (trn1: 32 GiB for two NeuronCore-v2; trn2 LNC=2: one 24 GiB bank), and unset
+  // values are zero.
+  a->bytes_limit = {d->hbm_bytes, true};
   auto unset = [](OptionalStat* s) {  // field by field: never the padding after is_set
     s->value = 0;
     s->is_set = false;

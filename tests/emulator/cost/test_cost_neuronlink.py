@@ -1,6 +1,7 @@
 """The NeuronLink cost model of collectives (emulator/cost/neuronlink.py): ring step counts and
 bytes per member, trn1's topology (two cores a chip, NeuronLink between chips shared by the hops
-leaving a chip), and that profiles of HLO collectives and NKI collectives carry those costs."""
+leaving a chip), trn2's (four or eight logical cores a chip, NeuronLink-v3 within and between
+instances), and that profiles of HLO collectives and NKI collectives carry those costs."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import hlo
+from emulator import platforms
 from emulator.collectives import DeviceContext, ThreadCommunicator, running_as
 from emulator.cost import constants as C
 from emulator.cost import neuronlink as nl
@@ -20,16 +22,25 @@ from tests.neuron_customcall.compiler.ours import compile_proto
 
 MB = float(1 << 20)
 ALPHA = C.HOP_LATENCY_S
-LINK, CHIP = C.NEURONLINK_BYTES_PER_SECOND_PER_CHIP, C.INTRA_CHIP_BYTES_PER_SECOND
+TRN1 = platforms.topology("trn1")
+LINK, CHIP = TRN1.platform.link_bytes_per_second_per_chip, TRN1.intra_chip_bytes_per_second
 
 
 def _cycles(seconds: float) -> float:
     return math.ceil(seconds * C.CLOCK_HZ)
 
 
+@pytest.fixture(autouse=True)
+def _trn1(monkeypatch):
+    """These tests cost on trn1, the default platform, whatever the environment selects."""
+    monkeypatch.delenv(platforms.TARGET_ENV, raising=False)
+    monkeypatch.delenv(platforms.LNC_ENV, raising=False)
+
+
 def test_the_documented_constants():
-    assert C.NEURONLINK_BYTES_PER_SECOND_PER_CHIP == 384 * 2**30  # trn1.32xlarge, GiB/s per device
-    assert C.CORES_PER_CHIP == 2 and 1e-6 <= C.HOP_LATENCY_S <= 2e-6  # "about 1-2 us" per hop
+    assert LINK == 384 * 2**30  # trn1.32xlarge, GiB/s per device
+    assert CHIP == 410e9  # half of a trn1 chip's 820 GB/s of HBM
+    assert TRN1.cores_per_chip == 2 and 1e-6 <= C.HOP_LATENCY_S <= 2e-6  # "about 1-2 us" per hop
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 32])
@@ -92,9 +103,10 @@ ENTRY e {
 }"""
 
 
-def test_a_profile_on_four_cores_shows_the_neuronlink_costs():
+def _profiles_on_four_cores(program: str) -> list:
+    """`program` run as replicas 0-3, one thread each, profiled."""
     # one executable per device: an executable's profile records into one timeline
-    exes = [compile_proto(hlo.load(_PROGRAM).to_bytes()) for _ in range(4)]
+    exes = [compile_proto(hlo.load(program).to_bytes()) for _ in range(4)]
     world = ThreadCommunicator(4, 60)
     profiles: list = [None] * 4
     errors: list = []
@@ -112,13 +124,21 @@ def test_a_profile_on_four_cores_shows_the_neuronlink_costs():
     for t in threads:
         t.join(120)
     assert not errors
+    return profiles
+
+
+def _collective_cycles(prof, ops) -> dict[str, float]:
+    return {t.op: t.cycles for t in prof.top(20) if t.op in ops}
+
+
+def test_a_profile_on_four_cores_shows_the_neuronlink_costs():
+    profiles = _profiles_on_four_cores(_PROGRAM)
     s = 256 * 1024 * 4
     want = {"all-reduce": nl.collective_cost("all-reduce", (0, 2, 1, 3), s)[DMA],
             "all-gather": nl.collective_cost("all-gather", (0, 1), 2 * s)[DMA],
             "collective-permute": _cycles(ALPHA + s / (LINK / 2))}  # two pairs leave each chip
     for prof in profiles:
-        got = {t.op: t.cycles for t in prof.top(20) if t.op in want}
-        assert got == pytest.approx(want)
+        assert _collective_cycles(prof, want) == pytest.approx(want)
     # the whole-ring all-reduce over chips is slower than the on-chip all-gather pair
     assert want["all-reduce"] > want["all-gather"]
 
@@ -178,3 +198,59 @@ def test_in_place_permute_is_costed_by_its_slices():
     with running_as(DeviceContext(0, 0, 2, 1, world.endpoint(0))):
         got = nl.instruction_coster(ctx)()
     assert got == nl.collective_cost("collective-permute", (), 2 * 64 * 1024 * 4, [(0, 1), (1, 0), (0, 1), (1, 0)])
+
+
+# -- trn2 (NEURON_PLATFORM_TARGET_OVERRIDE=trn2): hand-computed against the published rates ------
+TRN2 = platforms.topology("trn2")            # LNC=2: 4 logical cores a chip
+TRN2_LNC1 = platforms.topology("trn2", "1")  # 8 a chip
+V3 = 1024e9                                  # NeuronLink-v3 within an instance, bytes/s a chip
+ON_CHIP_LNC2, ON_CHIP_LNC1 = 2.9e12 / 4, 2.9e12 / 8  # a logical core's share of 2.9 TB/s of HBM
+
+
+def test_trn2_rings_within_a_chip_between_chips_and_between_instances():
+    s = 8 * MB
+    # four logical cores of chip 0: every hop on the chip
+    assert nl.collective_cost("all-reduce", (0, 1, 2, 3), s, topo=TRN2) == \
+        {DMA: _cycles(6 * (ALPHA + s / 4 / ON_CHIP_LNC2))}
+    # cores 0 and 4 are chips 0 and 1: NeuronLink-v3, one hop leaving each chip
+    assert nl.collective_cost("all-reduce", (0, 4), s, topo=TRN2) == {DMA: _cycles(2 * (ALPHA + s / 2 / V3))}
+    # ring 0->4->1->5->0: every hop leaves its chip, two per chip share its 1,024 GB/s
+    assert nl.collective_cost("all-gather", (0, 4, 1, 5), s, topo=TRN2) == \
+        {DMA: _cycles(3 * (ALPHA + s / 4 / (V3 / 2)))}
+    # cores 0 and 64 are chips 0 and 16: two trn2.48xlarge instances (an UltraServer), 256 GB/s
+    assert nl.collective_cost("all-reduce", (0, 64), s, topo=TRN2) == {DMA: _cycles(2 * (ALPHA + s / 2 / 256e9))}
+    # a ring with both kinds of chip-to-chip hops: the inter-instance one is the slowest
+    assert nl.hop_bandwidth(nl.ring_hops((0, 4, 64, 68)), TRN2) == 256e9
+    # LNC=1: eight cores a chip, each with an eighth of the HBM bandwidth; core 8 is chip 1
+    assert nl.collective_cost("all-reduce", tuple(range(8)), s, topo=TRN2_LNC1) == \
+        {DMA: _cycles(14 * (ALPHA + s / 8 / ON_CHIP_LNC1))}
+    assert nl.collective_cost("collective-permute", (), s, [(0, 8)], topo=TRN2_LNC1) == {DMA: _cycles(ALPHA + s / V3)}
+
+
+def test_trn2_against_trn1_for_the_same_group():
+    """The same four devices: two trn1 chips (NeuronLink-v2 between them) but one trn2 chip."""
+    s = 64 * MB
+    trn1 = nl.collective_cost("all-reduce", (0, 1, 2, 3), s, topo=TRN1)[DMA]
+    trn2 = nl.collective_cost("all-reduce", (0, 1, 2, 3), s, topo=TRN2)[DMA]
+    assert trn1 == _cycles(6 * (ALPHA + s / 4 / min(LINK, CHIP)))
+    assert trn2 == _cycles(6 * (ALPHA + s / 4 / ON_CHIP_LNC2)) and trn2 < trn1
+
+
+def test_the_selected_platform_costs_hlo_and_nki_collectives(monkeypatch):
+    monkeypatch.setenv(platforms.TARGET_ENV, "trn2")
+    s = 256 * 1024 * 4
+    # _PROGRAM's groups on one trn2 chip: every ring and pair stays on it
+    want = {"all-reduce": _cycles(6 * (ALPHA + s / 4 / ON_CHIP_LNC2)),
+            "all-gather": _cycles(1 * (ALPHA + 2 * s / 2 / ON_CHIP_LNC2)),
+            "collective-permute": _cycles(ALPHA + s / ON_CHIP_LNC2)}
+    for prof in _profiles_on_four_cores(_PROGRAM):
+        assert _collective_cycles(prof, want) == pytest.approx(want)
+    tensors = {"a": ir.TensorDecl("a", (128, 512), "float32", "hbm"),
+               "b": ir.TensorDecl("b", (128, 512), "float32", "hbm")}
+    src, dst = ir.Access("a", (128, 512), ()), ir.Access("b", (128, 512), ())
+    k = 128 * 512 * 4
+    body = [ir.Instruction("collective", dst, (src,), {"kind": "all_reduce", "groups": [0, 4],
+                                                       "group_size": 2, "op": "add"})]
+    assert kernel_cost(_kernel(body, tensors))[DMA] == _cycles(2 * (ALPHA + k / 2 / V3))
+    monkeypatch.setenv(platforms.LNC_ENV, "1")  # now cores 0 and 4 share a chip
+    assert kernel_cost(_kernel(body, tensors))[DMA] == _cycles(2 * (ALPHA + k / 2 / ON_CHIP_LNC1))

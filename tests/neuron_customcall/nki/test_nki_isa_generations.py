@@ -59,7 +59,11 @@ def test_enum_values_are_each_generations_own():
     assert beta2.vector_engine is beta2.engine.vector
 
 
-def test_target_version():
+@pytest.mark.parametrize("target", ["", "trn2", "gen3"])
+def test_target_version(monkeypatch, target):
+    """gen2 also on trn2: the emulated core executes NeuronCore-v2 semantics whatever topology the
+    platform option selects, so a kernel branching on the version takes the path that is run."""
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", target)
     assert beta2.get_nc_version() is beta2.nc_version.gen2
     assert beta1.get_nc_version() == beta1.nc_version.gen2
     assert beta2.get_nc_sub_version() == 0

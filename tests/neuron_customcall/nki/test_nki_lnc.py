@@ -160,3 +160,24 @@ def collective_in_lnc(a):
 def test_collectives_inside_an_lnc_launch_are_refused_by_name():
     with pytest.raises(UnsupportedAPIError, match="all_reduce is not supported.*LNC=2"):
         collective_in_lnc[nl.nc(2)](np.zeros((4, 4), np.float32))
+
+
+# -- the platform option (emulator/platforms.py): trn2's LNC decides what a device's launch spans ---
+@pytest.mark.parametrize("target, lnc", [("", ""), ("trn2", ""), ("trn2", "2")])
+def test_lnc2_launches_run_where_a_device_has_two_cores(monkeypatch, target, lnc):
+    """trn1 keeps its chip's two cores for nl.nc(2); a trn2 device is LNC=2 by default."""
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", target)
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", lnc)
+    a = RNG.random((512, 1024)).astype(np.float16)
+    np.testing.assert_array_equal(tensor_add[nl.spmd_dim(2, nl.nc(2)), 2](a, a), tensor_add[4, 2](a, a))
+
+
+def test_an_lnc2_launch_on_an_lnc1_trn2_device_is_refused(monkeypatch):
+    """NKI: the launch's LNC must match NEURON_LOGICAL_NC_CONFIG, else a runtime error."""
+    a = RNG.random((512, 1024)).astype(np.float16)
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
+    with pytest.raises(KernelRuntimeError, match="over 2 physical NeuronCores .* NC_v3 device of trn2 .*LNC=1.* "
+                                                 "has 1; set NEURON_LOGICAL_NC_CONFIG=2"):
+        tensor_add[nl.spmd_dim(2, nl.nc(2)), 2](a, a)
+    np.testing.assert_array_equal(tensor_add[4, 2](a, a), a + a)  # one core per program: fine
