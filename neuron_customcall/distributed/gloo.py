@@ -90,12 +90,12 @@ class GlooCommunicator:
         # a callable is a group made on the first exchange: a program without collectives, or
         # one that a single process runs, never waits for the others to join
         self._groups, self._make_group = (None, group) if callable(group) else (GlooGroups.of(group), None)
-        self._group = self._groups.data if self._groups is not None else None
+        first = self._groups.data if self._groups is not None else None
         if rank is None:
-            if self._group is None:
+            if first is None:
                 raise CollectiveError("GlooCommunicator: a group made later needs this process's rank")
-            rank = self._group.rank()
-        size = self._group.size() if self._group is not None else None
+            rank = first.rank()
+        size = first.size() if first is not None else None
         self._ranks = tuple(int(r) for r in device_ranks) if device_ranks is not None else tuple(range(size or 0))
         if any(r < 0 or (size and r >= size) for r in self._ranks):
             raise CollectiveError(f"devices on processes {list(self._ranks)} of a group of {size}")
@@ -121,7 +121,7 @@ class GlooCommunicator:
             if max(self._ranks) >= groups.data.size():
                 raise self._fail(CollectiveError(f"devices on processes {list(self._ranks)}; the group has "
                                                  f"{groups.data.size()}"))
-            self._groups, self._group = groups, groups.data
+            self._groups = groups
         return self._groups
 
     # -- the protocol ------------------------------------------------------------------------------
@@ -221,8 +221,8 @@ class GlooCommunicator:
         import torch
         import torch.distributed as dist
 
-        process_group = self._process_groups().data
-        if len(group) != process_group.size():
+        groups = self._process_groups()
+        if len(group) != groups.data.size():
             return None
         self._seq += 1
         if self._failure is not None:
@@ -242,7 +242,7 @@ class GlooCommunicator:
         options = dist.AllreduceOptions()
         options.reduceOp = getattr(dist.ReduceOp, names[reducer])
         with self._gloo_errors(op, list(peers)):
-            process_group.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
+            groups.data.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
         return result
 
     def abort(self, error: BaseException) -> None:
@@ -372,9 +372,11 @@ class GlooCommunicator:
     @contextlib.contextmanager
     def _gloo_errors(self, op: str, peers: list[int]) -> Iterator[None]:
         """gloo's errors (a closed connection, a timeout) as a CollectiveError naming the peers; the
-        world's exchanges fail from then on."""
+        world's exchanges fail from then on. Inside, the groups count a pending call
+        (GlooGroups.in_use: exit closes only idle groups that never failed)."""
         try:
-            yield
+            with self._process_groups().in_use():
+                yield
         except CollectiveError:
             raise
         except Exception as e:  # noqa: BLE001 - gloo raises RuntimeError and DistBackendError

@@ -18,11 +18,14 @@ Where its store lives, first match wins:
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import datetime
+import gc
 import logging
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from emulator.collectives.comm import CollectiveError
@@ -35,21 +38,118 @@ PREFIX = "neuron_customcall/pjrt"
 _KEEP: list[Any] = []
 
 
-@dataclass(frozen=True)
 class GlooGroups:
     """Two gloo groups of the same processes: `data` carries values (payloads, gloo's own
     all_reduce), `control` the small headers that check them before. Why two: on one group's
     connections, a gloo all_reduce right after a small exchange with the same peer was 2-3x
     slower at 1 MB (1.5 -> 4.4 ms on localhost, benchmarks/collectives_gloo.md), and the header
-    exchange precedes every value."""
+    exchange precedes every value.
 
-    data: Any
-    control: Any
+    Its users wrap every gloo call in `in_use()`, so that `detach()` knows whether a collective
+    is pending or has failed: a ProcessGroupGloo's destructor waits for its queued work, which a
+    dead or hung peer never lets finish, so only idle groups of a world that never failed are
+    closed (gloo_group's groups at exit: close_at_exit)."""
+
+    def __init__(self, data: Any, control: Any) -> None:
+        self._groups: tuple[Any, Any] | None = (data, control)
+        self._lock = threading.Lock()
+        self._pending = 0
+        self.failed = False
 
     @staticmethod
     def of(group: Any) -> GlooGroups:
         """`group` itself, or a plain ProcessGroup serving as both (headers share its connections)."""
         return group if isinstance(group, GlooGroups) else GlooGroups(group, group)
+
+    def _get(self, index: int) -> Any:
+        groups = self._groups
+        if groups is None:
+            raise CollectiveError("the neuron device's gloo groups were closed at exit: no collective can start now")
+        return groups[index]
+
+    @property
+    def data(self) -> Any:
+        return self._get(0)
+
+    @property
+    def control(self) -> Any:
+        return self._get(1)
+
+    @property
+    def closed(self) -> bool:
+        return self._groups is None
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Around a gloo call: pending while inside; an exception (a closed connection, a timeout)
+        marks the groups failed, since gloo may still hold the call's work."""
+        with self._lock:
+            self._pending += 1
+        try:
+            yield
+        except BaseException:
+            self.failed = True
+            raise
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def detach(self) -> tuple[Any, Any] | str:
+        """Take the two ProcessGroupGloo out of this object (later use raises a CollectiveError),
+        unless a collective is pending or one failed; returns them (whoever drops the last
+        reference runs their destructors, which stop gloo's threads), or why not."""
+        with self._lock:
+            if self._groups is None:
+                return "closed before"
+            if self._pending:
+                return f"{self._pending} gloo call(s) pending"
+            if self.failed:
+                return "a collective over them failed (a peer may be dead or hung)"
+            groups, self._groups = self._groups, None
+        return groups
+
+
+#: gloo_group's groups, closed at exit (close_at_exit)
+_LIVE: list[GlooGroups] = []
+_exit_hook: list[bool] = []
+#: how long exit waits for gloo's threads to stop (idle groups: 0.2-0.3 s measured on localhost)
+CLOSE_TIMEOUT_S = 10.0
+
+
+def close_at_exit(timeout_s: float | None = None) -> None:
+    """At interpreter exit: close the groups gloo_group made, so that gloo's worker threads stop
+    while Python still runs (PyTorch asks every program to destroy its process groups: gloo
+    threads alive in finalization can abort the process with "terminate called without an active
+    exception"). Bounded: the destructors run in a helper thread, and exit goes on after
+    `timeout_s` whatever they do; groups with a pending or failed collective are left alone, so
+    that exit never waits on a dead peer."""
+    timeout_s = CLOSE_TIMEOUT_S if timeout_s is None else timeout_s
+    held: list[tuple[Any, Any]] = []
+    why = []
+    for groups in _LIVE:
+        detached = groups.detach()
+        if isinstance(detached, str):
+            why.append(detached)
+        else:
+            held.append(detached)
+    _LIVE.clear()
+    detached = None  # no reference left in this thread
+    if why:
+        log.info("neuron device: gloo groups left open at exit: %s", "; ".join(why))
+    if not held:
+        return
+    count = len(held)
+
+    def drop() -> None:
+        held.clear()  # the last references: the destructors run here, in this thread
+        gc.collect()
+    helper = threading.Thread(target=drop, name="neuron-gloo-close", daemon=True)
+    helper.start()
+    helper.join(timeout_s)
+    if helper.is_alive():
+        log.warning("neuron device: %d gloo group pair(s) still closing after %g s at exit", count, timeout_s)
+    else:
+        log.info("neuron device: closed %d gloo group pair(s) at exit", count)
 
 
 class RendezvousError(CollectiveError):
@@ -112,4 +212,8 @@ def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, s
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise RendezvousError(f"process {rank} of {world_size} could not join the others' gloo group: {first}") from e
     log.info("neuron device: process %d of %d joined its gloo group (%s)", rank, world_size, where)
+    _LIVE.append(group)
+    if not _exit_hook:  # registered after the framework's own handlers, so it runs before them
+        _exit_hook.append(True)
+        atexit.register(close_at_exit)
     return group

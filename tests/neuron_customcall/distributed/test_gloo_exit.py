@@ -1,0 +1,99 @@
+"""The plugin's own gloo groups (rendezvous.gloo_group) at exit: closed while Python still runs,
+so that no process aborts in finalization with gloo's threads alive ("terminate called without
+an active exception", PyTorch's known exit-time abort), and left alone after a peer died or hung,
+so that exit never waits on it. Two processes on localhost (exit_worker.py)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emulator.collectives import CollectiveError
+from neuron_customcall.distributed import rendezvous
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKER = Path(__file__).with_name("exit_worker.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pair(mode: str, timeout_s: float) -> tuple[list[subprocess.CompletedProcess], float]:
+    """Both processes' (returncode, output), and how long process 0 took in all."""
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONFAULTHANDLER="1")
+    start = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(rank), str(port), mode, str(timeout_s)], env=env,
+                              cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in (0, 1)]
+    outs = []
+    try:
+        outs.append(procs[0].communicate(timeout=240)[0])
+        took = time.monotonic() - start
+        if mode == "hang":
+            procs[1].kill()
+        outs.append(procs[1].communicate(timeout=240)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [subprocess.CompletedProcess(p.args, p.returncode, out) for p, out in zip(procs, outs)], took
+
+
+def _events(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_processes_close_their_gloo_groups_at_exit_every_time():
+    for _ in range(3):  # the abort was rare (once in a full suite): every run must close, none abort
+        done, _ = _pair("run", 60)
+        for rank, proc in enumerate(done):
+            assert proc.returncode == 0 and "terminate called" not in proc.stdout, proc.stdout[-3000:]
+            outcome, exit_state = _events(proc.stdout)
+            assert outcome["second"] == (4 * np.arange(6) + 20).tolist()
+            assert exit_state["closed"] is True, proc.stdout[-3000:]
+            assert exit_state["threads_after"] < exit_state["threads_before"], exit_state  # gloo's threads stopped
+            assert "closed 1 gloo group pair(s) at exit" in proc.stdout
+
+
+@pytest.mark.parametrize("mode", ["die", "hang"])
+def test_after_a_dead_or_hung_peer_exit_leaves_the_groups_and_does_not_wait(mode: str):
+    done, took = _pair(mode, 6)
+    proc = done[0]
+    outcome, exit_state = _events(proc.stdout)
+    assert "CollectiveError" in outcome.get("error", "") or "CollectiveTimeout" in outcome.get("error", ""), \
+        proc.stdout[-3000:]
+    assert exit_state["closed"] is False and "left open at exit: a collective over them failed" in proc.stdout
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert took < 60, took  # the 6 s timeout (hang) or the closed connection (die), then exit at once
+
+
+class _Group:
+    def __init__(self) -> None:
+        self.alive = True
+
+
+def test_detach_leaves_pending_and_failed_groups_alone():
+    groups = rendezvous.GlooGroups(_Group(), _Group())
+    with groups.in_use():
+        assert groups.detach() == "1 gloo call(s) pending"
+    data, control = groups.detach()
+    assert data.alive and control.alive and groups.closed
+    with pytest.raises(CollectiveError, match="closed at exit"):
+        groups.data  # noqa: B018 - the property raises
+    assert groups.detach() == "closed before"
+    failed = rendezvous.GlooGroups(_Group(), _Group())
+    with pytest.raises(RuntimeError), failed.in_use():
+        raise RuntimeError("Connection closed by peer")
+    assert "failed" in failed.detach() and not failed.closed
