@@ -2,15 +2,18 @@
 with neuron_customcall.distributed.GlooCommunicator) against torch.distributed.all_reduce with
 gloo on the same tensors, in the same processes, alternating, for 1 MB to 256 MB of f32.
 
-Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Ours checks a
-header with the peer (on a gloo group of its own), then hands the sum to gloo's all_reduce
-(GlooCommunicator.reduce). `--ab` adds, in the same rounds, the all-reduce as it was before
-("before": one gloo group for headers and values, the chunked path: reduce-scatter, fold in
-group order, all-gather over point-to-point messages, which stays the path for the reductions
-gloo lacks and from 4 MB, and every result in fresh memory), and "chunked": that path with the
-headers on their own group and recycled results (emulator/collectives/buffers.py).
-Every variant starts after a barrier on a third group, so that none follows a small exchange on
-its own connections, and the variants take turns in going first.
+Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Below 4 MB ours
+pads the value to a bucket with a gloo group of its own and hands it to gloo's all_reduce with a
+trailer that checks the call afterwards (neuron_customcall/distributed/trailer.py: one gloo call).
+`--ab` adds, in the same rounds, "headers": the all-reduce as it was before (session 10: a header
+exchange with the peer on a second gloo group, then gloo's all_reduce), and "chunked": the path
+for the reductions gloo lacks and from 4 MB (reduce-scatter, fold in group order, all-gather over
+point-to-point messages, headers on their own group, recycled results).
+Every variant starts after a barrier on a group of its own, so that none follows a small exchange
+on its own connections, and the variants take turns in going first. gloo's operand is refilled
+with NumPy before its barrier (as ours copies with NumPy): torch's copy_ wakes its intra-op
+threads, whose spinning slowed the next gloo call 3x on this 2-CPU host (1 MB: 9-12 ms against
+1.4-1.8 ms, measured at load 4-5).
 
 Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--json PATH]``
 (it starts its second rank itself, on localhost).
@@ -48,7 +51,7 @@ ENTRY e {{
 
 
 class _Chunked:
-    """The all-reduce before GlooCommunicator.reduce, for the A/B: no transport reduction."""
+    """The all-reduce without a transport reduction, for the A/B."""
 
     @staticmethod
     def reduce(group: Any, value: Any, reducer: str, *, op: str = "") -> None:
@@ -60,13 +63,14 @@ def _variants(ab: bool) -> dict[str, Any]:
     import torch.distributed as dist
 
     from neuron_customcall.distributed import GlooCommunicator
+    from neuron_customcall.distributed.rendezvous import GlooGroups
 
     variants = {"ours": GlooCommunicator()}
     if ab:
-        before = GlooCommunicator(group=dist.new_group(backend="gloo"))  # one group: headers share its connections
-        before.reduce = _Chunked.reduce
-        variants["before"] = before
-        chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce: each change alone
+        # groups without a store make no buckets: headers first, then gloo's all_reduce (session 10)
+        variants["headers"] = GlooCommunicator(group=GlooGroups(dist.new_group(backend="gloo"),
+                                                                dist.new_group(backend="gloo")))
+        chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce
         chunked.reduce = _Chunked.reduce
         variants["chunked"] = chunked
     return variants
@@ -74,16 +78,16 @@ def _variants(ab: bool) -> dict[str, Any]:
 
 def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict[str, tuple[float, float]]]]:
     """In each rank, per size: variant -> (median wall, median CPU); the variants are ours (and
-    `before` with --ab) and "gloo"."""
+    `headers` and `chunked` with --ab) and "gloo"."""
     import torch
     import torch.distributed as dist
 
     import hlo
     from emulator import load_artifact
-    from emulator.collectives.buffers import RECYCLED_MIN_BYTES, RESULTS
     from neuron_customcall.compiler import compile_module
     from neuron_customcall.distributed import run_on_process_group
 
+    torch.set_num_threads(1)  # no intra-op threads spinning beside gloo's (both sides copy with NumPy anyway)
     dist.init_process_group("gloo", init_method="env://")
     variants = _variants(ab)
     barrier = dist.new_group(backend="gloo")
@@ -100,8 +104,7 @@ def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict
             for name in names[k % len(names):] + names[:k % len(names)]:  # each variant in each place in turn
                 walls, cpus = times[name]
                 if name == "gloo":
-                    t.copy_(torch.from_numpy(x))
-                RESULTS.min_bytes = sys.maxsize if name == "before" else RECYCLED_MIN_BYTES  # before: fresh results
+                    np.copyto(t.numpy(), x)
                 dist.barrier(group=barrier)
                 w, c = time.perf_counter(), time.process_time()
                 if name == "gloo":

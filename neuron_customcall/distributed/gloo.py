@@ -12,7 +12,9 @@ taking part, in the same order), and gloo's own all_gather was several times slo
 The header carries the call's sequence number, digests of the instruction and of its group (or
 pairs), and the value's byte count, dtype and shape: devices that reached different collectives, or that hold
 values of different types, fail with a CollectiveError naming the devices instead of exchanging
-bytes that do not belong together. A peer that died ends the exchange with gloo's error (a closed
+bytes that do not belong together. A small all-reduce gloo can compute goes to gloo's own
+all_reduce without a header: its size bucket's own group and a trailer checked after the call
+(trailer.py) keep gloo's size-mismatch abort out of reach (GlooCommunicator.reduce). A peer that died ends the exchange with gloo's error (a closed
 connection) or, if it hangs, after the group's timeout (NEURON_RT_EXEC_TIMEOUT, emulator's default
 600 s), also as a CollectiveError.
 """
@@ -24,6 +26,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +34,7 @@ import numpy as np
 from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather_into
 from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
+from neuron_customcall.distributed import trailer
 from neuron_customcall.distributed.rendezvous import GlooGroups
 
 log = logging.getLogger(__name__)
@@ -54,6 +58,12 @@ _NATIVE_REDUCERS = {
 #: result once; measured (benchmarks/collectives_gloo.md) the copy cost more than the round trips
 #: saved from 4 MB up (64 MB: 61 ms of CPU against 51), while below it the round trips dominate.
 NATIVE_MAX_BYTES = 4 << 20
+#: A bucket's all_reduce waits this long before its member says in the store where it waits
+#: (GlooCommunicator._wait), then checks the others' word this often.
+PROBE_AFTER_S = 1.0
+PROBE_EVERY_S = 0.25
+#: how long a member that found a mismatch waits for the calls it released (_release)
+RELEASE_WAIT_S = 10.0
 #: The dtypes ProcessGroupGloo reduces (int16 and the unsigned 16-64 bit types it refuses; the narrow
 #: floats it would accumulate in their own type, where XLA:CPU accumulates in f32 and rounds once).
 _NATIVE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64))
@@ -62,6 +72,42 @@ _NATIVE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8
 def _digest(text: str) -> int:
     """A stable 62-bit digest (Python's hash() differs between processes)."""
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
+
+
+_default_stores: list[Any] = []
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What a member waiting in a reduction says in its groups' store (GlooGroups.probe): the
+    reduction's number among the groups' reductions (`step`), what it is (`what`: the same text
+    on every member of the same collective), and where it waits (`where`: "B dtype reducer size",
+    a bucket's all_reduce, or "H seq device", a header exchange), which says how to release it."""
+
+    groups: GlooGroups
+    step: int
+    what: str
+    where: str
+
+
+def _torch_dtype(torch: Any, text: str) -> Any:
+    """The torch dtype of a NumPy dtype string (a bucket key's)."""
+    return torch.from_numpy(np.empty(0, np.dtype(text))).dtype
+
+
+def _default_store() -> Any:
+    """A store of its own, in torch.distributed's default one, for the groups of a communicator
+    made on the default group (its bucket groups, its probes): every rank makes its communicators
+    in the same order, as torch.distributed's new_group asks. None if this torch has none to give."""
+    import torch.distributed as dist
+
+    try:
+        base = dist.distributed_c10d._get_default_store()
+    except Exception:  # noqa: BLE001 - a private function of torch.distributed; without it, no buckets
+        log.info("torch.distributed's default store is not reachable: all-reduces exchange headers first")
+        return None
+    _default_stores.append(base)
+    return dist.PrefixStore(f"neuron_customcall/communicator{len(_default_stores)}", base)
 
 
 class GlooCommunicator:
@@ -86,7 +132,7 @@ class GlooCommunicator:
                                       "(run under torchrun, or call torch.distributed.init_process_group first)")
             timeout = datetime.timedelta(seconds=min(self.timeout_s, 10 * 365 * 86400))
             group = GlooGroups(dist.new_group(backend="gloo", timeout=timeout),
-                               dist.new_group(backend="gloo", timeout=timeout))
+                               dist.new_group(backend="gloo", timeout=timeout), _default_store(), timeout)
         # a callable is a group made on the first exchange: a program without collectives, or
         # one that a single process runs, never waits for the others to join
         self._groups, self._make_group = (None, group) if callable(group) else (GlooGroups.of(group), None)
@@ -201,14 +247,17 @@ class GlooCommunicator:
     def reduce(self, group: tuple[int, ...], value: np.ndarray, reducer: str, *, op: str = "") -> np.ndarray | None:
         """The group's reduction of `value` by gloo's own all_reduce: one call whose ring steps
         wait in C++, instead of a reduce-scatter and an all-gather each waited for from Python.
-        The members first exchange headers (instruction, group, kind, dtype, shape): gloo aborts
-        the process on a size mismatch, so nothing reaches it before they agree. Only below
-        NATIVE_MAX_BYTES, where gloo reduces as XLA does (_NATIVE_REDUCERS, _NATIVE_DTYPES) and
-        the group is every process of the gloo group, each holding one device of the world (a
-        process's devices would otherwise race to issue the group's collectives); else None, and
-        the caller reduce-scatters and all-gathers. Every member gets the same bits (for two
-        members those of the group-order fold, the operations commuting; for more, in the order
-        of gloo's ring)."""
+        gloo aborts the process on a size mismatch, so sizes must agree before gloo sees them:
+        when the groups can make more groups (a store), the value is padded to a bucket with a
+        group of its own and checked after the reduction by a trailer (trailer.py: no exchange
+        before, one gloo call in all); the first call of a bucket, or past the groups' cap of
+        buckets, the members first exchange headers (instruction, group, kind, dtype, shape).
+        Only below NATIVE_MAX_BYTES, where gloo reduces as XLA does (_NATIVE_REDUCERS,
+        _NATIVE_DTYPES) and the group is every process of the gloo group, each holding one
+        device of the world (a process's devices would otherwise race to issue the group's
+        collectives); else None, and the caller reduce-scatters and all-gathers. Every member
+        gets the same bits (for two members those of the group-order fold, the operations
+        commuting; for more, in the order of gloo's ring)."""
         value = np.asarray(value)
         group = tuple(int(d) for d in group)
         op = op or "a collective"
@@ -228,22 +277,144 @@ class GlooCommunicator:
         if self._failure is not None:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
         peers = tuple(d for d in group if d != self.device)
+        what = f"{op} {group} {reducer}"
+        options = dist.AllreduceOptions()
+        options.reduceOp = getattr(dist.ReduceOp, names[reducer])
+        key = (value.dtype.str, reducer, trailer.bucket(value.size)) \
+            if groups.can_bucket and trailer.supported(reducer, len(group)) else None
+        bucket = groups.bucket_group(key) if key is not None else None
+        # the k-th reduction over the groups on every member, checked by probes while it waits
+        groups.steps += 1
+        probe = _Probe(groups, groups.steps, f"call {self._seq}: {what} {value.dtype}{list(value.shape)}",
+                       f"B {' '.join(map(str, key))}" if bucket is not None else f"H {self._seq} {self.device}") \
+            if groups.can_bucket else None
+        if bucket is not None:
+            return self._reduce_in_bucket(torch, bucket, key[2], value, reducer, what, options, op, peers, probe)
         result = np.empty(value.shape, value.dtype)  # gloo reduces in place: the caller's value stays as it is
 
         def copy() -> None:
             result[...] = value
-        shapes = self._announce(torch, _REDUCE, f"{op} {group} {reducer}", dict.fromkeys(peers, value), value.dtype,
-                                op, peers, meanwhile=copy)
+        if probe is not None and key is not None:  # said first: gloo's header waits can not be cut short
+            probe.groups.probe(probe.step, f"{probe.where}\n{probe.what}".encode())
+        try:
+            shapes = self._announce(torch, _REDUCE, what, dict.fromkeys(peers, value), value.dtype,
+                                    op, peers, meanwhile=copy)
+        except CollectiveError:
+            # a member waiting in a bucket (which this member has no group for yet) released these
+            # headers with empty ones: release it in turn, and name both
+            others = {r: said for r, said in self._others(probe).items() if said[0].startswith("B ")} \
+                if probe is not None else {}
+            if not others:
+                raise
+            self._release(probe, [], others)
+            raise self._mismatch(probe, others) from None
         bad = sorted(d for d, shape in shapes.items() if shape != value.shape)
         if bad:
             raise self._fail(CollectiveError(f"{op}: device {self.device} reduces a value of shape {list(value.shape)}, "
                                              f"device(s) {bad} of shape(s) {[list(shapes[d]) for d in bad]}",
                                              devices=bad))
-        options = dist.AllreduceOptions()
-        options.reduceOp = getattr(dist.ReduceOp, names[reducer])
+        # every member agreed on this key: each makes its group now, at the same call
+        bucket = groups.make_bucket_group(key) if key is not None else None
+        if bucket is not None and probe is not None:
+            probe = _Probe(probe.groups, probe.step, probe.what, f"B {' '.join(map(str, key))}")
+        if bucket is not None:
+            return self._reduce_in_bucket(torch, bucket, key[2], value, reducer, what, options, op, peers, probe)
         with self._gloo_errors(op, list(peers)):
             groups.data.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
         return result
+
+    def _reduce_in_bucket(self, torch: Any, bucket: Any, size: int, value: np.ndarray, reducer: str, what: str,
+                          options: Any, op: str, peers: tuple[int, ...], probe: _Probe | None) -> np.ndarray:
+        """gloo's all_reduce of `value` padded to `size` elements plus the trailer, in the bucket's
+        own group (so no member's buffer can differ in size); the trailer then says whether every
+        member reduced this call (trailer.py), else a CollectiveError on every member."""
+        count = value.size
+        buffer = np.empty(size + trailer.SLOTS, value.dtype)
+        buffer[:count] = value.reshape(-1)
+        buffer[count:size] = 0
+        digest = _digest(f"{self._seq} {what} {value.dtype.str} {value.shape}")  # the same on every member
+        trailer.write(buffer[size:], digest, reducer)
+        with self._gloo_errors(op, list(peers)):
+            self._wait([bucket.allreduce([torch.from_numpy(buffer)], options)], probe)
+        if not trailer.agrees(buffer[size:], digest, reducer, len(peers) + 1):
+            if probe is not None:  # a member that waits elsewhere may have released this call: release it in turn
+                others = {r: said for r, said in self._others(probe).items()
+                          if said[0].startswith("B ") and said[0] != probe.where}
+                if others:
+                    self._release(probe, [], others)
+                    raise self._mismatch(probe, others)
+            raise self._fail(CollectiveError(
+                f"mismatched collectives at call {self._seq}: device {self.device} runs {op} on {value.dtype} values; "
+                f"device(s) {list(peers)} reduced a value of the same type and size in another instruction, group or "
+                f"call", devices=list(peers)))
+        return buffer[:count].reshape(value.shape)
+
+    def _wait(self, works: Sequence[Any], probe: _Probe | None) -> None:
+        """Wait for `works` (collectives: gloo's send and recv waits can not be cut short, they fail
+        at their timeout). With `probe`, past PROBE_AFTER_S, say in the store what this member
+        waits in (_Probe), and fail when another member says it waits in something else at the
+        same step: members whose buckets differ never meet in a group, and one may exchange
+        headers while the other waits in a bucket. Before failing, each releases the others'
+        waits (_release), so that no gloo call stays pending (a process exiting with one aborts)."""
+        if probe is None:
+            for work in works:
+                work.wait()
+            return
+        timeout = datetime.timedelta(seconds=PROBE_AFTER_S)
+        for work in works:
+            while True:
+                try:
+                    work.wait(timeout)
+                    break
+                except RuntimeError:
+                    if work.is_completed():  # gloo's own error: a closed connection, its timeout
+                        raise
+                timeout = datetime.timedelta(seconds=PROBE_EVERY_S)
+                others = self._others(probe)
+                if others:
+                    self._release(probe, works, others)
+                    raise self._mismatch(probe, others)
+
+    def _others(self, probe: _Probe) -> dict[int, tuple[str, str]]:
+        """Say where this member waits; return (where, what) of the members that said they wait
+        at the same step in another collective."""
+        said = probe.groups.probe(probe.step, f"{probe.where}\n{probe.what}".encode())
+        parts = {r: text.decode(errors="replace").partition("\n") for r, text in said.items()}
+        return {r: (where, what) for r, (where, _, what) in parts.items() if what != probe.what}
+
+    def _mismatch(self, probe: _Probe, others: dict[int, tuple[str, str]]) -> CollectiveError:
+        devices = [d for d, r in enumerate(self._ranks) if r in others]
+        return self._fail(CollectiveError(
+            f"mismatched collectives: device {self.device} waits in {probe.what}; "
+            + "; ".join(f"device {d} in {others[self._ranks[d]][1]}" for d in devices), devices=devices))
+
+    def _release(self, probe: _Probe, works: Sequence[Any], others: dict[int, tuple[str, str]]) -> None:
+        """Complete the gloo calls the members of `others` wait in (a bucket's all_reduce: one of
+        the same size here; a header exchange: a header each way with its call's tags), so that
+        theirs and, as they do the same, this member's own `works` end; waits at most
+        RELEASE_WAIT_S. Values so exchanged are never read."""
+        import torch
+
+        groups = probe.groups
+        posted = []
+        with contextlib.suppress(Exception):  # best effort: the mismatch is the error to report
+            for rank, (where, _) in others.items():
+                kind, *fields = where.split()
+                if kind == "B" and where != probe.where:
+                    group = groups.bucket_group((fields[0], fields[1], int(fields[2])))
+                    if group is not None:
+                        posted.append(group.allreduce([torch.zeros(int(fields[2]) + trailer.SLOTS,
+                                                                   dtype=_torch_dtype(torch, fields[0]))]))
+                elif kind == "H":
+                    seq, device = int(fields[0]), int(fields[1])
+                    posted.append(groups.control.send([torch.zeros(_HEADER, dtype=torch.int64)], rank,
+                                                      self._tag(self.device, device, 0, seq)))
+                    posted.append(groups.control.recv([torch.zeros(_HEADER, dtype=torch.int64)], rank,
+                                                      self._tag(device, self.device, 0, seq)))
+        deadline = datetime.timedelta(seconds=RELEASE_WAIT_S)
+        for work in [*works, *posted]:
+            with contextlib.suppress(Exception):
+                work.wait(deadline)
 
     def abort(self, error: BaseException) -> None:
         """This device failed. This process's other devices learn it at once (`local`); the
@@ -264,12 +435,12 @@ class GlooCommunicator:
                                   f"{self._local_devices()} but has no local exchange (ProcessWorld.new_run)")
         return self.local
 
-    def _tag(self, source: int, target: int, phase: int) -> int:
+    def _tag(self, source: int, target: int, phase: int, seq: int | None = None) -> int:
         """The gloo tag of call `_seq`'s message from device `source` to `target` (0: header,
         1: payload): distinct for every pair, so several devices of one process never take each
         other's messages."""
         w = self.world_size
-        return ((self._seq * w + source) * w + target) * 2 % (1 << 30) + phase
+        return (((self._seq if seq is None else seq) * w + source) * w + target) * 2 % (1 << 30) + phase
 
     # -- the exchange ------------------------------------------------------------------------------
     def _exchange(self, kind: int, what: str, sends: dict[int, np.ndarray], like: np.ndarray, op: str,

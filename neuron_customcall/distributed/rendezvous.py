@@ -50,11 +50,54 @@ class GlooGroups:
     dead or hung peer never lets finish, so only idle groups of a world that never failed are
     closed (gloo_group's groups at exit: close_at_exit)."""
 
-    def __init__(self, data: Any, control: Any) -> None:
+    def __init__(self, data: Any, control: Any, store: Any = None,
+                 timeout: datetime.timedelta | None = None) -> None:
         self._groups: tuple[Any, Any] | None = (data, control)
         self._lock = threading.Lock()
         self._pending = 0
         self.failed = False
+        #: where more groups of the same processes meet (bucket_group) and where a member stuck in
+        #: a gloo call says what it waits in (probe); None: neither (a plain ProcessGroup's groups)
+        self.store = store
+        self._timeout = timeout
+        self._buckets: dict[tuple[str, str, int], Any] = {}
+        #: gloo steps (an all_reduce, a round of point-to-point messages) made through these
+        #: groups by every communicator of this process: the k-th of every member belong together
+        self.steps = 0
+
+    @property
+    def can_bucket(self) -> bool:
+        return self.store is not None
+
+    def bucket_group(self, key: tuple[str, str, int]) -> Any | None:
+        """The gloo group of all-reduces of this (dtype, reducer, element count) key
+        (trailer.py), or None when there is none yet."""
+        return self._buckets.get(key)
+
+    def make_bucket_group(self, key: tuple[str, str, int]) -> Any | None:
+        """A new gloo group for `key`, which every member makes at the same call (after agreeing
+        on it); None past MAX_BUCKET_GROUPS (each holds threads and a connection per peer), the
+        same answer on every member whose calls agreed so far."""
+        import torch.distributed as dist
+
+        if len(self._buckets) >= MAX_BUCKET_GROUPS:
+            return None
+        data = self.data
+        name = f"bucket{len(self._buckets)}"
+        group = dist.ProcessGroupGloo(dist.PrefixStore(name, self.store), data.rank(), data.size(),
+                                      self._timeout or datetime.timedelta(seconds=600))
+        self._buckets[key] = group
+        return group
+
+    def probe(self, step: int, what: bytes) -> dict[int, bytes]:
+        """Say, in the store, that this member waits at gloo step `step` in `what`; return what
+        the others said of the same step (those that said anything): a member that waits in
+        another group at the same step reached another collective."""
+        data = self.data
+        me, size = data.rank(), data.size()
+        self.store.set(f"probe/{step}/{me}", what)
+        keys = {r: f"probe/{step}/{r}" for r in range(size) if r != me}
+        return {r: bytes(self.store.get(k)) for r, k in keys.items() if self.store.check([k])}
 
     @staticmethod
     def of(group: Any) -> GlooGroups:
@@ -94,8 +137,8 @@ class GlooGroups:
             with self._lock:
                 self._pending -= 1
 
-    def detach(self) -> tuple[Any, Any] | str:
-        """Take the two ProcessGroupGloo out of this object (later use raises a CollectiveError),
+    def detach(self) -> tuple[Any, ...] | str:
+        """Take the ProcessGroupGloo (data, control, buckets) out of this object (later use raises a CollectiveError),
         unless a collective is pending or one failed; returns them (whoever drops the last
         reference runs their destructors, which stop gloo's threads), or why not."""
         with self._lock:
@@ -106,12 +149,15 @@ class GlooGroups:
             if self.failed:
                 return "a collective over them failed (a peer may be dead or hung)"
             groups, self._groups = self._groups, None
-        return groups
+            buckets, self._buckets = tuple(self._buckets.values()), {}
+        return (*groups, *buckets)
 
 
 #: gloo_group's groups, closed at exit (close_at_exit)
 _LIVE: list[GlooGroups] = []
 _exit_hook: list[bool] = []
+#: bucket groups (trailer.py) at most, per GlooGroups
+MAX_BUCKET_GROUPS = 8
 #: how long exit waits for gloo's threads to stop (idle groups: 0.2-0.3 s measured on localhost)
 CLOSE_TIMEOUT_S = 10.0
 
@@ -124,7 +170,7 @@ def close_at_exit(timeout_s: float | None = None) -> None:
     `timeout_s` whatever they do; groups with a pending or failed collective are left alone, so
     that exit never waits on a dead peer."""
     timeout_s = CLOSE_TIMEOUT_S if timeout_s is None else timeout_s
-    held: list[tuple[Any, Any]] = []
+    held: list[tuple[Any, ...]] = []
     why = []
     for groups in _LIVE:
         detached = groups.detach()
@@ -205,7 +251,8 @@ def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, s
     try:
         store, where = _store(rank, world_size, timeout, env, kv)
         group = GlooGroups(dist.ProcessGroupGloo(dist.PrefixStore("data", store), rank, world_size, timeout),
-                           dist.ProcessGroupGloo(dist.PrefixStore("control", store), rank, world_size, timeout))
+                           dist.ProcessGroupGloo(dist.PrefixStore("control", store), rank, world_size, timeout),
+                           store, timeout)
     except RendezvousError:
         raise
     except Exception as e:  # noqa: BLE001 - the store's and gloo's errors: refused, timed out

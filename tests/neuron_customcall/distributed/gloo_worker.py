@@ -3,7 +3,9 @@ device's part with run_on_process_group and writes the outputs (or the error) to
 
 argv: hlo_path inputs.npz out_prefix mode; torch.distributed's env:// variables name the world.
 mode "run": every rank runs; "die": rank 1 exits before the collective; "hang": rank 1 sleeps;
-"other": rank 1 runs the module with its all-reduce renamed (another instruction). A file
+"other": rank 1 runs the module with its all-reduce renamed (another instruction); "twice": every
+rank runs the module twice and also writes the second run's outputs (out_prefix<rank>.second.npz:
+the all-reduces of gloo's own all_reduce go through their buckets' trailers then). A file
 `<hlo_path>.rank<r>` next to the module is rank r's module instead. Each rank also writes, to
 out_prefix<rank>.native.json, the (dtype, reducer) of every all-reduce gloo's own all_reduce did
 (GlooCommunicator.reduce)."""
@@ -51,6 +53,8 @@ def main() -> int:
     start = time.monotonic()
     try:
         outs = run_on_process_group(exe, inputs, communicator=comm)
+        if mode == "twice":
+            np.savez(f"{out_prefix}{rank}.second.npz", *run_on_process_group(exe, inputs, communicator=comm))
     except CollectiveError as e:
         with open(f"{out_prefix}{rank}.txt", "w") as f:
             f.write(f"{type(e).__name__} after {time.monotonic() - start:.1f} s: {e}")

@@ -222,14 +222,17 @@ def _native_inputs(n: int) -> list[list[np.ndarray]]:
 def test_gloo_reduces_what_it_reduces_as_xla_and_the_rest_stays_ours(tmp_path: Path, n: int) -> None:
     """Every all-reduce over all processes whose reducer and type gloo's all_reduce computes as
     XLA does goes to it in one call; each result equals the devices run as threads (two members:
-    the same bits; three: gloo's ring order, within rounding), wrapping integers included."""
+    the same bits; three: gloo's ring order, within rounding), wrapping integers included. The
+    program runs twice: the first run agrees by headers and makes each reduction's bucket group
+    (eight at most: the ninth stays on headers), the second reduces in them with trailers (xor
+    of three members on headers: its trailer says nothing for three)."""
     text, inputs = _native_program(n), _native_inputs(n)
-    assert _finish(_start(tmp_path, text, inputs, "run", 60)) == [0] * n
+    assert _finish(_start(tmp_path, text, inputs, "twice", 60)) == [0] * n
     want = run_devices(load_artifact(compile_module(hlo.load(text))), inputs, n, 1, timeout_s=60)
     native = [[NUMPY_NAMES[t], op] for op, t in NATIVE_REDUCTIONS if (op, t) not in {("maximum", "f32"), ("add", "bf16")}]
-    for rank in range(n):
-        assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == native
-        with np.load(tmp_path / f"out{rank}.npz", allow_pickle=False) as z:
+    for rank, run in [(rank, run) for rank in range(n) for run in ("", ".second")]:
+        assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == native * 2
+        with np.load(tmp_path / f"out{rank}{run}.npz", allow_pickle=False) as z:
             got = [z[f"arr_{k}"] for k in range(len(z.files))]
         for (op, t), g, w in zip(NATIVE_REDUCTIONS, got, want[rank]):
             assert g.dtype == w.dtype and g.shape == w.shape, (op, t)
@@ -286,3 +289,56 @@ def test_from_native_max_bytes_the_sum_stays_chunked(tmp_path: Path) -> None:
         assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == []
         with np.load(tmp_path / f"out{rank}.npz", allow_pickle=False) as z:
             np.testing.assert_array_equal(z["arr_0"], inputs[0][0] + inputs[1][0])
+
+
+CALLS = """HloModule calls, replica_count=2
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}}
+ENTRY e {{
+  a = f32[1000] parameter(0)
+  b = f32[5000] parameter(1)
+  r1 = f32[1000] all-reduce(a), replica_groups={{{{0,1}}}}, to_apply=add
+  e1 = f32[1] slice(r1), slice={{[0:1]}}
+  e = f32[] reshape(e1)
+  eb = f32[5000] broadcast(e), dimensions={{}}
+  b2 = f32[5000] add(b, eb)
+  r2 = f32[5000] all-reduce(b2), replica_groups={{{{0,1}}}}, to_apply=add
+  s2 = f32[1000] slice(r2), slice={{[0:1000]}}
+  a3 = f32[1000] add(r1, s2)
+  {third}
+  ROOT t = ({shape}, f32[5000]) tuple(r3, r2)
+}}"""
+
+
+@pytest.mark.parametrize("third_on_rank1, shape, expect", [
+    # the same bucket (f32 add, 1024 elements) in another instruction, or of another shape: the
+    # trailer says so after the reduction
+    ("q3 = f32[1000] all-reduce(a3), replica_groups={{0,1}}, to_apply=add\n  r3 = f32[1000] add(q3, a)",
+     "f32[1000]", "mismatched collectives at call 3"),
+    ("s = f32[900] slice(a3), slice={[0:900]}\n  r3 = f32[900] all-reduce(s), replica_groups={{0,1}}, to_apply=add",
+     "f32[900]", "mismatched collectives at call 3"),
+    # another bucket (5000 elements): the ranks wait in different groups until their probes meet in the store
+    ("b3 = f32[5000] add(r2, r2)\n  r3 = f32[5000] all-reduce(b3), replica_groups={{0,1}}, to_apply=add", "f32[5000]",
+     "waits in call 3"),
+    # a reduction whose bucket rank 1 has no group for yet: it exchanges headers, rank 0 waits in
+    # the bucket; their probes meet as well
+    ("b3 = f32[3000] slice(r2), slice={[0:3000]}\n  r3 = f32[3000] all-reduce(b3), replica_groups={{0,1}}, "
+     "to_apply=add", "f32[3000]", "waits in call 3"),
+])
+def test_ranks_reducing_different_collectives_in_bucket_groups_are_named(tmp_path: Path, third_on_rank1: str,
+                                                                          shape: str, expect: str) -> None:
+    """Calls 1 and 2 agree (headers, then each bucket's group is made); at call 3 rank 1 reduces
+    another collective, which no header checks before gloo's all_reduce any more."""
+    rank0 = CALLS.format(third="r3 = f32[1000] all-reduce(a3), replica_groups={{0,1}}, to_apply=add",
+                         shape="f32[1000]")
+    (tmp_path / "m.hlo.rank1").write_text(CALLS.format(third=third_on_rank1, shape=shape))
+    inputs = [[np.ones(1000, np.float32), np.ones(5000, np.float32)]] * 2
+    start = time.monotonic()
+    assert _finish(_start(tmp_path, rank0, inputs, "run", 120)) == [2, 2]
+    for rank in range(2):
+        message = (tmp_path / f"out{rank}.txt").read_text()
+        assert message.startswith("CollectiveError") and expect in message, message
+    assert time.monotonic() - start < 100  # not the 120 s timeout
