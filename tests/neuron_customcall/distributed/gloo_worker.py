@@ -3,7 +3,7 @@ device's part with run_on_process_group and writes the outputs (or the error) to
 
 argv: hlo_path inputs.npz out_prefix mode; torch.distributed's env:// variables name the world.
 mode "run": every rank runs; "die": rank 1 exits before the collective; "hang": rank 1 sleeps;
-"other": rank 1 runs the module with its all-reduce renamed (another instruction); "twice": every
+"other": rank 1 runs the module with its all-reduce renamed (another instruction); "die2"/"hang2": as "die"/"hang" after a first run of every rank; "twice": every
 rank runs the module twice and also writes the second run's outputs (out_prefix<rank>.second.npz:
 the all-reduces of gloo's own all_reduce go through their buckets' trailers then). A file
 `<hlo_path>.rank<r>` next to the module is rank r's module instead. Each rank also writes, to
@@ -46,6 +46,9 @@ def main() -> int:
             native.append([str(value.dtype), reducer])
         return result
     comm.reduce = counted
+    if mode in ("die2", "hang2"):  # a first run together (buckets made), then rank 1 dies or hangs
+        run_on_process_group(exe, inputs, communicator=comm)
+        mode = mode[:-1]
     if rank == 1 and mode == "die":
         os._exit(3)
     if rank == 1 and mode == "hang":

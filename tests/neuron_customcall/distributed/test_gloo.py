@@ -266,9 +266,12 @@ def test_ranks_reducing_different_shapes_are_named_before_gloo_sees_them(tmp_pat
         assert message.startswith("CollectiveError") and "mismatched collectives at call 1" in message, message
 
 
-@pytest.mark.parametrize("mode, error", [("die", "CollectiveError"), ("hang", "CollectiveTimeout")])
+@pytest.mark.parametrize("mode, error", [("die", "CollectiveError"), ("hang", "CollectiveTimeout"),
+                                         ("die2", "CollectiveError"), ("hang2", "CollectiveTimeout")])
 def test_a_dead_or_hung_peer_ends_gloos_own_all_reduce_with_a_clear_error(tmp_path: Path, mode: str,
                                                                            error: str) -> None:
+    """die/hang: at the first call (headers, then the bucket's group); die2/hang2: after a first
+    run, in the bucket's all_reduce, whose wait is cut into slices to probe the store."""
     start = time.monotonic()
     procs = _start(tmp_path, SHAPES.format(m=1 << 18), [[np.ones(1 << 18, np.float32)]] * 2, mode, 5)
     assert _finish(procs, wait_for=1) == [2]
