@@ -35,7 +35,7 @@ from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather
 from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
 from neuron_customcall.distributed import trailer
-from neuron_customcall.distributed.rendezvous import GlooGroups
+from neuron_customcall.distributed.rendezvous import GlooGroups, close_at_exit_later
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +131,11 @@ class GlooCommunicator:
                 raise CollectiveError("GlooCommunicator needs an initialised torch.distributed process group "
                                       "(run under torchrun, or call torch.distributed.init_process_group first)")
             timeout = datetime.timedelta(seconds=min(self.timeout_s, 10 * 365 * 86400))
-            group = GlooGroups(dist.new_group(backend="gloo", timeout=timeout),
-                               dist.new_group(backend="gloo", timeout=timeout), _default_store(), timeout)
+            # torch.distributed's destroy_process_group ends the two groups, not the bucket groups
+            # made here: those close at exit like the plugin's own (rendezvous.close_at_exit)
+            group = close_at_exit_later(GlooGroups(dist.new_group(backend="gloo", timeout=timeout),
+                                                   dist.new_group(backend="gloo", timeout=timeout), _default_store(),
+                                                   timeout))
         # a callable is a group made on the first exchange: a program without collectives, or
         # one that a single process runs, never waits for the others to join
         self._groups, self._make_group = (None, group) if callable(group) else (GlooGroups.of(group), None)

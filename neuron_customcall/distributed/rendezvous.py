@@ -259,8 +259,13 @@ def gloo_group(rank: int, world_size: int, timeout_s: float, env: Mapping[str, s
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise RendezvousError(f"process {rank} of {world_size} could not join the others' gloo group: {first}") from e
     log.info("neuron device: process %d of %d joined its gloo group (%s)", rank, world_size, where)
-    _LIVE.append(group)
+    return close_at_exit_later(group)
+
+
+def close_at_exit_later(groups: GlooGroups) -> GlooGroups:
+    """Have close_at_exit close `groups` (and the bucket groups they will make)."""
+    _LIVE.append(groups)
     if not _exit_hook:  # registered after the framework's own handlers, so it runs before them
         _exit_hook.append(True)
         atexit.register(close_at_exit)
-    return group
+    return groups

@@ -2,7 +2,8 @@
 through rendezvous.gloo_group, as the PJRT device's processes do, makes a few collectives and
 exits: what the plugin does with its gloo groups at exit is what the test checks.
 
-argv: rank port mode timeout_s; mode "run" (both reduce twice), "die" (rank 1 exits at once
+argv: rank port mode timeout_s; mode "run" (both reduce twice), "default" (the same with a
+GlooCommunicator on torch.distributed's default group, destroyed before exit), "die" (rank 1 exits at once
 after the first reduce), "hang" (rank 1 sleeps instead of the second). Prints one JSON line per
 event: the second reduce's outcome, then (from an atexit handler registered before the groups
 exist, so it runs after the plugin's) whether the groups were closed and how many threads the
@@ -37,8 +38,15 @@ def main() -> int:
         print(json.dumps({"closed": groups.closed, "threads_before": seen["threads"],
                           "threads_after": _threads()}), flush=True)
     atexit.register(at_exit)
-    groups = gloo_group(rank, 2, timeout_s, env={"NEURON_RT_ROOT_COMM_ID": f"127.0.0.1:{port}"})
-    comm = GlooCommunicator(timeout_s, group=groups)
+    if mode == "default":  # a communicator on torch.distributed's default group (torchrun's scripts)
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        comm = GlooCommunicator(timeout_s)
+        groups = comm._process_groups()
+    else:
+        groups = gloo_group(rank, 2, timeout_s, env={"NEURON_RT_ROOT_COMM_ID": f"127.0.0.1:{port}"})
+        comm = GlooCommunicator(timeout_s, group=groups)
     x = np.arange(6, dtype=np.float32) + 10 * rank
     first = comm.reduce((0, 1), x, "add", op="first")  # gloo's own all_reduce
     gathered = comm.all_gather((0, 1), x, op="gather")  # point-to-point, headers first
@@ -57,6 +65,8 @@ def main() -> int:
         outcome = {"error": f"{type(e).__name__}: {e}"}
     outcome["seconds"] = time.monotonic() - start
     print(json.dumps(outcome), flush=True)
+    if mode == "default":
+        dist.destroy_process_group()  # as the script should: its own groups; the buckets are the plugin's
     return 0
 
 
