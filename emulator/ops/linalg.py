@@ -41,6 +41,13 @@ def _dot(ctx: HandlerContext) -> Callable:
             return r if r.dtype == dt else r.astype(dt)
         return dot_t
     if not lb and not out_perm:
+        if (len(ls) == 2 and len(rs) == 2 and list(lc) == [1] and list(rc) == [0]
+                and ctx.in_dtype(0) == ctx.in_dtype(1) == cdt == dt):
+            # A plain [M,K] x [K,N] matrix product in the result's dtype (a training step's eight
+            # dots; the transposed weights stay strided views, which matmul reads as they are):
+            # matmul itself, without the four reshape/astype calls and the dtype test of dot2
+            # (~2 us a dot).
+            return np.matmul
         def dot2(x: np.ndarray, y: np.ndarray) -> np.ndarray:
             x = (x if lid else np.transpose(x, lperm)).reshape(M, K).astype(cdt, copy=False)
             y = (y if rid else np.transpose(y, rperm)).reshape(K, N).astype(cdt, copy=False)

@@ -131,6 +131,10 @@ def _transpose(ctx: HandlerContext) -> Callable:
     perm = tuple(ctx.attrs["perm"])
     if sorted(perm) != list(range(len(ctx.in_shape(0)))) or tuple(ctx.in_shape(0)[p] for p in perm) != ctx.shape:
         raise ValueError(f"permutation {list(perm)} does not take {ctx.in_shape(0)} to {ctx.shape}")
+    if len(perm) >= 2:
+        # the method, not np.transpose (whose dispatch wrapper is a third of a small transpose's
+        # cost); a value of rank 2 or more is always an ndarray here
+        return lambda x: x.transpose(perm)
     return lambda x: np.transpose(x, perm)
 
 
