@@ -76,8 +76,12 @@ def load(path: str | os.PathLike[str],
 
 
 def get(name: str) -> LoadedLibrary:
-    """The library currently loaded under a NEURON_LIBRARY name."""
-    with _LOCK:
-        if name not in _LOADED:
+    """The library currently loaded under a NEURON_LIBRARY name.
+
+    Read without the lock (a dict read is atomic under the GIL; the lock orders the writers):
+    every custom-call of a C++ op on an XLA tensor asks, four times a training step."""
+    loaded = _LOADED.get(name)
+    if loaded is None:
+        with _LOCK:
             raise unknown_name("custom-op library", name, list(_LOADED), " is loaded (custom_op.load or load_library)")
-        return _LOADED[name]
+    return loaded

@@ -49,10 +49,11 @@ class Prepared:
     """What emitting calls of one kernel needs, computed once: result shapes and torch dtypes, the
     call as `_record` keys it, and the config to emit (inline, or naming its image by hash)."""
 
-    __slots__ = ("config", "shapes", "types", "call", "by_reference")
+    __slots__ = ("config", "shapes", "types", "call", "by_reference", "noted")
 
     def __init__(self, config: str, outputs: Sequence[Any], by_reference: str | None = None) -> None:
         self.config = config
+        self.noted = False  # cpu_device.note_kernel has seen the config (it keeps every config it sees)
         self.shapes = [list(o.shape) for o in outputs]
         self.types = [_HLO_TO_TORCH[o.dtype] for o in outputs]
         self.call = (config, tuple(tuple(o.shape) for o in outputs), tuple(o.dtype for o in outputs))
@@ -65,7 +66,9 @@ def emit(operands: Sequence[torch.Tensor], prepared: Prepared, signature: tuple 
     given), and emitted by reference when the prepared call has one and nothing in this process
     dumps torch_xla's HLO from C++ (exported.references_allowed)."""
     config = prepared.config
-    cpu_device.note_kernel(config)
+    if not prepared.noted:
+        cpu_device.note_kernel(config)
+        prepared.noted = True
     if signature is None:
         signature = tuple((tuple(t.shape), t.dtype) for t in operands)
     rank = _record(signature, prepared.call)
@@ -316,17 +319,23 @@ def _xla_kernel(library: str, name: str):
     # call names the library image by hash (kernels/references.py): torch_xla copies the config
     # into its IR node on every call, and the inline image made that copy ~20 us of each call.
     # The value also keeps the operands' signature that emit records.
+    # An op whose arguments are all tensors (the usual case) keys a call by the tensors' dtypes and
+    # shapes directly: torch.Size is a hashable tuple.
     memo: dict[tuple, tuple[loader.LoadedLibrary, Prepared, tuple]] = {}
-    current: list[Any] = [None]  # (library, its op descriptor) of the latest call
+    current: list[Any] = [None]  # (library, its op descriptor, whether every argument is a tensor) of the latest call
 
     def kernel(*args: Any) -> torch.Tensor:
         loaded = loader.get(library)
         cur = current[0]
         if cur is None or cur[0] is not loaded:  # a reloaded library is a new LoadedLibrary
-            cur = current[0] = (loaded, loaded.descriptor.op(name))
+            op = loaded.descriptor.op(name)
+            cur = current[0] = (loaded, op, all(kind == "tensor" for kind in op.args))
         op = cur[1]
         kinds = op.args
-        key = tuple([_argument_key(kind, a) for kind, a in zip(kinds, args)])
+        if cur[2] and len(args) == len(kinds):
+            key = tuple([(a.dtype, a.shape) for a in args])
+        else:
+            key = tuple([_argument_key(kind, a) for kind, a in zip(kinds, args)])
         hit = memo.get(key)
         if hit is None or hit[0] is not loaded:
             specs = [torch_ops.tensor_spec(a, op) if kind == "tensor" else a for kind, a in zip(kinds, args)]
@@ -337,7 +346,8 @@ def _xla_kernel(library: str, name: str):
             if len(memo) >= CPP_CALLS_KEPT:
                 memo.clear()
             hit = memo[key] = (loaded, Prepared(config, [sig], references.by_reference(config)), signature)
-        return emit([a for kind, a in zip(kinds, args) if kind == "tensor"], hit[1], hit[2])[0]
+        tensors = list(args) if cur[2] else [a for kind, a in zip(kinds, args) if kind == "tensor"]
+        return emit(tensors, hit[1], hit[2])[0]
 
     kernel.__name__ = f"{library}_{name}_xla"
     return kernel
