@@ -9,7 +9,8 @@ loss, backward, SGD step, ``xm.mark_step()``, then ``loss.item()``. Target: ours
 PJRT_DEVICE is fixed per process, so each side is a worker process of this script; the driver
 makes them take turns (a round of steps on one, then the other), so that load from other
 processes falls on both. Each round reports wall time and CPU time (the worker's and its
-descendants', the GpSimd helpers included), so that machine load can be told from work.
+descendants', the GpSimd helpers included; the scheduler's per-thread nanosecond counters, read by
+the driver), so that machine load can be told from work.
 Both workers check that they computed the same first losses.
 Run: ``python benchmarks/torch_xla_device.py [--quick] [--json PATH]``.
 """
@@ -33,12 +34,35 @@ SUITE = "Main job step through plain torch_xla: PJRT_DEVICE=NEURON vs PJRT_DEVIC
 WORKLOAD = "mlp_training: C++ ReLU MLP 64-120-84-10 SGD step + mark_step + item, batch 32"
 AT_MOST = 1.3
 _TICK = float(os.sysconf("SC_CLK_TCK"))
+_SCHEDSTAT = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat")
+
+
+def _task_seconds(pid: int) -> float:
+    """CPU seconds of process `pid`'s live threads from the scheduler's nanosecond counters
+    (/proc/PID/task/TID/schedstat: time on a CPU, the first field); 0 for a process gone."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+            continue
+    return total
 
 
 def tree_cpu_seconds(root: int) -> float:
-    """CPU seconds (user + system) of process `root` and its live descendants, from /proc."""
+    """CPU seconds (user + system) of process `root` and its live descendants. Per thread from
+    the scheduler's nanosecond counters: /proc/PID/stat's utime + stime come in 10 ms ticks,
+    which over a round of 50 steps quantised a step's CPU time to 0.2 ms, coarser than the
+    differences measured. The threads of a process all live for the whole run here (torch_xla's
+    pools, the GpSimd worker); a thread that exited within a round would not be counted. Falls
+    back to the ticks where schedstat is missing."""
     parents: dict[int, int] = {}
-    seconds: dict[int, float] = {}
+    ticks: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -49,11 +73,11 @@ def tree_cpu_seconds(root: int) -> float:
             continue
         fields = raw[raw.rfind(b")") + 2:].split()
         parents[int(entry)] = int(fields[1])
-        seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
+        ticks[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
     total, stack = 0.0, [root]
     while stack:
         pid = stack.pop()
-        total += seconds.get(pid, 0.0)
+        total += _task_seconds(pid) if _SCHEDSTAT else ticks.get(pid, 0.0)
         stack.extend(child for child, parent in parents.items() if parent == pid)
     return total
 
@@ -117,7 +141,11 @@ class Worker:
                                      text=True)
 
     def steps(self, n: int) -> dict:
+        """Runs `n` steps: the worker's answer, its "cpu" read here (the worker's tree, by this
+        script's reader whichever tree the worker runs, so that a before/after pair is measured
+        alike)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        cpu0 = tree_cpu_seconds(self.proc.pid)
         self.proc.stdin.write(f"steps {n}\n")
         self.proc.stdin.flush()
         while True:  # a library may print on stdout too: the answer is the next JSON object line
@@ -125,7 +153,7 @@ class Worker:
             if not line:
                 raise RuntimeError(f"the PJRT_DEVICE={self.device} worker exited (code {self.proc.wait()})")
             if line.startswith("{"):
-                return json.loads(line)
+                return {**json.loads(line), "cpu": tree_cpu_seconds(self.proc.pid) - cpu0}
 
     def close(self) -> None:
         if self.proc.stdin is not None:
