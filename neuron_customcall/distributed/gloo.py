@@ -64,6 +64,9 @@ PROBE_AFTER_S = 1.0
 PROBE_EVERY_S = 0.25
 #: how long a member that found a mismatch waits for the calls it released (_release)
 RELEASE_WAIT_S = 10.0
+#: How a process folds its own devices' values before gloo reduces over the processes (in place).
+_FOLDS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 #: The dtypes ProcessGroupGloo reduces (int16 and the unsigned 16-64 bit types it refuses; the narrow
 #: floats it would accumulate in their own type, where XLA:CPU accumulates in f32 and rounds once).
 _NATIVE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64))
@@ -256,9 +259,8 @@ class GlooCommunicator:
         before, one gloo call in all); the first call of a bucket, or past the groups' cap of
         buckets, the members first exchange headers (instruction, group, kind, dtype, shape).
         Only below NATIVE_MAX_BYTES, where gloo reduces as XLA does (_NATIVE_REDUCERS,
-        _NATIVE_DTYPES) and the group is every process of the gloo group, each holding one
-        device of the world (a process's devices would otherwise race to issue the group's
-        collectives); else None, and the caller reduce-scatters and all-gathers. Every member
+        _NATIVE_DTYPES) and the group is every device of the world (one per process, or several:
+        _reduce_local_first); else None, and the caller reduce-scatters and all-gathers. Every member
         gets the same bits (for two members those of the group-order fold, the operations
         commuting; for more, in the order of gloo's ring)."""
         value = np.asarray(value)
@@ -267,24 +269,58 @@ class GlooCommunicator:
         self._check_group(group, op)
         names = _NATIVE_REDUCERS["f" if value.dtype.kind == "f" else "iu"] if value.dtype in _NATIVE_DTYPES else {}
         if (reducer not in names or not 0 < value.nbytes < NATIVE_MAX_BYTES or value.ndim > _MAX_DIMS
-                or len(set(group)) != len(group)
-                or len(group) < 2 or len(set(self._ranks)) != len(self._ranks)):
+                or len(set(group)) != len(group) or len(group) < 2):
             return None
+        groups = self._process_groups()
+        processes = groups.data.size()
+        several = len(set(self._ranks)) != len(self._ranks)
+        if (len(group) != self.world_size or processes < 2) if several else len(group) != processes:
+            return None  # a sub-group: the chunked path (gloo's groups are every process)
+        local = tuple(d for d in group if self._ranks[d] == self.rank)
+        if len(local) == 1:
+            return self._reduce_over_processes(groups, group, value, reducer, op, names)
+        return self._reduce_local_first(groups, group, local, value, reducer, op, names)
+
+    def _reduce_local_first(self, groups: GlooGroups, group: tuple[int, ...], local: tuple[int, ...],
+                            value: np.ndarray, reducer: str, op: str, names: dict[str, str]) -> np.ndarray:
+        """This process holds several of the group's devices: they fold their values here (in
+        group order), the first of them reduces the fold over the processes with gloo, and the
+        others take a copy of its result. Every device's call numbers advance alike (three calls),
+        so the exchanges after this one keep their tags. XLA leaves the order of a reduction
+        open: floats match the group-order fold within rounding, integers exactly."""
+        self._seq += 1
+        values = self._local().all_gather(self.device, self._seq, local, value, op)
+        result = None
+        if self.device == local[0]:
+            folded = np.array(values[0], copy=True)
+            for v in values[1:]:
+                _FOLDS[reducer](folded, v, out=folded)
+            result = self._reduce_over_processes(groups, group, folded, reducer, op, names)
+        else:
+            self._seq += 1  # the first device's call over the processes
+        self._seq += 1
+        shared = self._local().all_gather(self.device, self._seq, local, result if result is not None else value, op)
+        return result if result is not None else np.array(shared[0], copy=True)
+
+    def _reduce_over_processes(self, groups: GlooGroups, group: tuple[int, ...], value: np.ndarray, reducer: str,
+                               op: str, names: dict[str, str]) -> np.ndarray:
+        """`value` (this process's part) reduced with the other processes' by gloo's all_reduce,
+        by this process's first device of `group` with the other processes' first devices."""
         import torch
         import torch.distributed as dist
 
-        groups = self._process_groups()
-        if len(group) != groups.data.size():
-            return None
         self._seq += 1
         if self._failure is not None:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
-        peers = tuple(d for d in group if d != self.device)
+        firsts: dict[int, int] = {}
+        for d in group:
+            firsts.setdefault(self._ranks[d], d)
+        peers = tuple(d for d in firsts.values() if d != self.device)
         what = f"{op} {group} {reducer}"
         options = dist.AllreduceOptions()
         options.reduceOp = getattr(dist.ReduceOp, names[reducer])
         key = (value.dtype.str, reducer, trailer.bucket(value.size)) \
-            if groups.can_bucket and trailer.supported(reducer, len(group)) else None
+            if groups.can_bucket and trailer.supported(reducer, len(peers) + 1) else None
         bucket = groups.bucket_group(key) if key is not None else None
         # the k-th reduction over the groups on every member, checked by probes while it waits
         groups.steps += 1
