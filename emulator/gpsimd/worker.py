@@ -546,6 +546,7 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
     replied_at = 0.0
     late = control.LATE_FIRST  # how late a timed sleep ends (control.next_late)
     slept_for = -1  # the latest call it counted a sleep on the pipe for
+    shared_quiet_from = 0.0  # no naps on the host's CPU before this time (one did not move it)
     while True:
         expected = worker.sequence + 1
         cap = min(words[control.POLL] * 1e-9, control.WORKER_SPIN_MAX) if previous is not None else 0.0
@@ -556,7 +557,7 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
                           if polling else (0.0, 0.0))
             if limit > 0:
                 cpu = words[control.WORKER_CPU] = host.current_cpu()
-                shared = control.shares_cpu(words, control.HOST_CPU, cpu)
+                shared = control.shares_cpu(words, control.HOST_CPU, cpu) and time.monotonic() >= shared_quiet_from
                 words[control.WORKER_SHARED] += shared
             else:
                 shared = False
@@ -584,7 +585,10 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
                 # The host's CPU: a moment's sleep, not flagged (too short to be worth a token).
                 started = time.monotonic()
                 time.sleep(control.SHARED_NAP)
-                late = control.next_late(late, time.monotonic() - started - control.SHARED_NAP)
+                woke = time.monotonic()
+                late = control.next_late(late, woke - started - control.SHARED_NAP)
+                if control.shares_cpu(words, control.HOST_CPU, host.current_cpu()):
+                    shared_quiet_from = woke + control.BACKOFF  # no idle CPU to move to: no naps for a while
                 words[control.WORKER_LATE] = int(late * 1e9)
                 ready = words[control.REQUEST] == expected
             if not ready:
@@ -609,7 +613,7 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
             if len(gaps) > 2 * PREPARED_KEPT:
                 gaps.clear()
             gaps[previous] = control.request_gap(words[control.REQUEST_AT], replied_at, time.monotonic())
-            words[control.WORKER_CPU] = host.current_cpu()
+        words[control.WORKER_CPU] = host.current_cpu()
         previous = words[control.CALL]
         worker.call(expected)
         if words[control.HOST_WAITING]:

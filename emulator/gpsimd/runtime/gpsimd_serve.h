@@ -61,6 +61,7 @@ struct ServeState {
   long switches = -1;  // this thread's involuntary context switches at the latest gap (-1: none yet)
   double late = -1;    // how late a timed sleep ends (control.next_late; -1: not set yet)
   int64_t slept_for = -1;  // the latest call it counted a sleep on the pipe for
+  double shared_quiet_from = 0;  // no naps on the host's CPU before this time (one did not move it)
 };
 
 ServeState& serve_state() {
@@ -337,7 +338,7 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
         // puts this loop on an idle one (control.shares_cpu).
         const int64_t cpu = sched_getcpu();
         page[c.worker_cpu] = cpu;
-        if (cpu >= 0 && load(page + c.host_cpu) == cpu) {
+        if (cpu >= 0 && load(page + c.host_cpu) == cpu && monotonic() >= s.shared_quiet_from) {
           page[c.shared] += 1;
           if (nap < c.shared_nap) nap = c.shared_nap;
         }
@@ -368,7 +369,11 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
         // The host's CPU: a moment's sleep, not flagged (too short to be worth a token).
         const double started = monotonic();
         nap_for(nap);
-        s.late = next_late(s.late, monotonic() - started - nap);
+        const double woke = monotonic();
+        s.late = next_late(s.late, woke - started - nap);
+        // Still on the host's CPU: no CPU was idle to move to (a busy machine), and a nap only
+        // adds a timer's wake-up to every call. No naps for a while.
+        if (sched_getcpu() == load(page + c.host_cpu)) s.shared_quiet_from = woke + c.backoff;
         page[c.late] = static_cast<int64_t>(s.late * 1e9);
         ready = load(page + c.request) == expected;
       }

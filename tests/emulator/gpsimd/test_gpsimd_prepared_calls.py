@@ -680,26 +680,42 @@ def test_under_load_the_worker_sleeps_through_a_gap_on_its_pipe(private_runner, 
 
 def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private_runner, monkeypatch) -> None:
     # Host and worker on one CPU: a polling worker holds the CPU the host needs to send the next
-    # call. It sleeps a moment instead (its timer's wake-up puts it on an idle CPU) and then polls.
+    # call. It sleeps a moment instead (its timer's wake-up puts it on an idle CPU) and then
+    # polls; a nap that left it on the host's CPU stops its naps for a while (control.BACKOFF).
+    # Here the worker is pinned to one CPU and the host's CPU faked to be that one.
+    import os
+
     monkeypatch.setattr(control, "worker_spin", lambda: 900e-6)
     runner, host = private_runner("access_ops")
     spec = TensorSpec("float32", (1000,))
     prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
     worker = runner._worker
     words = worker.control.words
-    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
-    for k in range(50):
-        worker_cpu = words[control.WORKER_CPU]
-        assert worker_cpu >= 0  # written when it took the call
-        monkeypatch.setattr(host_module, "current_cpu", lambda: worker_cpu)
-        shared = words[control.WORKER_SHARED]
+    cpu = min(os.sched_getaffinity(worker.proc.pid))
+    os.sched_setaffinity(worker.proc.pid, {cpu})
+    monkeypatch.setattr(host_module, "current_cpu", lambda: cpu)
+
+    def pair(k: int) -> tuple[int, float]:
+        """Two calls in a row (the worker polls after the second for as long as it came); the
+        worker's naps on the host's CPU after the second, and when that call was answered."""
         assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
-        _wait_for(lambda: words[control.WORKER_SHARED] != shared or words[control.WORKER_WAITING], 1.0)
-        if words[control.WORKER_SHARED] == shared + 1:
-            break  # it had not moved to another CPU since the call
+        shared = words[control.WORKER_SHARED]
+        assert np.array_equal(runner.call(prepared, [X - k]).output.view(np.float32), 2 * (X - k))
+        answered = time.monotonic()
+        _wait_for(lambda: words[control.WORKER_WAITING] == 1, 1.0)  # past its nap and poll
+        return words[control.WORKER_SHARED] - shared, answered
+
+    for k in range(20):
+        time.sleep(1.5 * control.BACKOFF)  # past the back-off of an earlier nap
+        naps, answered = pair(k)
+        if naps == 1:
+            break
     else:
-        pytest.fail("the worker never found the host on its CPU")
-    assert np.array_equal(runner.call(prepared, [X + 1]).output.view(np.float32), 2 * (X + 1))
+        pytest.fail("the worker never napped on the host's CPU")
+    assert words[control.WORKER_CPU] == cpu
+    naps, later = pair(1)
+    if later - answered < control.BACKOFF / 2:  # (a busy machine may delay the test that long)
+        assert naps == 0  # no nap within the back-off: the last one left it on the host's CPU
 
 
 def test_a_host_that_finds_the_worker_on_its_cpu_sleeps_instead_of_polling(monkeypatch) -> None:
