@@ -54,6 +54,16 @@ def test_contradictory_settings_are_named(env, message):
         world.from_environment(env)
 
 
+def test_every_process_of_a_trn2_world_lists_the_same_kind():
+    """Under torchrun each process sees one logical core; the others' devices carry the platform's
+    kind too (every process of a run reads the same variables)."""
+    env = {**TRN2, "NEURON_PJRT_PROCESSES_NUM_DEVICES": "1,2,1", "NEURON_PJRT_PROCESS_INDEX": "1",
+           "NEURON_RT_VISIBLE_CORES": "4-5"}
+    w = world.from_environment(env)
+    assert w.devices() == [(0, 0, -1, "NC_v3d"), (1, 1, 4, "NC_v3d"), (2, 1, 5, "NC_v3d"), (3, 2, -1, "NC_v3d")]
+    assert w.topology.cores_per_chip == 4 and w.topology.chip_of(5) == 1
+
+
 _DESCRIBE = """
 report(n=len(NEURON), kinds=sorted({d.device_kind for d in NEURON}), chips=[d.chip_id for d in NEURON],
        on_chip=[d.core_on_chip for d in NEURON], hw=[d.local_hardware_id for d in NEURON],
