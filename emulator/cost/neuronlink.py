@@ -72,19 +72,13 @@ def hop_bandwidth(hops: Sequence[tuple[int, int]], topo: platforms.Topology | No
     once: on-chip hops at the intra-chip rate, chip-to-chip hops at their link's rate per chip
     divided among the hops that leave that chip on the same link."""
     topo = _topology(topo)
+    moving = [(topo.chip_of(s), _link(topo, s, t)) for s, t in hops if s != t]
     leaving: dict[tuple[int, str], int] = {}
-    for s, t in hops:
-        link = _link(topo, s, t)
+    for chip, link in moving:
         if link is not None:
-            key = (topo.chip_of(s), link[0])
-            leaving[key] = leaving.get(key, 0) + 1
-    rates = []
-    for s, t in hops:
-        if s == t:
-            continue
-        link = _link(topo, s, t)
-        rates.append(topo.intra_chip_bytes_per_second if link is None
-                     else link[1] / leaving[(topo.chip_of(s), link[0])])
+            leaving[(chip, link[0])] = leaving.get((chip, link[0]), 0) + 1
+    rates = [topo.intra_chip_bytes_per_second if link is None else link[1] / leaving[(chip, link[0])]
+             for chip, link in moving]
     return min(rates) if rates else math.inf
 
 

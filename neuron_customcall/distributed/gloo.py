@@ -34,6 +34,7 @@ import numpy as np
 from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather_into
 from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
+from emulator.ops.common import REDUCERS
 from neuron_customcall.distributed import trailer
 from neuron_customcall.distributed.rendezvous import GlooGroups, close_at_exit_later
 
@@ -64,9 +65,6 @@ PROBE_AFTER_S = 1.0
 PROBE_EVERY_S = 0.25
 #: how long a member that found a mismatch waits for the calls it released (_release)
 RELEASE_WAIT_S = 10.0
-#: How a process folds its own devices' values before gloo reduces over the processes (in place).
-_FOLDS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 #: The dtypes ProcessGroupGloo reduces (int16 and the unsigned 16-64 bit types it refuses; the narrow
 #: floats it would accumulate in their own type, where XLA:CPU accumulates in f32 and rounds once).
 _NATIVE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64))
@@ -294,7 +292,7 @@ class GlooCommunicator:
         if self.device == local[0]:
             folded = np.array(values[0], copy=True)
             for v in values[1:]:
-                _FOLDS[reducer](folded, v, out=folded)
+                REDUCERS[reducer](folded, v, out=folded)  # in place; no bool (_NATIVE_DTYPES)
             result = self._reduce_over_processes(groups, group, folded, reducer, op, names)
         else:
             self._seq += 1  # the first device's call over the processes
