@@ -136,7 +136,7 @@ class GlooCommunicator:
             # made here: those close at exit like the plugin's own (rendezvous.close_at_exit)
             group = close_at_exit_later(GlooGroups(dist.new_group(backend="gloo", timeout=timeout),
                                                    dist.new_group(backend="gloo", timeout=timeout), _default_store(),
-                                                   timeout))
+                                                   timeout, registered=True))
         # a callable is a group made on the first exchange: a program without collectives, or
         # one that a single process runs, never waits for the others to join
         self._groups, self._make_group = (None, group) if callable(group) else (GlooGroups.of(group), None)
@@ -452,6 +452,8 @@ class GlooCommunicator:
         for work in [*works, *posted]:
             with contextlib.suppress(Exception):
                 work.wait(deadline)
+            if not work.is_completed():  # gloo still holds it: exit must not destroy these groups
+                groups.fail()
 
     def abort(self, error: BaseException) -> None:
         """This device failed. This process's other devices learn it at once (`local`); the

@@ -47,15 +47,21 @@ class GlooGroups:
 
     Its users wrap every gloo call in `in_use()`, so that `detach()` knows whether a collective
     is pending or has failed: a ProcessGroupGloo's destructor waits for its queued work, which a
-    dead or hung peer never lets finish, so only idle groups of a world that never failed are
-    closed (gloo_group's groups at exit: close_at_exit)."""
+    dead or hung peer never lets finish, so only idle groups whose gloo calls all ended are
+    closed (gloo_group's groups at exit: close_at_exit). A CollectiveError of ours raised inside
+    `in_use` (a mismatch found while waiting) does not mark them failed: whoever raises it has
+    ended the gloo calls it made (GlooCommunicator._release), or says it did not (`fail()`).
+
+    `registered`: data and control were made by torch.distributed's new_group, which keeps them
+    in its own tables; closing them at exit then goes through its destroy_process_group."""
 
     def __init__(self, data: Any, control: Any, store: Any = None,
-                 timeout: datetime.timedelta | None = None) -> None:
+                 timeout: datetime.timedelta | None = None, registered: bool = False) -> None:
         self._groups: tuple[Any, Any] | None = (data, control)
         self._lock = threading.Lock()
         self._pending = 0
         self.failed = False
+        self.registered = registered
         #: where more groups of the same processes meet (bucket_group) and where a member stuck in
         #: a gloo call says what it waits in (probe); None: neither (a plain ProcessGroup's groups)
         self.store = store
@@ -124,18 +130,25 @@ class GlooGroups:
 
     @contextlib.contextmanager
     def in_use(self) -> Iterator[None]:
-        """Around a gloo call: pending while inside; an exception (a closed connection, a timeout)
-        marks the groups failed, since gloo may still hold the call's work."""
+        """Around a gloo call: pending while inside; gloo's own exception (a closed connection, a
+        timeout) or an interruption marks the groups failed, since gloo may still hold the call's
+        work; a CollectiveError of ours does not (see the class)."""
         with self._lock:
             self._pending += 1
         try:
             yield
+        except CollectiveError:
+            raise
         except BaseException:
             self.failed = True
             raise
         finally:
             with self._lock:
                 self._pending -= 1
+
+    def fail(self) -> None:
+        """A gloo call made through these groups may not have ended (its waits were given up)."""
+        self.failed = True
 
     def detach(self) -> tuple[Any, ...] | str:
         """Take the ProcessGroupGloo (data, control, buckets) out of this object (later use raises a CollectiveError),
@@ -156,10 +169,37 @@ class GlooGroups:
 #: gloo_group's groups, closed at exit (close_at_exit)
 _LIVE: list[GlooGroups] = []
 _exit_hook: list[bool] = []
+#: groups exit could not close, kept for ever (_keep_for_ever)
+_FOREVER: list[Any] = []
 #: bucket groups (trailer.py) at most, per GlooGroups
 MAX_BUCKET_GROUPS = 8
 #: how long exit waits for gloo's threads to stop (idle groups: 0.2-0.3 s measured on localhost)
 CLOSE_TIMEOUT_S = 10.0
+
+
+def _keep_for_ever(groups: GlooGroups) -> None:
+    """Never destroy `groups`, not even in interpreter finalization: a ProcessGroupGloo destroyed
+    there joins gloo's threads, which then drop their work's tensors without Python to take them
+    (an abort, "terminate called without an active exception"), and its destructor waits for
+    work a dead or hung peer never lets finish. The extra reference on the list outlives the
+    module's own, which finalization drops; the process's exit ends gloo's threads."""
+    if not _FOREVER:
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_FOREVER))
+    _FOREVER.append(groups)
+
+
+def _unregister(detached: tuple[Any, ...], groups: GlooGroups) -> None:
+    """Take data and control out of torch.distributed's tables when its new_group made them (a
+    script that called destroy_process_group already did: nothing left to do)."""
+    if not groups.registered:
+        return
+    import torch.distributed as dist
+
+    for group in detached[:2]:
+        with contextlib.suppress(Exception):  # destroyed before, or torch.distributed torn down
+            dist.destroy_process_group(group)
 
 
 def close_at_exit(timeout_s: float | None = None) -> None:
@@ -167,8 +207,9 @@ def close_at_exit(timeout_s: float | None = None) -> None:
     while Python still runs (PyTorch asks every program to destroy its process groups: gloo
     threads alive in finalization can abort the process with "terminate called without an active
     exception"). Bounded: the destructors run in a helper thread, and exit goes on after
-    `timeout_s` whatever they do; groups with a pending or failed collective are left alone, so
-    that exit never waits on a dead peer."""
+    `timeout_s` whatever they do. Groups with a pending or failed collective (a dead or hung
+    peer) are kept for ever instead (_keep_for_ever), so that exit never waits on a dead peer;
+    groups that reported a mismatch after ending their calls close like idle ones."""
     timeout_s = CLOSE_TIMEOUT_S if timeout_s is None else timeout_s
     held: list[tuple[Any, ...]] = []
     why = []
@@ -176,7 +217,9 @@ def close_at_exit(timeout_s: float | None = None) -> None:
         detached = groups.detach()
         if isinstance(detached, str):
             why.append(detached)
+            _keep_for_ever(groups)
         else:
+            _unregister(detached, groups)
             held.append(detached)
     _LIVE.clear()
     detached = None  # no reference left in this thread

@@ -4,7 +4,9 @@ exits: what the plugin does with its gloo groups at exit is what the test checks
 
 argv: rank port mode timeout_s; mode "run" (both reduce twice), "default" (the same with a
 GlooCommunicator on torch.distributed's default group, destroyed before exit), "die" (rank 1 exits at once
-after the first reduce), "hang" (rank 1 sleeps instead of the second). Prints one JSON line per
+after the first reduce), "hang" (rank 1 sleeps instead of the second), "mismatch" (both reduce a
+5000-element value, then rank 1 again where rank 0 reduces the small one: each waits in another
+bucket's group until their probes meet, and both end with a CollectiveError). Prints one JSON line per
 event: the second reduce's outcome, then (from an atexit handler registered before the groups
 exist, so it runs after the plugin's) whether the groups were closed and how many threads the
 process has left."""
@@ -57,9 +59,12 @@ def main() -> int:
         os._exit(3)
     if rank == 1 and mode == "hang":
         time.sleep(600)
+    big = np.ones(5000, np.float32)
+    if mode == "mismatch":  # the big value's bucket group is made here, with agreeing headers
+        assert comm.reduce((0, 1), big, "add", op="big").tolist() == (2 * big).tolist()
     start = time.monotonic()
     try:
-        second = comm.reduce((0, 1), x * 2, "add", op="second")
+        second = comm.reduce((0, 1), big if mode == "mismatch" and rank == 1 else x * 2, "add", op="second")
         outcome = {"second": second.tolist()}
     except CollectiveError as e:
         outcome = {"error": f"{type(e).__name__}: {e}"}

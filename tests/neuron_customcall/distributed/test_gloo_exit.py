@@ -70,6 +70,23 @@ def test_processes_close_their_gloo_groups_at_exit_every_time(mode: str, runs: i
             assert "closed 1 gloo group pair(s) at exit" in proc.stdout
 
 
+def test_after_a_mismatch_both_processes_close_their_groups_and_exit_cleanly():
+    """A mismatch found while both wait (their probes meet) ends every gloo call before the
+    CollectiveError: the groups are idle, so exit closes them like a clean run's. Left alone, they
+    were destroyed in finalization, where gloo's threads dropping their tensors can abort the
+    process (seen in CI: "terminate called without an active exception", exit code -6)."""
+    for _ in range(2):
+        done, took = _pair("mismatch", 60)
+        for rank, proc in enumerate(done):
+            assert proc.returncode == 0 and "terminate called" not in proc.stdout, proc.stdout[-3000:]
+            outcome, exit_state = _events(proc.stdout)
+            assert "mismatched collectives" in outcome.get("error", ""), proc.stdout[-3000:]
+            assert exit_state["closed"] is True, proc.stdout[-3000:]
+            assert exit_state["threads_after"] < exit_state["threads_before"], exit_state
+            assert "closed 1 gloo group pair(s) at exit" in proc.stdout
+        assert took < 50, took  # the probes, not the 60 s timeout
+
+
 @pytest.mark.parametrize("mode", ["die", "hang"])
 def test_after_a_dead_or_hung_peer_exit_leaves_the_groups_and_does_not_wait(mode: str):
     done, took = _pair(mode, 6)
@@ -100,3 +117,26 @@ def test_detach_leaves_pending_and_failed_groups_alone():
     with pytest.raises(RuntimeError), failed.in_use():
         raise RuntimeError("Connection closed by peer")
     assert "failed" in failed.detach() and not failed.closed
+    # our own error (a mismatch whose calls were all ended) leaves them closable; fail() does not
+    mismatched = rendezvous.GlooGroups(_Group(), _Group())
+    with pytest.raises(CollectiveError), mismatched.in_use():
+        raise CollectiveError("mismatched collectives")
+    assert not mismatched.failed
+    mismatched.fail()
+    assert "failed" in mismatched.detach()
+
+
+def test_groups_exit_can_not_close_are_kept_for_ever(monkeypatch: pytest.MonkeyPatch):
+    """Pending or failed groups are never destroyed, not even in finalization (where gloo's
+    threads would drop tensors without Python to take them); idle ones are dropped."""
+    import sys as _sys
+
+    monkeypatch.setattr(rendezvous, "_LIVE", [])
+    monkeypatch.setattr(rendezvous, "_FOREVER", [])
+    pending, idle = rendezvous.GlooGroups(_Group(), _Group()), rendezvous.GlooGroups(_Group(), _Group())
+    rendezvous._LIVE.extend([pending, idle])
+    with pending.in_use():
+        before = _sys.getrefcount(rendezvous._FOREVER)
+        rendezvous.close_at_exit(5)
+    assert rendezvous._FOREVER == [pending] and not pending.closed and idle.closed
+    assert _sys.getrefcount(rendezvous._FOREVER) > before  # the reference finalization never drops
