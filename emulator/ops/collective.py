@@ -178,11 +178,14 @@ def _reducing(ctx: HandlerContext, scatter: bool) -> Callable:
     dim = ctx.attrs["dim"] if scatter else 0
     what = _what(ctx)
     reducer = ctx.attrs["reducer"]
+    ops: dict[tuple[int, np.dtype, tuple[int, ...]], str] = {}  # the texts below, made once (str(dtype) is slow)
 
     def one(dev: DeviceContext, group: tuple[int, ...], k: int, x: np.ndarray, dt: np.dtype,
             shape: tuple[int, ...], combiner: _Combiner) -> np.ndarray:
         x = np.asarray(x)
-        op = f"{what}[{k}] {x.dtype}{list(x.shape)}"
+        op = ops.get((k, x.dtype, x.shape))
+        if op is None:
+            op = ops[k, x.dtype, x.shape] = f"{what}[{k}] {x.dtype}{list(x.shape)}"
         comm = dev.communicator
         if scatter:
             if x.shape[dim] != shape[dim] * len(group):

@@ -36,6 +36,7 @@ from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
 from emulator.ops.common import REDUCERS
 from neuron_customcall.distributed import trailer
+from neuron_customcall.distributed.blocks import BlockPool
 from neuron_customcall.distributed.rendezvous import GlooGroups, close_at_exit_later
 
 log = logging.getLogger(__name__)
@@ -55,10 +56,12 @@ _NATIVE_REDUCERS = {
            "xor": "BXOR"},
 }
 #: Values of this many bytes or more are not given to gloo's all_reduce: it reduces in place, so
-#: the operand must first be copied into the result, where the chunked path's fold writes the
-#: result once; measured (benchmarks/collectives_gloo.md) the copy cost more than the round trips
-#: saved from 4 MB up (64 MB: 61 ms of CPU against 51), while below it the round trips dominate.
-NATIVE_MAX_BYTES = 4 << 20
+#: the operand must first be copied into the result (a bucket's buffer), where the chunked path's
+#: fold writes the result once; measured (benchmarks/collectives_gloo.md) the copy cost more than
+#: the round trips saved from 8 MB up (session 12, into reused buffers; 64 MB: 61 ms of CPU against
+#: 51 in session 10, into fresh ones), while below it the round trips dominate (4 MB: 4.1-4.7 ms of
+#: CPU against the chunked path's 4.9-5.6, session 12).
+NATIVE_MAX_BYTES = 6 << 20
 #: A bucket's all_reduce waits this long before its member says in the store where it waits
 #: (GlooCommunicator._wait), then checks the others' word this often.
 PROBE_AFTER_S = 1.0
@@ -75,6 +78,18 @@ def _digest(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
 
 
+#: odd, so that a call number's multiple differs for every number below 2**64 (Knuth's golden ratio)
+_MIX = 0x9E3779B97F4A7C15
+
+
+def _mix(base: int, seq: int) -> int:
+    """The 64-bit digest of call `seq` of a reduction whose digest is `base`: two calls' differ
+    whenever their numbers do and their bases are equal (the multiple is a bijection mod 2**64),
+    and otherwise as two random numbers do. Integer arithmetic: hashing a text per call cost
+    ~20 us between two gloo calls (cold caches)."""
+    return base ^ ((seq * _MIX) & 0xFFFFFFFFFFFFFFFF)
+
+
 _default_stores: list[Any] = []
 
 
@@ -89,6 +104,31 @@ class _Probe:
     step: int
     what: str
     where: str
+
+
+@dataclass(frozen=True)
+class _BucketCall:
+    """One instruction's all-reduce in a bucket (GlooCommunicator.reduce: the same group, reducer, op, dtype
+    and shape every call), with what every call of it repeats worked out once: the bucket's gloo
+    group and options, the texts its digest and probe are made of, its buffers. Kept per
+    communicator; `direct` ones (this process's only device of the group) are what GlooCommunicator.reduce
+    finds first, before any check, since the checks' answers are fixed by the same key."""
+
+    groups: GlooGroups
+    bucket: Any  # the bucket's ProcessGroupGloo
+    size: int  # the bucket's element count (the trailer follows)
+    shape: tuple[int, ...]
+    reducer: str
+    options: Any  # torch.distributed.AllreduceOptions
+    op: str
+    peers: tuple[int, ...]
+    base: int  # the digest of the instruction, group, reducer, dtype and shape; a call's mixes in its number (_mix)
+    said: str  # what its probe says it waits in, after "call {seq}: "
+    where: str  # and where (_Probe)
+    pool: BlockPool
+    count: int  # elements of the value (math.prod(shape))
+    written: tuple[bytes, ...]  # trailer.tables
+    reduced: tuple[bytes, ...]
 
 
 def _torch_dtype(torch: Any, text: str) -> Any:
@@ -164,6 +204,11 @@ class GlooCommunicator:
         self.local: Any = None
         self._seq = 0
         self._failure: CollectiveError | None = None
+        #: (group, dtype, shape, reducer, op) -> its bucket call (_BucketCall); `_direct`: those reduce
+        #: takes at once (this process's only device of the group); `_pools`: the buckets' buffers
+        self._calls: dict[tuple[Any, ...], _BucketCall] = {}
+        self._direct: dict[tuple[Any, ...], _BucketCall] = {}
+        self._pools: dict[tuple[str, str, int], BlockPool] = {}
 
     def _process_groups(self) -> GlooGroups:
         if self._groups is None:
@@ -260,10 +305,16 @@ class GlooCommunicator:
         _NATIVE_DTYPES) and the group is every device of the world (one per process, or several:
         _reduce_local_first); else None, and the caller reduce-scatters and all-gathers. Every member
         gets the same bits (for two members those of the group-order fold, the operations
-        commuting; for more, in the order of gloo's ring)."""
+        commuting; for more, in the order of gloo's ring). A call repeating one that reduced in
+        a bucket (the same group, reducer, op, dtype and shape) skips the checks: their answers
+        were the same (_BucketCall)."""
         value = np.asarray(value)
-        group = tuple(int(d) for d in group)
         op = op or "a collective"
+        if type(group) is tuple:
+            call = self._direct.get((group, value.dtype, value.shape, reducer, op))
+            if call is not None and not call.groups.closed:
+                return self._reduce_again(call, value)
+        group = tuple(int(d) for d in group)
         self._check_group(group, op)
         names = _NATIVE_REDUCERS["f" if value.dtype.kind == "f" else "iu"] if value.dtype in _NATIVE_DTYPES else {}
         if (reducer not in names or not 0 < value.nbytes < NATIVE_MAX_BYTES or value.ndim > _MAX_DIMS
@@ -276,7 +327,7 @@ class GlooCommunicator:
             return None  # a sub-group: the chunked path (gloo's groups are every process)
         local = tuple(d for d in group if self._ranks[d] == self.rank)
         if len(local) == 1:
-            return self._reduce_over_processes(groups, group, value, reducer, op, names)
+            return self._reduce_over_processes(groups, group, value, reducer, op, names, direct=True)
         return self._reduce_local_first(groups, group, local, value, reducer, op, names)
 
     def _reduce_local_first(self, groups: GlooGroups, group: tuple[int, ...], local: tuple[int, ...],
@@ -301,9 +352,11 @@ class GlooCommunicator:
         return result if result is not None else np.array(shared[0], copy=True)
 
     def _reduce_over_processes(self, groups: GlooGroups, group: tuple[int, ...], value: np.ndarray, reducer: str,
-                               op: str, names: dict[str, str]) -> np.ndarray:
+                               op: str, names: dict[str, str], direct: bool = False) -> np.ndarray:
         """`value` (this process's part) reduced with the other processes' by gloo's all_reduce,
-        by this process's first device of `group` with the other processes' first devices."""
+        by this process's first device of `group` with the other processes' first devices.
+        `direct`: this device is its process's only one in `group` (reduce may repeat the call
+        at once: _reduce_again)."""
         import torch
         import torch.distributed as dist
 
@@ -326,7 +379,8 @@ class GlooCommunicator:
                        f"B {' '.join(map(str, key))}" if bucket is not None else f"H {self._seq} {self.device}") \
             if groups.can_bucket else None
         if bucket is not None:
-            return self._reduce_in_bucket(torch, bucket, key[2], value, reducer, what, options, op, peers, probe)
+            call = self._bucket_call(groups, bucket, key, group, value, reducer, what, options, op, peers, direct)
+            return self._reduce_in_bucket(call, value, probe)
         result = np.empty(value.shape, value.dtype)  # gloo reduces in place: the caller's value stays as it is
 
         def copy() -> None:
@@ -355,25 +409,63 @@ class GlooCommunicator:
         if bucket is not None and probe is not None:
             probe = _Probe(probe.groups, probe.step, probe.what, f"B {' '.join(map(str, key))}")
         if bucket is not None:
-            return self._reduce_in_bucket(torch, bucket, key[2], value, reducer, what, options, op, peers, probe)
+            call = self._bucket_call(groups, bucket, key, group, value, reducer, what, options, op, peers, direct)
+            return self._reduce_in_bucket(call, value, probe)
         with self._gloo_errors(op, list(peers)):
             groups.data.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
         return result
 
-    def _reduce_in_bucket(self, torch: Any, bucket: Any, size: int, value: np.ndarray, reducer: str, what: str,
-                          options: Any, op: str, peers: tuple[int, ...], probe: _Probe | None) -> np.ndarray:
-        """gloo's all_reduce of `value` padded to `size` elements plus the trailer, in the bucket's
-        own group (so no member's buffer can differ in size); the trailer then says whether every
-        member reduced this call (trailer.py), else a CollectiveError on every member."""
-        count = value.size
-        buffer = np.empty(size + trailer.SLOTS, value.dtype)
-        buffer[:count] = value.reshape(-1)
-        buffer[count:size] = 0
-        digest = _digest(f"{self._seq} {what} {value.dtype.str} {value.shape}")  # the same on every member
-        trailer.write(buffer[size:], digest, reducer)
+    def _bucket_call(self, groups: GlooGroups, bucket: Any, key: tuple[str, str, int], group: tuple[int, ...],
+                     value: np.ndarray, reducer: str, what: str, options: Any, op: str, peers: tuple[int, ...],
+                     direct: bool) -> _BucketCall:
+        """The _BucketCall of this reduction (made at its first call), kept for reduce's next ones
+        when `direct`."""
+        import torch
+
+        at = (group, value.dtype, value.shape, reducer, op)
+        call = self._calls.get(at)
+        if call is None or call.bucket is not bucket:
+            pool = self._pools.get(key)
+            if pool is None:
+                pool = self._pools[key] = BlockPool(key[2] + trailer.SLOTS, value.dtype, torch.from_numpy)
+            call = self._calls[at] = _BucketCall(
+                groups, bucket, key[2], value.shape, reducer, options, op, peers,
+                _digest(f"{what} {value.dtype.str} {value.shape}"), f"{what} {value.dtype}{list(value.shape)}",
+                f"B {' '.join(map(str, key))}", pool, math.prod(value.shape),
+                *trailer.tables(reducer, value.dtype, len(peers) + 1))
+        if direct:
+            self._direct[at] = call
+        return call
+
+    def _reduce_again(self, call: _BucketCall, value: np.ndarray) -> np.ndarray:
+        """A reduction that went through `call`'s bucket before, again: what _reduce_over_processes
+        does for it, without the checks whose answers are fixed by the call's key."""
+        self._seq += 1
+        if self._failure is not None:
+            raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
+        groups = call.groups
+        groups.steps += 1
+        return self._reduce_in_bucket(call, value, _Probe(groups, groups.steps, f"call {self._seq}: {call.said}",
+                                                          call.where))
+
+    def _reduce_in_bucket(self, call: _BucketCall, value: np.ndarray, probe: _Probe | None) -> np.ndarray:
+        """gloo's all_reduce of `value` padded to the bucket's size plus the trailer, in the bucket's
+        own group (so no member's buffer can differ in size), in one of the bucket's buffers
+        (blocks.py), a view of which is the result; the trailer then says whether every member
+        reduced this call (trailer.py), else a CollectiveError on every member."""
+        size, count, op = call.size, call.count, call.op
+        block = call.pool.take()
+        buffer = block.array
+        np.copyto(buffer[:count].reshape(call.shape), value)
+        if count < size:
+            buffer[count:size] = 0
+        digest = _mix(call.base, self._seq)  # the same on every member
+        at = size * buffer.itemsize
+        block.raw[at:] = trailer.encode(digest, call.written)
+        peers = call.peers
         with self._gloo_errors(op, list(peers)):
-            self._wait([bucket.allreduce([torch.from_numpy(buffer)], options)], probe)
-        if not trailer.agrees(buffer[size:], digest, reducer, len(peers) + 1):
+            self._wait([call.bucket.allreduce([block.tensor], call.options)], probe)
+        if bytes(block.raw[at:]) != trailer.encode(digest, call.reduced):  # trailer.agrees
             if probe is not None:  # a member that waits elsewhere may have released this call: release it in turn
                 others = {r: said for r, said in self._others(probe).items()
                           if said[0].startswith("B ") and said[0] != probe.where}
@@ -384,7 +476,7 @@ class GlooCommunicator:
                 f"mismatched collectives at call {self._seq}: device {self.device} runs {op} on {value.dtype} values; "
                 f"device(s) {list(peers)} reduced a value of the same type and size in another instruction, group or "
                 f"call", devices=list(peers)))
-        return buffer[:count].reshape(value.shape)
+        return buffer[:count].reshape(call.shape)
 
     def _wait(self, works: Sequence[Any], probe: _Probe | None) -> None:
         """Wait for `works` (collectives: gloo's send and recv waits can not be cut short, they fail

@@ -16,6 +16,7 @@ never a wrong result. Members whose buckets differ wait in different groups; the
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,27 +75,44 @@ def supported(reducer: str, members: int) -> bool:
     return rule is not None and 2 <= members <= rule.max_members
 
 
-def _bits(digest: int) -> np.ndarray:
-    """The DIGEST_BITS low bits of `digest`, least significant first."""
-    octets = np.frombuffer((digest & ((1 << DIGEST_BITS) - 1)).to_bytes(DIGEST_BITS // 8, "little"), np.uint8)
-    return np.unpackbits(octets, bitorder="little").astype(bool)
+def _slots(first: int, second: int, dtype: np.dtype) -> tuple[bytes, ...]:
+    """For every octet value v (entry v), the bytes of its 8 bits' slot pairs, least significant
+    bit first: a set bit's pair is (first, second), a clear bit's (second, first)."""
+    bits = (np.arange(256)[:, None] >> np.arange(8)) & 1
+    pairs = np.stack([np.where(bits, first, second), np.where(bits, second, first)], axis=-1)
+    return tuple(row.tobytes() for row in pairs.reshape(256, 16).astype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def tables(reducer: str, dtype: np.dtype, members: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """(written, reduced) for `members` members reducing `dtype` values by `reducer`: octet value ->
+    the bytes of the 16 slots its bits are written as, and of those they read as after the
+    reduction when every member wrote them (`mine` in a bit's own slot, `other` in the rest). Made
+    once, so that a call's trailer is eight lookups (encode) and its check one comparison of bytes:
+    unpacking the bits with NumPy cost ~100 us a call between two gloo calls, whose other threads
+    and process leave the caches cold (benchmarks/collectives_gloo.md, session 12)."""
+    rule = RULES[reducer]
+    dtype = np.dtype(dtype)
+    return _slots(rule.one, rule.zero, dtype), _slots(members if rule.mine is None else rule.mine, rule.other, dtype)
+
+
+def encode(digest: int, table: tuple[bytes, ...]) -> bytes:
+    """The SLOTS slots' bytes of the DIGEST_BITS low bits of `digest` by one of `tables`: bit b's
+    pair is slots 2b (its own when set) and 2b + 1 (its own when clear)."""
+    return b"".join([table[v] for v in (digest & _MASK).to_bytes(DIGEST_BITS // 8, "little")])
+
+
+_MASK = (1 << DIGEST_BITS) - 1
 
 
 def write(tail: np.ndarray, digest: int, reducer: str) -> None:
     """Fill the SLOTS-element trailer `tail` with the bits of `digest` by `reducer`'s rule."""
-    rule = RULES[reducer]
-    bits = _bits(digest)
-    pairs = tail.reshape(DIGEST_BITS, 2)
-    pairs[:, 0] = np.where(bits, rule.one, rule.zero)
-    pairs[:, 1] = np.where(bits, rule.zero, rule.one)
+    written, _ = tables(reducer, tail.dtype, 2)
+    tail[...] = np.frombuffer(encode(digest, written), tail.dtype)
 
 
 def agrees(tail: np.ndarray, digest: int, reducer: str, members: int) -> bool:
-    """Whether the reduced trailer says every member wrote `digest` (see Rule)."""
-    rule = RULES[reducer]
-    bits = _bits(digest)
-    pairs = tail.reshape(DIGEST_BITS, 2)
-    own = np.where(bits, pairs[:, 0], pairs[:, 1])
-    other = np.where(bits, pairs[:, 1], pairs[:, 0])
-    mine = members if rule.mine is None else rule.mine
-    return bool(np.all(own == mine) and np.all(other == rule.other))
+    """Whether the reduced trailer says every member wrote `digest` (see Rule). Bytes compare as
+    the values do: members write only zeros and ones, whose reductions have one encoding each."""
+    _, reduced = tables(reducer, tail.dtype, members)
+    return np.ascontiguousarray(tail).tobytes() == encode(digest, reduced)

@@ -280,16 +280,19 @@ def test_a_dead_or_hung_peer_ends_gloos_own_all_reduce_with_a_clear_error(tmp_pa
     assert time.monotonic() - start < 200
 
 
-def test_from_native_max_bytes_the_sum_stays_chunked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("below", [1, 0])
+def test_from_native_max_bytes_the_sum_stays_chunked(tmp_path: Path, below: int) -> None:
     """At NATIVE_MAX_BYTES the operand's copy for gloo's in-place reduction costs more than the
-    round trips it saves: the reduce-scatter and all-gather run, and match NumPy's sum."""
+    round trips it saves: the reduce-scatter and all-gather run, and match NumPy's sum; an element
+    less (4 MB and more) goes to gloo's all_reduce, and matches it too."""
     from neuron_customcall.distributed.gloo import NATIVE_MAX_BYTES
 
-    m = NATIVE_MAX_BYTES // 4
+    m = NATIVE_MAX_BYTES // 4 - below
+    assert m * 4 >= 4 << 20
     inputs = [[np.random.default_rng(r).standard_normal(m).astype(np.float32)] for r in range(2)]
     assert _finish(_start(tmp_path, SHAPES.format(m=m), inputs, "run", 60)) == [0, 0]
     for rank in range(2):
-        assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == []
+        assert json.loads((tmp_path / f"out{rank}.native.json").read_text()) == [["float32", "add"]] * below
         with np.load(tmp_path / f"out{rank}.npz", allow_pickle=False) as z:
             np.testing.assert_array_equal(z["arr_0"], inputs[0][0] + inputs[1][0])
 

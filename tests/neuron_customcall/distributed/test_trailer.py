@@ -61,3 +61,17 @@ def test_the_ladder_holds_the_value_and_pads_by_less_than_an_eighth() -> None:
         assert count <= b < count * (1 + 1 / trailer.STEPS) + 1 and b >= previous
         previous = b
     assert len({trailer.bucket(c) for c in range(trailer.MIN_BUCKET, 1 << 20)}) == 8 * 10 + 1  # 8 per octave
+
+
+def test_bit_b_is_written_in_slots_2b_and_2b_plus_1_and_read_back_by_bytes() -> None:
+    digest = (1 << 63) | (1 << 5) | 1
+    tail = np.zeros(trailer.SLOTS, np.float32)
+    trailer.write(tail, digest, "add")
+    bits = [(digest >> b) & 1 for b in range(trailer.DIGEST_BITS)]
+    np.testing.assert_array_equal(tail[0::2], bits)
+    np.testing.assert_array_equal(tail[1::2], [1 - b for b in bits])
+    written, reduced = trailer.tables("add", np.dtype(np.float32), 3)
+    assert trailer.encode(digest, written) == tail.tobytes()
+    assert trailer.encode(digest, reduced) == (tail * 3).tobytes()
+    assert trailer.agrees(tail * 3, digest, "add", 3) and not trailer.agrees(tail * 2, digest, "add", 3)
+    assert trailer.encode(digest | (1 << 64), written) == tail.tobytes()  # only the low 64 bits
