@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 _X = torch_xla._XLAC
 
 API_VERSION_UNSPECIFIED = 0
+#: The custom-call's frontend attributes: none (one mapping for every call; torch_xla copies it).
+_NO_ATTRIBUTES: dict[str, str] = {}
 
 _HLO_TO_TORCH = torch_dtypes.BY_HLO
 
@@ -72,11 +74,13 @@ def emit(operands: Sequence[torch.Tensor], prepared: Prepared, signature: tuple 
     if signature is None:
         signature = tuple((tuple(t.shape), t.dtype) for t in operands)
     rank = _record(signature, prepared.call)
-    operands = _distinguished(list(operands), rank, config) if rank else list(operands)
+    if rank:
+        operands = _distinguished(list(operands), rank, config)
     if prepared.by_reference is not None and exported.references_allowed():
         config = prepared.by_reference
-    return list(_X._xla_custom_call(operands, TARGET, prepared.shapes, prepared.types, False, config,
-                                    API_VERSION_UNSPECIFIED, {}))
+    # torch_xla's binding takes any sequence and returns a fresh list.
+    return _X._xla_custom_call(operands, TARGET, prepared.shapes, prepared.types, False, config,
+                               API_VERSION_UNSPECIFIED, _NO_ATTRIBUTES)
 
 
 # --- What torch_xla's graph hash can not see ----------------------------------------------------
@@ -346,7 +350,7 @@ def _xla_kernel(library: str, name: str):
             if len(memo) >= CPP_CALLS_KEPT:
                 memo.clear()
             hit = memo[key] = (loaded, Prepared(config, [sig], references.by_reference(config)), signature)
-        tensors = list(args) if cur[2] else [a for kind, a in zip(kinds, args) if kind == "tensor"]
+        tensors = args if cur[2] else [a for kind, a in zip(kinds, args) if kind == "tensor"]
         return emit(tensors, hit[1], hit[2])[0]
 
     kernel.__name__ = f"{library}_{name}_xla"
