@@ -149,6 +149,9 @@ class NccServeConfig(ctypes.Structure):
         *((name, ctypes.c_int64) for name in ("host_cpu", "wake_ahead", "worker_cpu", "timed", "shared", "late")),
         *((name, ctypes.c_double) for name in ("wake_ahead_max", "wake_margin", "lead_max", "late_first",
                                                 "window_share", "window_max", "shared_nap")),
+        # Appended: when a call's plan is followed (control.HIT_MIN, control.HIT_WEIGHT).
+        *((name, ctypes.c_double) for name in ("hit_min", "hit_weight")),
+        ("unplanned", ctypes.c_int64),
     ]
 
 

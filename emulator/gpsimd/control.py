@@ -44,6 +44,8 @@ word 26    the worker's CPU when it took the latest call or began its latest pol
 words 27-28  the worker's counts since it started: sleeps timed to end just before the expected
            next call (`wait_plan`), polls given up because the host was on its CPU (diagnostics)
 word 29    the worker's estimate of how late its timed sleeps end, in nanoseconds (diagnostics)
+word 30    the worker's count of calls after which it slept on its pipe because the plan for the
+           gap after them had been missing (`next_score`; diagnostics)
 byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
 byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
 =========  ===========================================================================
@@ -73,6 +75,7 @@ REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT, HOST_CPU, WAKE_AHEAD = 0, 1, 2, 3
 REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
 WORKER_SLEPT, WORKER_POLLED, WORKER_PREEMPTED = 13, 14, 15
 NEXT_POLL, WORKER_STALLS, WORKER_CPU, WORKER_TIMED, WORKER_SHARED, WORKER_LATE = 24, 25, 26, 27, 28, 29
+WORKER_UNPLANNED = 30
 COUNTERS_OFFSET = 16 * 8
 ERROR_OFFSET = 4096
 TEXT_OFFSET = 8192
@@ -140,6 +143,16 @@ WAKE_WINDOW_SHARE = 0.25
 #: which it is still on the host's CPU (no CPU was idle: the machine is busy) stops its naps for
 #: `BACKOFF`: forced to poll at load 4-6, a nap before every call made calls 3x slower.
 SHARED_NAP = 5e-6
+#: A call's plan (`wait_plan`) is followed while the plan made from its last gap found the next
+#: call at least this share of the time (`next_score`); below, the worker sleeps on its pipe
+#: after that call and the host wakes it. Why: a gap that does not repeat (the host's own work
+#: between two graphs, with its allocations, collections and other threads) makes the plan
+#: miss late: the worker then polls its whole lead and window (up to 350 us) in vain and the
+#: host wakes it anyway. A gap that repeats (a graph's calls) keeps its score near 1.
+HIT_MIN = 0.5
+#: The weight of the latest outcome in a call's score: three late misses in a row from a score
+#: of 1 stop the plan, three plans that would have found the call start it again.
+HIT_WEIGHT = 0.25
 
 WAKE_TOKEN = b"\0\0\0\0"  # an empty frame: "look at the page"
 #: The CPUs that must be free of other processes' work for polling to pay: one for the host,
@@ -243,6 +256,37 @@ def wait_plan(gap: float | None, cap: float, ahead: float, late: float) -> tuple
     if gap <= lead:
         return 0.0, gap + window
     return gap - lead, lead + window
+
+
+def next_score(score: float, plan: tuple[float, float], gap: float) -> float:
+    """A call's score (`HIT_MIN`) after the next call came `gap` seconds after it, where
+    `plan` is the (sleep, poll) that `wait_plan` makes from the gap before (made whether the
+    worker followed it or slept, so that a gap that repeats again is found out): a call within
+    the plan's poll counts 1, one after it 0; one that came before the poll began (a sleeping
+    worker is woken by the host as one asleep on its pipe would be) and a plan without a poll
+    leave the score as it is. The C loop computes the same."""
+    nap, poll = plan
+    if poll <= 0 or gap < nap:
+        return score
+    return score + HIT_WEIGHT * ((1.0 if gap <= nap + poll else 0.0) - score)
+
+
+def followed_plan(known: tuple[float, float] | None, cap: float, ahead: float, late: float) -> tuple[float, float]:
+    """The (sleep, poll) the worker follows after a call whose learned (gap, score) is `known`
+    (None: not learned yet): `wait_plan`'s, or neither while the score is below `HIT_MIN`."""
+    if known is None:
+        return wait_plan(None, cap, ahead, late)
+    gap, score = known
+    return wait_plan(gap, cap, ahead, late) if score >= HIT_MIN else (0.0, 0.0)
+
+
+def learned(known: tuple[float, float] | None, gap: float, cap: float, ahead: float,
+            late: float) -> tuple[float, float]:
+    """A call's (gap, score) once the next call came `gap` seconds after it (`next_score`; a
+    first gap starts at score 1)."""
+    if known is None:
+        return gap, 1.0
+    return gap, next_score(known[1], wait_plan(known[0], cap, ahead, late), gap)
 
 
 def next_late(late: float, observed: float) -> float:

@@ -512,7 +512,8 @@ def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
         worker_cpu=control.WORKER_CPU, timed=control.WORKER_TIMED, shared=control.WORKER_SHARED,
         late=control.WORKER_LATE, wake_ahead_max=control.SLEEP_THROUGH_MAX, wake_margin=control.WAKE_MARGIN,
         lead_max=control.LEAD_MAX, late_first=control.LATE_FIRST, window_share=control.WAKE_WINDOW_SHARE,
-        window_max=control.WORKER_SPIN_SPARE, shared_nap=control.SHARED_NAP)
+        window_max=control.WORKER_SPIN_SPARE, shared_nap=control.SHARED_NAP, hit_min=control.HIT_MIN,
+        hit_weight=control.HIT_WEIGHT, unplanned=control.WORKER_UNPLANNED)
     while True:
         if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
             return 1  # a message where a wake token belonged, or poll() failed
@@ -535,13 +536,15 @@ def answer_frame(worker: Worker, fd_in: int, fd_out: int) -> bool:
 def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
     """Prepared calls from the control page, waited for after each answer as the gap before the
     next call last time says (`control.wait_plan`: a poll, or a sleep timed to end just before
-    the call and then a poll), then, asleep on the request pipe, JSON requests and wake tokens
-    (control.py describes the hand-over)."""
+    the call and then a poll; none while that gap's plans have been missing, control.next_score),
+    then, asleep on the request pipe, JSON requests and wake tokens (control.py describes the
+    hand-over)."""
     page = worker.page
     assert page is not None
     words = page.words
     spinner = control.Spinner(control.WORKER_SPIN_MAX)
-    gaps: dict[int, float] = {}  # call id -> how long the next call took to come, last time
+    gaps: dict[int, tuple[float, float]] = {}  # call id -> (how long the next call took to come, last time;
+    # how often the plan made from it found the call: control.next_score)
     previous: int | None = None
     replied_at = 0.0
     late = control.LATE_FIRST  # how late a timed sleep ends (control.next_late)
@@ -553,8 +556,10 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
         polling = cap > 0
         ready = words[control.REQUEST] == expected
         if not ready:
-            nap, limit = (control.wait_plan(gaps.get(previous), cap, words[control.WAKE_AHEAD] * 1e-9, late)
+            known = gaps.get(previous) if polling else None
+            nap, limit = (control.followed_plan(known, cap, words[control.WAKE_AHEAD] * 1e-9, late)
                           if polling else (0.0, 0.0))
+            words[control.WORKER_UNPLANNED] += known is not None and known[1] < control.HIT_MIN
             if limit > 0:
                 cpu = words[control.WORKER_CPU] = host.current_cpu()
                 shared = control.shares_cpu(words, control.HOST_CPU, cpu) and time.monotonic() >= shared_quiet_from
@@ -612,7 +617,8 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
         if polling:
             if len(gaps) > 2 * PREPARED_KEPT:
                 gaps.clear()
-            gaps[previous] = control.request_gap(words[control.REQUEST_AT], replied_at, time.monotonic())
+            gap = control.request_gap(words[control.REQUEST_AT], replied_at, time.monotonic())
+            gaps[previous] = control.learned(gaps.get(previous), gap, cap, words[control.WAKE_AHEAD] * 1e-9, late)
         words[control.WORKER_CPU] = host.current_cpu()
         previous = words[control.CALL]
         worker.call(expected)

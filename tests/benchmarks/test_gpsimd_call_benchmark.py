@@ -1,6 +1,7 @@
-"""benchmarks/gpsimd_call.py: one short round gives the seven rows (ReLU forward and backward, back
-to back, with host work between and with a step's gaps, and the step's four ops with a step's
-gaps), each against the in-process floor (not a timed test), and who waited how in each worker case."""
+"""benchmarks/gpsimd_call.py: one short round gives the ten rows (ReLU forward and backward, back
+to back, with host work between, with a step's gaps and with a step's varying gaps, and the
+step's four ops with a step's gaps and with varying ones), each against the in-process floor (not
+a timed test), and who waited how in each worker case."""
 from __future__ import annotations
 
 import re
@@ -14,20 +15,22 @@ def test_one_round_gives_a_row_per_op_and_pattern(tmp_path):
     printed = check(run_python([str(ROOT / "benchmarks" / "gpsimd_call.py"), "--rounds", "1", "--calls", "20",
                                 "--json", str(out)]))
     rows = read_json(out)
-    assert len(rows) == 7
-    assert {r.workload.split(" per call, ")[1] for r in rows} == {"back to back", "host work between", "a step's gaps"}
-    assert sum("four" in r.workload for r in rows) == 1
+    assert len(rows) == 10
+    assert {r.workload.split(" per call, ")[1] for r in rows} == {"back to back", "host work between", "a step's gaps",
+                                                                   "a step's varying gaps"}
+    assert sum("four" in r.workload for r in rows) == 2
     assert all(r.ours_s > 0 and r.peer_s > 0 and r.target == "<= 25 us per call" for r in rows)
     # Each worker case (the step's four ops among them) says how each side waited: shares of
     # calls where the host slept, woke the worker, the worker slept, its poll found the call, it
-    # slept on a timer until just before the call, it found the host on its CPU (each side either
-    # slept or did not: the host's sleeps and polls add up to every call).
-    waits = re.findall(r"^  worker, (.+?) {2,}(back to back|host work between|a step's gaps) .* "
-                       r"(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+); (\d+)\+(\d+); (\d+)\+(\d+)$", printed, re.M)
-    assert len(waits) == 5 * 3
+    # slept on a timer until just before the call, it found the host on its CPU, it followed no
+    # plan for a gap whose plans had been missing (each side either slept or did not: the host's
+    # sleeps and polls add up to every call).
+    waits = re.findall(r"^  worker, (.+?) {2,}(back to back|host work between|a step's gaps|a step's varying gaps) .* "
+                       r"(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+); (\d+)\+(\d+); (\d+)\+(\d+)$", printed, re.M)
+    assert len(waits) == 5 * 4
     assert {w[0].strip() for w in waits} >= {"forward", "backward", "the step's four ops"}
     for case in waits:
         slept, polled = int(case[4]), int(case[5])
         assert 0 <= polled <= 100 - slept + 1  # rounded shares
-        assert 0 <= int(case[6]) <= 101 and 0 <= int(case[7]) <= 101
+        assert 0 <= int(case[6]) <= 101 and 0 <= int(case[7]) <= 101 and 0 <= int(case[8]) <= 101
     assert re.search(r"how late its timed sleeps end: \d+\.\d us", printed)

@@ -16,9 +16,11 @@
 //     WAKE_AHEAD word, sleep on the request pipe until just before the expected call (a timer,
 //     ending as early as this loop's timed sleeps end late, control.next_late) and poll from
 //     then; on the host's CPU (HOST_CPU word), sleep a moment before any poll
-//     (control.shares_cpu). A poll gives up when it finds it was preempted (a gap
-//     between two looks at the clock with an involuntary context switch: then no polling for
-//     a while, from `backoff_first` doubled by each further preempted poll up to `backoff`);
+//     (control.shares_cpu); none of this after a call id whose plans have missed the call
+//     after it (its score, control.next_score, below hit_min). A poll gives up when it finds
+//     it was preempted (a gap between two looks at the clock with an involuntary context
+//     switch: then no polling for a while, from `backoff_first` doubled by each further
+//     preempted poll up to `backoff`);
 //   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
 //     then sleep until the pipe is readable; a wake token is read, anything else returns to
 //     Python;
@@ -48,10 +50,17 @@ struct ServeEntry {
   int ncores;
 };
 
+// What the loop learned of the gap after one call id: how long the next call took to come, last
+// time, and how often the plan made from the gap before found it (control.next_score).
+struct GapStat {
+  double gap;
+  double score;
+};
+
 // The worker's state across calls of ncc_gpsimd_serve (it returns to Python for JSON requests).
 struct ServeState {
   std::unordered_map<int64_t, ServeEntry> prepared;
-  std::unordered_map<int64_t, double> gaps;  // call id -> how long the next call took to come, last time
+  std::unordered_map<int64_t, GapStat> gaps;  // call id -> its gap after and the plan's score
   bool has_previous = false;
   int64_t previous = 0;
   double replied_at = 0;
@@ -108,6 +117,11 @@ struct ncc_serve_config {
   // its estimate of a timed sleep's lateness (ns); control.wait_plan's constants.
   int64_t host_cpu, wake_ahead, worker_cpu, timed, shared, late;
   double wake_ahead_max, wake_margin, lead_max, late_first, window_share, window_max, shared_nap;
+  // Appended: a call's plan is followed while its score is at least hit_min; the weight of the
+  // latest outcome in the score (control.HIT_MIN, control.HIT_WEIGHT); the word index of this
+  // loop's count of plans not followed for a low score (diagnostics).
+  double hit_min, hit_weight;
+  int64_t unplanned;
 };
 
 int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
@@ -189,11 +203,9 @@ struct Plan {
   double poll;  // then poll this long (0: not at all)
 };
 
-// How to wait for the next call after the previous one: control.wait_plan with the host's cap.
-Plan wait_plan(const ServeState& s, const ncc_serve_config& c, double cap) {
-  auto found = s.gaps.find(s.previous);
-  if (found == s.gaps.end()) return Plan{0, cap};
-  const double gap = found->second;
+// How to wait for a call expected `gap` seconds after the previous one: control.wait_plan with
+// the host's cap.
+Plan wait_plan(const ServeState& s, const ncc_serve_config& c, double gap, double cap) {
   if (gap <= cap) {
     const double twice = 2 * gap + c.spin_floor;
     return Plan{0, twice < cap ? twice : cap};
@@ -207,6 +219,35 @@ Plan wait_plan(const ServeState& s, const ncc_serve_config& c, double cap) {
   if (window > c.window_max) window = c.window_max;
   if (gap <= lead) return Plan{0, gap + window};
   return Plan{gap - lead, lead + window};
+}
+
+// The plan followed after the previous call: control.followed_plan (none while its score is
+// below hit_min, counted in the page).
+Plan followed_plan(const ServeState& s, const ncc_serve_config& c, double cap) {
+  auto found = s.gaps.find(s.previous);
+  if (found == s.gaps.end()) return Plan{0, cap};
+  if (found->second.score < c.hit_min) {
+    c.page[c.unplanned] += 1;
+    return Plan{0, 0};
+  }
+  return wait_plan(s, c, found->second.gap, cap);
+}
+
+// control.next_score: a call within the plan's poll counts 1, one after it 0; one before the poll
+// began, or a plan without a poll, leaves the score.
+double next_score(const ncc_serve_config& c, double score, Plan plan, double gap) {
+  if (plan.poll <= 0 || gap < plan.nap) return score;
+  const double hit = gap <= plan.nap + plan.poll ? 1.0 : 0.0;
+  return score + c.hit_weight * (hit - score);
+}
+
+// control.learned: the previous call's gap and score once the call after it came `gap` after it.
+void learn(ServeState& s, const ncc_serve_config& c, double gap, double cap) {
+  auto found = s.gaps.find(s.previous);
+  double score = 1;
+  if (found != s.gaps.end()) score = next_score(c, found->second.score, wait_plan(s, c, found->second.gap, cap), gap);
+  if (s.gaps.size() > static_cast<size_t>(c.gaps_kept)) s.gaps.clear();
+  s.gaps[s.previous] = GapStat{gap, score};
 }
 
 // control.next_late: up at once to a later wake-up, down by an eighth towards an earlier one.
@@ -327,10 +368,11 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
   for (;;) {
     const int64_t expected = c.sequence + 1;
     const int64_t cap_ns = s.has_previous ? load(page + c.poll) : 0;
+    const double cap_s = static_cast<double>(cap_ns) * 1e-9;
+    const double cap = cap_s < c.spin_max ? cap_s : c.spin_max;
     bool ready = load(page + c.request) == expected;
     if (!ready) {
-      const double cap = static_cast<double>(cap_ns) * 1e-9;
-      const Plan plan = cap_ns > 0 ? wait_plan(s, c, cap < c.spin_max ? cap : c.spin_max) : Plan{0, 0};
+      const Plan plan = cap_ns > 0 ? followed_plan(s, c, cap) : Plan{0, 0};
       double nap = plan.nap;
       const double limit = plan.poll;
       if (limit > 0) {
@@ -398,9 +440,9 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
       if (woken > 0 && !read_token(c.fd_in, c.wake_token)) return 1;
     }
     if (cap_ns > 0) {
-      // How long this call took to come after the previous one: the next poll is sized by it.
-      if (s.gaps.size() > static_cast<size_t>(c.gaps_kept)) s.gaps.clear();
-      s.gaps[s.previous] = request_gap(s, c, monotonic());
+      // How long this call took to come after the previous one: the next poll is sized by it,
+      // and whether the plan from the gap before would have found it scores that plan.
+      learn(s, c, request_gap(s, c, monotonic()), cap);
     }
     run_call(s, c, expected);
   }

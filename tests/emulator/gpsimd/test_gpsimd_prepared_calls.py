@@ -272,6 +272,59 @@ def test_the_estimate_of_a_timed_sleeps_lateness_rises_at_once_and_falls_slowly(
     assert control.next_late(80e-6, -5e-6) == pytest.approx(70e-6)  # a clock read early is not early
 
 
+def test_a_plans_score_falls_with_calls_after_its_poll_and_rises_with_calls_within_it() -> None:
+    cap, ahead, late = 50e-6, control.SLEEP_THROUGH, 30e-6
+    plan = control.wait_plan(1e-3, cap, ahead, late)  # asleep until 1 ms - lead, then polling
+    nap, poll = plan
+    hit, miss = control.next_score(0.5, plan, 1e-3), control.next_score(0.5, plan, nap + poll + 1e-6)
+    assert hit == pytest.approx(0.5 + control.HIT_WEIGHT * 0.5) and miss == pytest.approx(0.5 * (1 - control.HIT_WEIGHT))
+    # A call during the sleep (the host wakes the worker as one asleep on its pipe), or after a
+    # plan without a poll, says nothing about the plan.
+    assert control.next_score(0.5, plan, nap / 2) == 0.5
+    assert control.next_score(0.5, (0.0, 0.0), 1e-3) == 0.5
+    # A polled gap: a call within the poll is a hit.
+    assert control.next_score(0.5, control.wait_plan(20e-6, cap, ahead, late), 25e-6) > 0.5
+
+
+def test_a_call_whose_gap_does_not_repeat_stops_being_planned_for_and_starts_again_when_it_does() -> None:
+    cap, ahead, late = 50e-6, control.SLEEP_THROUGH, 30e-6
+    assert control.learned(None, 1e-3, cap, ahead, late) == (1e-3, 1.0)
+    known = control.learned(None, 1e-3, cap, ahead, late)
+    assert control.followed_plan(known, cap, ahead, late) == control.wait_plan(1e-3, cap, ahead, late)
+    assert control.followed_plan(None, cap, ahead, late) == (0.0, cap)  # not learned yet: poll and learn
+    misses = 0
+    while control.followed_plan(known, cap, ahead, late) != (0.0, 0.0):
+        known = control.learned(known, 1e-3, cap, ahead, late)  # plan for 1 ms ...
+        known = control.learned(known, 4e-3, cap, ahead, late)  # ... and the call came after 4 ms
+        misses += 1
+    assert misses == 3  # from a score of 1, three late misses in a row
+    while control.followed_plan(known, cap, ahead, late) == (0.0, 0.0):
+        known = control.learned(known, 4e-3, cap, ahead, late)  # the gap repeats again
+    assert known[1] >= control.HIT_MIN
+    assert control.followed_plan(known, cap, ahead, late) == control.wait_plan(4e-3, cap, ahead, late)
+
+
+def test_a_worker_stops_timed_sleeps_after_a_call_whose_gap_does_not_repeat(private_runner, monkeypatch) -> None:
+    # The host's own work between two graphs varies from step to step (allocations, collections,
+    # other threads): a plan made from the gap before then misses late, the worker polls its
+    # lead and window in vain and the host wakes it anyway. Gaps alternating between 0.5 and
+    # 4 ms (both past the cap, both within SLEEP_THROUGH): each plan for 0.5 ms misses the call
+    # that comes 4 ms later; after three such misses the worker sleeps on its pipe instead.
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    words = runner._worker.control.words
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+    calls = 24
+    for k in range(calls):
+        _busy(0.5e-3 if k % 2 else 4e-3)
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+    # Without the score 18-23 of the 24 were (each one after the first gap learned).
+    assert words[control.WORKER_TIMED] <= 10
+    assert words[control.WORKER_UNPLANNED] >= 8  # the calls after which it followed no plan
+
+
 def test_calls_with_short_and_long_gaps_between_them_give_their_results() -> None:
     double, _ = _op_call("access_ops", "double_it", (1000,))
     copy, _ = _op_call("access_ops", "copy_tcm", (1000,))
@@ -640,8 +693,13 @@ def test_a_gap_past_the_cap_is_slept_through_on_a_timer(private_runner, monkeypa
     worker = runner._worker
     words = worker.control.words
     for k in range(50):
-        _busy(1e-3)  # the gap it learns: 1 ms, past the cap
-        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+        # The gap it learns: 1 ms, past the cap. Five in a row: the call written early below
+        # makes the next plan (from its short gap) miss the call 1 ms later, and a gap that does
+        # not repeat is not planned for (control.next_score); the calls that repeat it keep the
+        # plan's score up (unless a busy machine stretches them: see below).
+        for _ in range(5):
+            _busy(1e-3)
+            assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
         timed, slept = words[control.WORKER_TIMED], words[control.WORKER_SLEPT]
         if not _wait_for(lambda: words[control.WORKER_WAITING] == 1, 1.0):
             continue
@@ -656,7 +714,16 @@ def test_a_gap_past_the_cap_is_slept_through_on_a_timer(private_runner, monkeypa
         if (words[control.WORKER_TIMED], words[control.WORKER_SLEPT]) == (timed + 1, slept):
             break
     else:
-        pytest.fail("no call written during the worker's timed sleep was taken when its timer ended")
+        if words[control.WORKER_UNPLANNED] and host_module.free_cpus() < control.POLL_CPUS:
+            # Other processes preempted the host's busy waits, so that its 1 ms gaps varied by
+            # more than the plan's window, and the worker stopped following plans that missed,
+            # as it should on such a machine (under load the host allows it no timed sleeps).
+            pytest.skip("the machine's load made the host's 1 ms gaps irregular: the worker stopped "
+                        "following its plans")
+        pytest.fail("no call written during the worker's timed sleep was taken when its timer ended "
+                    f"(timed sleeps {words[control.WORKER_TIMED]}, plans not followed "
+                    f"{words[control.WORKER_UNPLANNED]}, sleeps on the pipe {words[control.WORKER_SLEPT]}, "
+                    f"lateness {words[control.WORKER_LATE] / 1e3:.0f} us)")
     assert words[control.CODE] == 0
     assert cap < words[control.NEXT_POLL] * 1e-9 <= control.LEAD_MAX + control.WORKER_SPIN_SPARE
     assert words[control.WAKE_AHEAD] == int(control.SLEEP_THROUGH * 1e9)
