@@ -2,12 +2,12 @@
 with neuron_customcall.distributed.GlooCommunicator) against torch.distributed.all_reduce with
 gloo on the same tensors, in the same processes, alternating, for 1 MB to 256 MB of f32.
 
-Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Below 4 MB ours
+Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Below 6 MB ours
 pads the value to a bucket with a gloo group of its own and hands it to gloo's all_reduce with a
 trailer that checks the call afterwards (neuron_customcall/distributed/trailer.py: one gloo call).
 `--ab` adds, in the same rounds, "headers": the all-reduce as it was before (session 10: a header
 exchange with the peer on a second gloo group, then gloo's all_reduce), and "chunked": the path
-for the reductions gloo lacks and from 4 MB (reduce-scatter, fold in group order, all-gather over
+for the reductions gloo lacks and from 6 MB (reduce-scatter, fold in group order, all-gather over
 point-to-point messages, headers on their own group, recycled results).
 Every variant starts after a barrier on a group of its own, so that none follows a small exchange
 on its own connections, and the variants take turns in going first. gloo's operand is refilled

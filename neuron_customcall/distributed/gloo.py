@@ -66,6 +66,7 @@ NATIVE_MAX_BYTES = 6 << 20
 #: (GlooCommunicator._wait), then checks the others' word this often.
 PROBE_AFTER_S = 1.0
 PROBE_EVERY_S = 0.25
+_PROBE_AFTER, _PROBE_EVERY = datetime.timedelta(seconds=PROBE_AFTER_S), datetime.timedelta(seconds=PROBE_EVERY_S)
 #: how long a member that found a mismatch waits for the calls it released (_release)
 RELEASE_WAIT_S = 10.0
 #: The dtypes ProcessGroupGloo reduces (int16 and the unsigned 16-64 bit types it refuses; the narrow
@@ -489,7 +490,7 @@ class GlooCommunicator:
             for work in works:
                 work.wait()
             return
-        timeout = datetime.timedelta(seconds=PROBE_AFTER_S)
+        timeout = _PROBE_AFTER
         for work in works:
             while True:
                 try:
@@ -498,7 +499,7 @@ class GlooCommunicator:
                 except RuntimeError:
                     if work.is_completed():  # gloo's own error: a closed connection, its timeout
                         raise
-                timeout = datetime.timedelta(seconds=PROBE_EVERY_S)
+                timeout = _PROBE_EVERY
                 others = self._others(probe)
                 if others:
                     self._release(probe, works, others)
