@@ -110,13 +110,14 @@ class _Probe:
 @dataclass(frozen=True)
 class _BucketCall:
     """One instruction's all-reduce in a bucket (GlooCommunicator.reduce: the same group, reducer, op, dtype
-    and shape every call), with what every call of it repeats worked out once: the bucket's gloo
-    group and options, the texts its digest and probe are made of, its buffers. Kept per
+    and shape every call), with what every call of it repeats worked out once: the bucket's key and
+    gloo options, the texts its digest and probe are made of, its buffers. Kept per
     communicator; `direct` ones (this process's only device of the group) are what GlooCommunicator.reduce
     finds first, before any check, since the checks' answers are fixed by the same key."""
 
     groups: GlooGroups
-    bucket: Any  # the bucket's ProcessGroupGloo
+    key: tuple[str, str, int]  # the bucket's (its group: groups.bucket_group(key), not held here, so
+    # that exit's close_at_exit drops the last reference to it while Python still runs)
     size: int  # the bucket's element count (the trailer follows)
     shape: tuple[int, ...]
     reducer: str
@@ -313,8 +314,9 @@ class GlooCommunicator:
         op = op or "a collective"
         if type(group) is tuple:
             call = self._direct.get((group, value.dtype, value.shape, reducer, op))
-            if call is not None and not call.groups.closed:
-                return self._reduce_again(call, value)
+            bucket = call.groups.bucket_group(call.key) if call is not None else None  # None once closed
+            if bucket is not None:
+                return self._reduce_again(call, bucket, value)
         group = tuple(int(d) for d in group)
         self._check_group(group, op)
         names = _NATIVE_REDUCERS["f" if value.dtype.kind == "f" else "iu"] if value.dtype in _NATIVE_DTYPES else {}
@@ -380,8 +382,8 @@ class GlooCommunicator:
                        f"B {' '.join(map(str, key))}" if bucket is not None else f"H {self._seq} {self.device}") \
             if groups.can_bucket else None
         if bucket is not None:
-            call = self._bucket_call(groups, bucket, key, group, value, reducer, what, options, op, peers, direct)
-            return self._reduce_in_bucket(call, value, probe)
+            call = self._bucket_call(groups, key, group, value, reducer, what, options, op, peers, direct)
+            return self._reduce_in_bucket(call, bucket, value, probe)
         result = np.empty(value.shape, value.dtype)  # gloo reduces in place: the caller's value stays as it is
 
         def copy() -> None:
@@ -410,13 +412,13 @@ class GlooCommunicator:
         if bucket is not None and probe is not None:
             probe = _Probe(probe.groups, probe.step, probe.what, f"B {' '.join(map(str, key))}")
         if bucket is not None:
-            call = self._bucket_call(groups, bucket, key, group, value, reducer, what, options, op, peers, direct)
-            return self._reduce_in_bucket(call, value, probe)
+            call = self._bucket_call(groups, key, group, value, reducer, what, options, op, peers, direct)
+            return self._reduce_in_bucket(call, bucket, value, probe)
         with self._gloo_errors(op, list(peers)):
             groups.data.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
         return result
 
-    def _bucket_call(self, groups: GlooGroups, bucket: Any, key: tuple[str, str, int], group: tuple[int, ...],
+    def _bucket_call(self, groups: GlooGroups, key: tuple[str, str, int], group: tuple[int, ...],
                      value: np.ndarray, reducer: str, what: str, options: Any, op: str, peers: tuple[int, ...],
                      direct: bool) -> _BucketCall:
         """The _BucketCall of this reduction (made at its first call), kept for reduce's next ones
@@ -425,12 +427,12 @@ class GlooCommunicator:
 
         at = (group, value.dtype, value.shape, reducer, op)
         call = self._calls.get(at)
-        if call is None or call.bucket is not bucket:
+        if call is None:
             pool = self._pools.get(key)
             if pool is None:
                 pool = self._pools[key] = BlockPool(key[2] + trailer.SLOTS, value.dtype, torch.from_numpy)
             call = self._calls[at] = _BucketCall(
-                groups, bucket, key[2], value.shape, reducer, options, op, peers,
+                groups, key, key[2], value.shape, reducer, options, op, peers,
                 _digest(f"{what} {value.dtype.str} {value.shape}"), f"{what} {value.dtype}{list(value.shape)}",
                 f"B {' '.join(map(str, key))}", pool, math.prod(value.shape),
                 *trailer.tables(reducer, value.dtype, len(peers) + 1))
@@ -438,7 +440,7 @@ class GlooCommunicator:
             self._direct[at] = call
         return call
 
-    def _reduce_again(self, call: _BucketCall, value: np.ndarray) -> np.ndarray:
+    def _reduce_again(self, call: _BucketCall, bucket: Any, value: np.ndarray) -> np.ndarray:
         """A reduction that went through `call`'s bucket before, again: what _reduce_over_processes
         does for it, without the checks whose answers are fixed by the call's key."""
         self._seq += 1
@@ -446,12 +448,12 @@ class GlooCommunicator:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
         groups = call.groups
         groups.steps += 1
-        return self._reduce_in_bucket(call, value, _Probe(groups, groups.steps, f"call {self._seq}: {call.said}",
-                                                          call.where))
+        return self._reduce_in_bucket(call, bucket, value, _Probe(groups, groups.steps,
+                                                                  f"call {self._seq}: {call.said}", call.where))
 
-    def _reduce_in_bucket(self, call: _BucketCall, value: np.ndarray, probe: _Probe | None) -> np.ndarray:
+    def _reduce_in_bucket(self, call: _BucketCall, bucket: Any, value: np.ndarray, probe: _Probe | None) -> np.ndarray:
         """gloo's all_reduce of `value` padded to the bucket's size plus the trailer, in the bucket's
-        own group (so no member's buffer can differ in size), in one of the bucket's buffers
+        own group `bucket` (so no member's buffer can differ in size), in one of the bucket's buffers
         (blocks.py), a view of which is the result; the trailer then says whether every member
         reduced this call (trailer.py), else a CollectiveError on every member."""
         size, count, op = call.size, call.count, call.op
@@ -465,7 +467,7 @@ class GlooCommunicator:
         block.raw[at:] = trailer.encode(digest, call.written)
         peers = call.peers
         with self._gloo_errors(op, list(peers)):
-            self._wait([call.bucket.allreduce([block.tensor], call.options)], probe)
+            self._wait([bucket.allreduce([block.tensor], call.options)], probe)
         if bytes(block.raw[at:]) != trailer.encode(digest, call.reduced):  # trailer.agrees
             if probe is not None:  # a member that waits elsewhere may have released this call: release it in turn
                 others = {r: said for r, said in self._others(probe).items()

@@ -7,9 +7,11 @@ argv: hlo_path inputs.npz out_prefix runs; torch.distributed's env:// variables 
 Run k's inputs are the rank's inputs times k + 1. A file `<hlo_path>.rank<r>.run<k>` is rank r's
 module at run k instead. Writes out_prefix<rank>.run<k>.npz for every run (after the last), or
 out_prefix<rank>.txt with the error; out_prefix<rank>.pools.json: the buffers of each bucket
-after the kept runs, then after as many runs more whose results are dropped at once."""
+after the kept runs, then after as many runs more whose results are dropped at once, then
+whether only the groups refer to each bucket group."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -49,6 +51,10 @@ def main() -> int:
         for k in range(int(runs)):
             run_on_process_group(executable(0), inputs, communicator=comm)
         pools.append({str(key): len(pool) for key, pool in comm._pools.items()})
+        # only the groups refer to their bucket groups (exit's close_at_exit drops those references
+        # to stop gloo's threads while Python runs): none of the communicator's repeated calls does
+        groups = comm._process_groups()
+        pools.append([all(r is groups._buckets for r in gc.get_referrers(b)) for b in groups._buckets.values()])
     except CollectiveError as e:
         with open(f"{out_prefix}{rank}.txt", "w") as f:
             f.write(f"{type(e).__name__}: {e}")

@@ -94,7 +94,8 @@ def test_every_kept_result_of_a_repeated_all_reduce_is_its_own_run_s(tmp_path: P
                 assert g.dtype == w.dtype and g.shape == w.shape
                 np.testing.assert_array_equal(g, w, err_msg=f"run {k}, rank {rank}")
     for rank in range(2):
-        kept, dropped = json.loads((tmp_path / f"out{rank}.pools.json").read_text())
+        kept, dropped, only_groups_hold_buckets = json.loads((tmp_path / f"out{rank}.pools.json").read_text())
+        assert only_groups_hold_buckets == [True, True]
         # f32 add (two instructions share the bucket: two buffers a run), s32 maximum (one a run)
         assert sorted(kept.values()) == [RUNS, 2 * RUNS] and len(kept) == 2, kept
         assert sorted(dropped.values()) == [2, 2], dropped
