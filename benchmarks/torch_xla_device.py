@@ -161,9 +161,11 @@ class Worker:
         self.proc.wait(timeout=120)
 
 
-def measure(rounds: int, steps: int, against: Path | None = None) -> dict[str, dict[str, float]]:
-    """Per-step medians over alternating rounds, after a warm-up round (compilation) on each.
-    With `against`, that tree's NEURON worker takes its turn in every round too."""
+def measure(rounds: int, steps: int, against: Path | None = None, warmup: int = 0) -> dict[str, dict[str, float]]:
+    """Per-step medians over alternating rounds, after a warm-up round (compilation) on each and
+    `warmup` more steps (a hot program's fused native code is swapped in after
+    NEURON_EMULATOR_NATIVE_AFTER runs, 100 by default). With `against`, that tree's NEURON worker
+    takes its turn in every round too."""
     workers = [Worker("NEURON"), Worker("CPU")] + ([Worker("NEURON", against)] if against else [])
     try:
         first = [w.steps(3)["losses"] for w in workers]
@@ -171,6 +173,9 @@ def measure(rounds: int, steps: int, against: Path | None = None) -> dict[str, d
             for a, b in zip(losses, first[1]):
                 if abs(a - b) > 1e-4 * max(1.0, abs(b)):
                     raise AssertionError(f"the devices computed different losses: {first}")
+        if warmup:
+            for w in workers:
+                w.steps(warmup)
         samples: dict[str, dict[str, list[float]]] = {w.device: {"wall": [], "cpu": []} for w in workers}
         for _ in range(rounds):
             for w in workers:
@@ -191,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the rows in the shared result format")
     parser.add_argument("--against", metavar="TREE", type=Path,
                         help="also run another checkout's NEURON worker in every round (before/after)")
+    parser.add_argument("--warmup", type=int, default=150,
+                        help="steps run on each device before the rounds (default 150: past the native swap)")
     parser.add_argument("--worker", choices=("NEURON", "CPU"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -199,9 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     rounds, steps = (3, 5) if args.quick else (10, 50)
     rounds, steps = args.rounds or rounds, args.steps or steps
     load = os.getloadavg()[0]
-    m = measure(rounds, steps, args.against)
+    m = measure(rounds, steps, args.against, args.warmup)
     ours, peer = m["NEURON"], m["CPU"]
-    print(f"{WORKLOAD}; median per step over {rounds} alternating rounds of {steps} steps; "
+    print(f"{WORKLOAD}; median per step over {rounds} alternating rounds of {steps} steps after {args.warmup} "
+          f"of warm-up; "
           f"load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for device, side in m.items():
         if device == "CPU":

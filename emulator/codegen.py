@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from emulator.errors import EmulatorError
+from emulator.native.regions import Region, RegionPlanner
 from emulator.program.model import Computation
 from emulator.program.ops import OPS
 
@@ -100,18 +101,23 @@ class _Hoist:
 
 def _emit(src: _Source, comp: Computation, steps: Sequence[Step], names: Sequence[str], value: dict[int, str],
           prefix: str, indent: int, *, state: str | None = None, hoist: _Hoist | None = None,
-          record: list[tuple[Any, list[str], str]] | None = None) -> None:
+          record: list[tuple[Any, list[str], str]] | None = None, fusion: _Fusion | None = None) -> None:
     """Append the lines of `comp` to `src`; `value` maps each live slot to the name holding it
     (parameters on entry) and is left mapping the result. Names starting with `prefix + "r"` are
     registers (freed after their last use); others (constants, state, hoisted values) persist.
     `state`: the name of a loop's tuple parameter, whose elements are the variables s0, s1, ...
     `record` receives (instruction, argument names, result name) of every line run in the loop
-    (not folded, not hoisted), in order: the loop runner's ownership analysis reads it."""
+    (not folded, not hoisted), in order: the loop runner's ownership analysis reads it.
+    `fusion` gathers element-wise instructions into fused regions (emulator.native.regions)."""
     foldable = foldable_steps(comp)
     reg = prefix + "r"
     for k, ((fn, ins, out, free), inst) in enumerate(zip(steps, comp.instructions)):
         label = f"{comp.name}: instruction {names[k]}"
         args = [value[i] for i in ins]
+        if fusion is not None and not (k in foldable and all(a.startswith("c") for a in args)):
+            if fusion.take(k, inst, fn, args, label, value, reg):
+                continue
+            args = [value[i] for i in ins]  # the region it closed wrote its outputs' registers
         if state is not None and inst.op == "get-tuple-element" and args == [state]:
             value[out] = f"s{inst.attrs['index']}"
         elif k in foldable and all(a.startswith("c") for a in args):
@@ -144,18 +150,115 @@ def _emit(src: _Source, comp: Computation, steps: Sequence[Step], names: Sequenc
             src.add("; ".join(f"{reg}{f} = None" for f in dropped), indent)
 
 
+class _Fusion:
+    """Fused regions of one computation while its lines are written (emulator.native.regions
+    decides membership; this class keeps the generated names and lines consistent). A region is
+    closed, and its call written, before a non-member that reads one of its values or rewrites,
+    frees or overwrites in place a register it reads; members' frees of its inputs wait until
+    after the call."""
+
+    def __init__(self, src: _Source, planner: RegionPlanner, in_types: Sequence[Sequence[Any]], prefix: str,
+                 indent: int) -> None:
+        self.src, self.planner, self.in_types = src, planner, in_types
+        self.prefix, self.indent = prefix, indent
+        self.called: list[Region] = []
+        self.call_names: list[str] = []
+
+    def take(self, k: int, inst: Any, fn: Callable[..., Any], args: list[str], label: str, value: dict[int, str],
+             reg: str) -> bool:
+        """Adds instruction k to a region (True), or closes the open region if instruction k,
+        emitted as usual next, needs that (False)."""
+        planner = self.planner
+        made = planner.node_for(inst.op, inst.attrs, self.in_types[k], inst.type, args, fn, label)
+        if made is not None:
+            if planner.open is not None and not planner.fits(inst.type):
+                self.close(value, reg)
+            node, leaves = made
+            value[inst.out] = planner.add(node, leaves, tuple(inst.type[1]))
+            for f in inst.free:
+                name = value.pop(f, "")
+                if name.startswith(reg) and not planner.is_placeholder(name):
+                    planner.deferred_frees.append(name)
+            return True
+        if planner.open is not None:
+            touched = [f"{reg}{inst.out}", *(value.get(f, "") for f in inst.free)]
+            if inst.reuse >= 0:
+                touched.append(args[inst.reuse])
+            if any(planner.is_placeholder(a) for a in args) or planner.reads_captured(touched):
+                self.close(value, reg)
+        return False
+
+    def close(self, value: dict[int, str], reg: str) -> None:
+        """Writes the open region's call (or, for a region without arithmetic, its instructions
+        as plain lines) and the frees its members deferred."""
+        planner = self.planner
+        live = {slot: name for slot, name in value.items() if planner.is_placeholder(name)}
+        region = planner.close(live)
+        if region is None:
+            return
+        j = len(planner.regions) - 1
+        p, src, indent = self.prefix, self.src, self.indent
+        label = f"fused region {j} of " + ", ".join(n.label for n in region.nodes)
+        outs = [f"{reg}{slot}" for slot in live]
+        if region.computes and outs:
+            fallback, call = f"{p}fb{j}", f"{p}n{j}"
+            src.env[fallback] = region.fallback()
+            src.env[call] = region.fallback()  # until `native` binds the compiled function
+            self.called.append(region)
+            self.call_names.append(call)
+            leaves = "".join(f", {leaf.name}" for leaf in region.leaves)
+            src.add(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {call}({fallback}{leaves})"
+                    if len(outs) > 1 else f"{outs[0]} = {call}({fallback}{leaves})", indent, label)
+        else:  # plain lines: temporaries for values nobody outside reads
+            name_of = {k: f"{reg}{slot}" for slot, k in zip(live, region.outputs)}
+            temps = []
+            for k, node in enumerate(region.nodes):
+                target = name_of.get(k)
+                if target is None:
+                    target = f"{p}t{j}_{k}"
+                    temps.append(target)
+                    name_of[k] = target
+                src.env[f"{p}p{j}_{k}"] = node.fn
+                args = [region.leaves[i].name if kind == "leaf" else name_of[i] for kind, i in node.refs]
+                src.add(f"{target} = {p}p{j}_{k}({', '.join(args)})", indent, node.label)
+            if temps:
+                src.add("; ".join(f"{t} = None" for t in temps), indent)
+        for slot, name in zip(live, outs):
+            value[slot] = name
+        freed = [n for n in dict.fromkeys(planner.deferred_frees) if n not in outs]
+        planner.deferred_frees = []
+        if freed:
+            src.add("; ".join(f"{n} = None" for n in freed), indent)
+
+
 def ins_names(args: Sequence[str]) -> list[str]:
     """The names an argument list reads (`_copy(x)` reads x)."""
     return [a[len("_copy("):-1] if a.startswith("_copy(") else a for a in args]
 
 
-def make_runner(comp: Computation, steps: Sequence[Step], names: Sequence[str]) -> Callable[..., Any]:
-    """The computation as one generated Python function of its parameters."""
+def make_runner(comp: Computation, steps: Sequence[Step], names: Sequence[str], *,
+                in_types: Sequence[Sequence[Any]] | None = None,
+                native: Callable[[list[Region]], list[Callable[..., Any]]] | None = None) -> Callable[..., Any]:
+    """The computation as one generated Python function of its parameters.
+
+    With `native` (and each instruction's operand types, `in_types`), element-wise regions
+    become one call each of the function `native` returns for them (emulator.native): the fused
+    runner. `native` may raise; the caller then keeps the plain runner."""
     src = _Source({})
     value = {p: f"rr{p}" for p in comp.params}
     src.add(f"def run({', '.join(value.values())}):", 0)
     src.add("try:", 2)
-    _emit(src, comp, steps, names, value, "r", 4)
+    fusion = None
+    if native is not None:
+        if in_types is None:
+            raise ValueError("a fused runner needs the instructions' operand types")
+        fusion = _Fusion(src, RegionPlanner(src.env), in_types, "r", 4)
+    _emit(src, comp, steps, names, value, "r", 4, fusion=fusion)
+    if fusion is not None:
+        fusion.close(value, "rr")
+        functions = native(fusion.called) if native is not None and fusion.called else []
+        for name, fn in zip(fusion.call_names, functions):
+            src.env[name] = fn
     src.add(f"return {value[comp.result]}", 4)
     src.add("except EmulatorError:", 2)
     src.add("raise", 4)

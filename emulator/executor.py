@@ -13,6 +13,7 @@ import logging
 import math
 import operator
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from emulator.artifact import Artifact, ArtifactError, read_artifact, read_bytes
 from emulator.blas import blas_threads_for_run
 from emulator.codegen import Step, make_loop_runner, make_runner
 from emulator.fpenv import flushed_denormals
+from emulator.native.policy import runs_before_build
 from emulator.program.context import HandlerContext
 from emulator.program.dtypes import DTYPES, TUPLE
 from emulator.program.model import Computation, Program, ValueType
@@ -50,6 +52,10 @@ class LoadedProgram:
         self.recorder = recorder
         self._lifted = self._lifted_computations() if recorder is not None else set()
         self._runners: dict[int, Callable[..., Any]] = {}
+        #: plain computations' bound steps, kept for their fused runner (the same handlers)
+        self._plain_steps: dict[int, tuple[list[Step], list[str], list[HandlerContext]]] = {}
+        #: computation index -> how many fused native regions its fused runner calls
+        self.fused_regions: dict[int, int] = {}
         self.runner(program.entry)
 
     def constant(self, index: int) -> np.ndarray:
@@ -126,7 +132,28 @@ class LoadedProgram:
                      for (fn, ins, out, free), inst, name in zip(steps, comp.instructions, names)]
         if self.recorder is not None and self.program.computations.index(comp) not in self._lifted:
             return self._profiled_runner(comp, steps, names, contexts)
+        if self.plain:
+            self._plain_steps[self.program.computations.index(comp)] = (steps, names, contexts)
         return make_runner(comp, steps, names)
+
+    def fused_runner(self, index: int) -> Callable[..., Any]:
+        """Computation `index` (already built plain) as a runner whose element-wise regions are
+        fused native code (emulator.native), bound to the plain runner's own handlers. Raises
+        when the native module can not be had (no g++, a build or verification failure)."""
+        from emulator.native import compile_regions
+
+        if index not in self._plain_steps:
+            raise EmulatorError(f"computation {index} has no plain runner to fuse")
+        steps, names, contexts = self._plain_steps[index]
+        regions: list[Any] = []
+
+        def native(found: list[Any]) -> list[Callable[..., Any]]:
+            regions.extend(found)
+            return compile_regions(found)
+        runner = make_runner(self.program.computations[index], steps, names,
+                             in_types=[c.in_types for c in contexts], native=native)
+        self.fused_regions[index] = len(regions)
+        return runner
 
     def _kernel_name(self, inst: Any) -> str | None:
         """The name of the kernel a ``kernel`` instruction runs (its payload's: the NKI function,
@@ -326,6 +353,8 @@ class Executable:
         self._loaded = LoadedProgram(artifact.program, artifact.constants, artifact.kernels)
         entry = artifact.program.computations[artifact.program.entry]
         self._entry = self._loaded.runner(artifact.program.entry)
+        self._plain_entry = self._entry
+        self._entry_name = entry.name
         self._profiling: tuple[LoadedProgram, Any] | None = None  # built on the first profiled run
         self.last_profile: Any = None  # emulator.profile.Profile of the latest profiled run
         self._inputs = [(e["name"], DTYPES[e["dtype"]], tuple(e["shape"])) for e in self.manifest["inputs"]]
@@ -342,6 +371,12 @@ class Executable:
         # A tuple of arrays (the usual entry result) is its own list of leaves.
         self._flat_result = self._tuple_result and all(t[0] != TUPLE for t in entry.result_type[1])
         self._uses_blas = _uses_blas(artifact.program)
+        # Fused native code (emulator.native): built once the program is hot, then swapped in.
+        self._runs = 0
+        self._native_after = runs_before_build() if self._loaded.plain else None
+        self._native_started = False
+        if self._native_after == 0:
+            self._go_native()
         if [(DTYPES[t[0]], tuple(t[1])) for t in out_types] != [(dt, s) for _, dt, s in self._outputs]:
             raise ArtifactError("manifest outputs do not match the entry computation's result")
 
@@ -362,7 +397,34 @@ class Executable:
         share memory with an input the caller can write to."""
         if profile:
             return self.profile(inputs)[0]
+        self._runs += 1
+        if self._runs == self._native_after and not self._native_started:
+            self._native_started = True
+            threading.Thread(target=self._go_native, name="ncc-native-build", daemon=True).start()
         return self._run(inputs, self._entry, owned)
+
+    @property
+    def native(self) -> bool:
+        """Whether the entry computation now runs its fused runner (emulator.native)."""
+        return self._entry is not self._plain_entry
+
+    @property
+    def native_regions(self) -> int:
+        """How many fused native regions the entry computation's runner calls (0 before the swap)."""
+        return self._loaded.fused_regions.get(self.artifact.program.entry, 0) if self.native else 0
+
+    def _go_native(self) -> None:
+        """Builds (or finds) the entry computation's fused native code and swaps it in; any
+        failure leaves the program on NumPy, with the reason logged."""
+        self._native_started = True
+        try:
+            fused = self._loaded.fused_runner(self.artifact.program.entry)
+        except Exception as e:  # noqa: BLE001 - every failure means "stay on NumPy"
+            log.warning("fused native code not used for %s: %s: %s (the program runs on NumPy)",
+                        self._entry_name, type(e).__name__, e)
+            return
+        self._entry = fused
+        log.info("fused native code in use for %s after %d runs", self._entry_name, self._runs)
 
     def profile(self, inputs: Sequence[Any]) -> tuple[list[np.ndarray], Any]:
         """Run on `inputs`, recording every executed instruction: (outputs, emulator.profile.Profile).
