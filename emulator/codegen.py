@@ -170,6 +170,12 @@ class _Fusion:
         emitted as usual next, needs that (False)."""
         planner = self.planner
         made = planner.node_for(inst.op, inst.attrs, self.in_types[k], inst.type, args, fn, label)
+        if made is None and planner.open is not None and any(planner.is_placeholder(a) for a in args):
+            # reads the open region's value in another shape (a broadcast of a row it computed):
+            # the region ends here, and the instruction may start the next one
+            self.close(value, reg)
+            args = [value[i] for i in inst.ins]
+            made = planner.node_for(inst.op, inst.attrs, self.in_types[k], inst.type, args, fn, label)
         if made is not None:
             if planner.open is not None and not planner.fits(inst.type):
                 self.close(value, reg)

@@ -6,8 +6,9 @@ alone costs ~0.5 us from Python). A METH_FASTCALL function reads the arrays' poi
 and allocates its results with NumPy's C API: ~0.1-0.2 us a call.
 
 Each function `r<j>(fallback, leaf0, leaf1, ...)` checks every input against what it was compiled
-for (exact ndarray, dtype, shape, C-contiguous; a NumPy scalar for a rank-0 input) and, if any
-differs, returns `fallback(leaf0, ...)`: the region's NumPy form. Otherwise it allocates fresh
+for (exact ndarray, dtype and shape; a NumPy scalar for a rank-0 input; an array in another
+layout is read from a C-ordered copy) and, if any differs, returns `fallback(leaf0, ...)`: the
+region's NumPy form. Otherwise it allocates fresh
 outputs and runs one loop nest over the region's shape, each node a local scalar.
 
 Only numbers from the program enter the source (shapes, strides, type numbers, constants as bit
@@ -18,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulator.native.cexpr import ctype, expression
-from emulator.native.regions import Leaf, Node, Region
+from emulator.native.regions import READS, Leaf, Node, Region
 
 _PRELUDE = """\
 #define PY_SSIZE_T_CLEAN
@@ -33,13 +34,20 @@ static inline float ncc_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); retur
 static inline double ncc_f64(uint64_t u) { double f; std::memcpy(&f, &u, 8); return f; }
 
 /* The data of `o` if it is what the region was compiled for, else NULL (the caller falls back).
-   A NumPy scalar stands for a rank-0 array: its value is copied into `buf`. */
-static const void *ncc_take(PyObject *o, int typenum, int ndim, const npy_intp *dims, void *buf) {
+   A NumPy scalar stands for a rank-0 array: its value is copied into `buf`. An array of the
+   right type and shape in another layout (a transposed or broadcast view) is read from a
+   C-ordered copy, which `*hold` keeps until the caller releases it. */
+static const void *ncc_take(PyObject *o, int typenum, int ndim, const npy_intp *dims, void *buf, PyObject **hold) {
     if (PyArray_CheckExact(o)) {
         PyArrayObject *a = (PyArrayObject *)o;
-        if (PyArray_TYPE(a) != typenum || PyArray_NDIM(a) != ndim || !PyArray_IS_C_CONTIGUOUS(a)) return NULL;
+        if (PyArray_TYPE(a) != typenum || PyArray_NDIM(a) != ndim) return NULL;
         for (int d = 0; d < ndim; d++)
             if (PyArray_DIM(a, d) != dims[d]) return NULL;
+        if (!PyArray_IS_C_CONTIGUOUS(a)) {
+            *hold = PyArray_NewCopy(a, NPY_CORDER);
+            if (*hold == NULL) { PyErr_Clear(); return NULL; }
+            return PyArray_DATA((PyArrayObject *)*hold);
+        }
         return PyArray_DATA(a);
     }
     if (ndim == 0 && PyArray_IsScalar(o, Generic)) {
@@ -82,7 +90,7 @@ def _index(strides: tuple[int, ...], rank: int) -> str:
 
 def _node_line(k: int, node: Node, region: Region, rank: int) -> str:
     t = ctype(node.dtype)
-    if node.refs and node.refs[0][0] == "node" and node.op in ("broadcast", "reshape", "copy"):
+    if node.refs and node.refs[0][0] == "node" and node.op in READS:
         return f"const {t} v{k} = v{node.refs[0][1]};"
     args = []
     for kind, j in node.refs:
@@ -93,7 +101,7 @@ def _node_line(k: int, node: Node, region: Region, rank: int) -> str:
         else:
             assert node.strides is not None
             args.append(f"x{j}[{_index(node.strides, rank)}]")
-    if node.op in ("broadcast", "reshape", "copy"):
+    if node.op in READS:
         return f"const {t} v{k} = {args[0]};"
     expr = expression(node.op, node.attrs, node.in_dtypes, node.dtype, args)
     if expr is None:  # the planner only admits nodes that have one
@@ -103,26 +111,28 @@ def _node_line(k: int, node: Node, region: Region, rank: int) -> str:
 
 def _function(j: int, region: Region) -> str:
     rank = len(region.shape)
+    read = [i for i, leaf in enumerate(region.leaves) if leaf.literal is None]
     lines = [f"static PyObject *r{j}(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {{",
              f"    if (nargs != {len(region.leaves) + 1}) {{",
              '        PyErr_SetString(PyExc_TypeError, "a fused region got another number of inputs");',
-             "        return NULL;", "    }"]
-    for i, leaf in enumerate(region.leaves):
-        if leaf.literal is not None:
-            continue
+             "        return NULL;", "    }",
+             f"    PyObject *hold[{max(1, len(read))}] = {{NULL}};"]
+    release = " ".join(f"Py_XDECREF(hold[{h}]);" for h in range(len(read)))
+    for h, i in enumerate(read):
+        leaf = region.leaves[i]
         dims = ", ".join(str(d) for d in leaf.shape) or "0"
         typenum = leaf.dtype.num
         lines += [f"    static const npy_intp d{i}[] = {{{dims}}};",
                   f"    alignas(16) unsigned char b{i}[16];",
                   f"    const {ctype(leaf.dtype)} *x{i} = (const {ctype(leaf.dtype)} *)"
-                  f"ncc_take(args[{i + 1}], {typenum}, {len(leaf.shape)}, d{i}, b{i});",
-                  f"    if (x{i} == NULL) return ncc_fallback(args, nargs);"]
+                  f"ncc_take(args[{i + 1}], {typenum}, {len(leaf.shape)}, d{i}, b{i}, &hold[{h}]);",
+                  f"    if (x{i} == NULL) {{ {release} return ncc_fallback(args, nargs); }}"]
     dims = ", ".join(str(d) for d in region.shape)
     lines.append(f"    npy_intp shape[] = {{{dims}}};")
     for o, k in enumerate(region.outputs):
         node = region.nodes[k]
         lines += [f"    PyObject *o{o} = PyArray_SimpleNew({rank}, shape, {node.dtype.num});",
-                  f"    if (o{o} == NULL) {{ {' '.join(f'Py_DECREF(o{p});' for p in range(o))} return NULL; }}",
+                  f"    if (o{o} == NULL) {{ {' '.join(f'Py_DECREF(o{p});' for p in range(o))} {release} return NULL; }}",
                   f"    {ctype(node.dtype)} *w{o} = ({ctype(node.dtype)} *)PyArray_DATA((PyArrayObject *)o{o});"]
     lines.append("    npy_intp flat = 0;")
     indent = "    "
@@ -136,6 +146,8 @@ def _function(j: int, region: Region) -> str:
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("    (void)flat;")
+    if release:
+        lines.append(f"    {release}")
     if len(region.outputs) == 1:
         lines.append("    return o0;")
     else:

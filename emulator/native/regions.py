@@ -26,7 +26,7 @@ from emulator.native.cexpr import CTYPES, expression
 from emulator.program.dtypes import DTYPES
 
 #: ops that only re-index an input from outside the region (no arithmetic)
-_READS = ("broadcast", "reshape", "copy")
+READS = ("broadcast", "reshape", "copy", "transpose")
 
 #: (kind, index): ("leaf", j) is the region's input j, ("node", i) its node i
 Ref = tuple[str, int]
@@ -70,7 +70,7 @@ class Region:
     @property
     def computes(self) -> bool:
         """Whether a node does arithmetic (a region of reads alone is not worth a call)."""
-        return any(n.op not in _READS and not (n.op == "convert" and n.dtype == n.in_dtypes[0]) for n in self.nodes)
+        return any(n.op not in READS and not (n.op == "convert" and n.dtype == n.in_dtypes[0]) for n in self.nodes)
 
     def fallback(self) -> Callable[..., Any]:
         """The region in NumPy: its instructions' handlers in program order."""
@@ -158,17 +158,20 @@ class RegionPlanner:
         dtype = DTYPES[out_type[0]]
         in_dtypes = [DTYPES[t[0]] for t in in_types]
         internal = [a in self._node_of for a in args]
-        if op in _READS:
+        if op in READS:
             if dtype != in_dtypes[0] or dtype not in CTYPES:
                 return None
             (arg,), (is_node,) = args, internal
             in_shape = tuple(in_types[0][1])
             if is_node:  # a copy or same-shape reshape of a value of the region: the value itself
-                if in_shape != shape:
+                if in_shape != shape or op == "transpose":
                     return None
                 return Node(op, attrs, dtype, in_dtypes, [("node", self._node_of[arg])], fn, label), []
             if op == "broadcast":
                 strides = _broadcast_strides(attrs["dims"], in_shape, len(shape))
+            elif op == "transpose":  # result dim i is the input's dim perm[i]
+                own = contiguous_strides(in_shape)
+                strides = tuple(own[d] for d in attrs["perm"])
             else:  # a reshape or copy of a contiguous input reads it in its own (row-major) order
                 strides = contiguous_strides(shape)
             return Node(op, attrs, dtype, in_dtypes, [("leaf", -1)], fn, label, strides), [(arg, in_types[0])]
@@ -202,14 +205,30 @@ class RegionPlanner:
             if kind == "leaf":
                 name, t = next(pending)
                 if name not in self._leaf_of:
-                    literal = _uniform(self.env[name]) if name.startswith("c") and name in self.env else None
                     self._leaf_of[name] = len(region.leaves)
-                    region.leaves.append(Leaf(name, DTYPES[t[0]], tuple(t[1]), literal))
+                    region.leaves.append(self._leaf(name, t))
                 node.refs[k] = ("leaf", self._leaf_of[name])
         region.nodes.append(node)
         marker = self.marker(len(region.nodes) - 1)
         self._node_of[marker] = len(region.nodes) - 1
         return marker
+
+    def _leaf(self, name: str, t: Any) -> Leaf:
+        """The input `name` of type `t`. A constant (folded at build time, in the env) whose
+        elements all agree becomes a literal; another constant that is a view (a folded
+        broadcast of an iota) is passed as a contiguous copy, which the native code reads
+        directly."""
+        leaf = Leaf(name, DTYPES[t[0]], tuple(t[1]))
+        if not (name.startswith("c") and name in self.env):
+            return leaf
+        value = self.env[name]
+        leaf.literal = _uniform(value)
+        if leaf.literal is None and isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+            copy = np.ascontiguousarray(value)
+            copy.flags.writeable = False
+            leaf.name = f"{name}_contiguous"
+            self.env[leaf.name] = copy
+        return leaf
 
     def close(self, live: dict[int, str]) -> Region | None:
         """Ends the open region; `live` (slot -> name) holds the placeholders still live, its

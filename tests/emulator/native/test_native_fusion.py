@@ -164,8 +164,8 @@ def _small_inputs(seed=3):
             rng.random(SHAPE) < 0.5, rng.standard_normal(SHAPE[1:]).astype(np.float32), np.float32(2)]
 
 
-def test_an_input_the_code_was_not_compiled_for_runs_the_numpy_form(monkeypatch):
-    """A transposed view (not C-contiguous) reaches the region: its NumPy form answers."""
+def test_an_input_in_another_layout_is_read_from_a_copy(monkeypatch):
+    """A Fortran-ordered input (not C-contiguous) reaches the region: same bits."""
     inputs = _small_inputs()
     plain, _ = _run_both(_small_program(), inputs, monkeypatch)
     fused = load_artifact(_small_program())
@@ -173,6 +173,28 @@ def test_an_input_the_code_was_not_compiled_for_runs_the_numpy_form(monkeypatch)
     x = np.asfortranarray(inputs[0])  # the same values, another layout
     assert not x.flags.c_contiguous
     _assert_same_bits(plain, fused.run([x, *inputs[1:]]))
+
+
+def test_an_input_the_code_was_not_compiled_for_goes_to_the_numpy_form(monkeypatch):
+    """The region's function, given an input of another dtype or shape, returns what its
+    fallback (first argument) returns for the same inputs."""
+    monkeypatch.setenv(policy.MODE_ENV, "now")
+    fused = load_artifact(_small_program())
+    env = fused._entry.__globals__
+    (name,) = [k for k in env if k.startswith("rn")]
+    native = env[name]
+    calls = []
+
+    def fallback(*inputs):
+        calls.append(inputs)
+        return "numpy's answer"
+    x, y, p, r, s = _small_inputs()
+    good = native(fallback, r, s, x, p, y)  # the inputs in the order the region first reads them
+    assert not calls and isinstance(good, tuple)
+    for odd in ([r.astype(np.float64), s, x, p, y], [r, s, x[:2], p, y], [r, np.float64(2), x, p, y],
+                [r, s, x.tolist(), p, y]):
+        assert native(fallback, *odd) == "numpy's answer"
+    assert len(calls) == 4
 
 
 def test_a_hot_program_is_swapped_in_the_background_with_the_same_results(monkeypatch, private_cache):

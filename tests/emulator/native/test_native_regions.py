@@ -146,3 +146,22 @@ def test_policy_modes(monkeypatch):
     assert policy.runs_before_build() is None
     monkeypatch.setenv(policy.MODE_ENV, "sometimes")
     assert policy.mode() == "auto"
+
+
+def test_a_broadcast_of_a_regions_row_starts_the_next_region_and_a_transpose_is_a_read():
+    t = ["f32", [3, 4]]
+    comp = Computation("main", 8, [0, 1, 2], [ROW, ROW, F], [
+        Instruction("compare", 3, [0, 1], ["pred", [3]], {"direction": "GT", "total_order": False}, name="c"),
+        Instruction("broadcast", 4, [3], P, {"dims": [1]}, free=[3], name="b"),  # reads the row region's value
+        Instruction("transpose", 5, [2], F, {"perm": [0, 1]}, name="same"),
+        Instruction("select", 6, [4, 2, 5], F, free=[4, 5], name="s"),
+        Instruction("transpose", 7, [6], t, {"perm": [1, 0]}, free=[6], name="tr"),  # ends the region, starts one
+        Instruction("negate", 3, [7], t, free=[7], name="n"),
+    ], 3, t)
+    plain, fused, regions = _fused(comp)
+    assert [[n.op for n in r.nodes] for r in regions] == [["compare"], ["broadcast", "transpose", "select"],
+                                                            ["transpose", "negate"]]
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32),
+            rng.standard_normal((4, 3)).astype(np.float32)]
+    _same(plain(*args), fused(*args))
