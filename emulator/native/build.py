@@ -23,6 +23,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -78,12 +79,25 @@ def module_key(source: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
+#: temporaries older than this are a build that was cut short (a process that exited during it)
+STALE_SECONDS = 3600.0
+
+
 def cache_directory() -> Path:
-    """``<private base>/fused`` (NEURON_CUSTOMCALL_PRIVATE_DIR moves the base)."""
+    """``<private base>/fused`` (NEURON_CUSTOMCALL_PRIVATE_DIR moves the base), its stale
+    temporaries removed."""
     try:
-        return private_directory(private_base() / "fused")
+        directory = private_directory(private_base() / "fused")
     except Exception as e:  # noqa: BLE001 - a LibraryError names the directory's problem
         raise NativeBuildError(str(e)) from None
+    now = time.time()
+    for tmp in directory.glob(".tmp-*"):
+        try:
+            if now - tmp.lstat().st_mtime > STALE_SECONDS:
+                tmp.unlink()
+        except OSError:
+            continue
+    return directory
 
 
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:

@@ -125,6 +125,9 @@ class RegionPlanner:
     #: regions smaller than this many elements stay in NumPy: scalars are NumPy scalars there,
     #: whose operators (~50 ns) are cheaper than any call
     MIN_ELEMENTS = 2
+    #: nor larger ones: there NumPy's wider vector loops and its in-place results (no fresh
+    #: pages to fault in) beat a fused loop, and a call's dispatch is a small part of the time
+    MAX_ELEMENTS = 1 << 16
 
     def __init__(self, env: dict[str, Any]) -> None:
         self.env = env
@@ -153,7 +156,7 @@ class RegionPlanner:
         if out_type[0] not in DTYPES or any(t[0] not in DTYPES for t in in_types):
             return None
         shape = tuple(out_type[1])
-        if math.prod(shape) < self.MIN_ELEMENTS:
+        if not self.MIN_ELEMENTS <= math.prod(shape) <= self.MAX_ELEMENTS:
             return None
         dtype = DTYPES[out_type[0]]
         in_dtypes = [DTYPES[t[0]] for t in in_types]

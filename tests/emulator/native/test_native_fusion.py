@@ -253,3 +253,15 @@ def test_a_cache_directory_others_can_write_is_refused(monkeypatch, caplog, priv
     assert not exe.native
     assert "open to other users" in caplog.text
     assert not list(Path(private_cache).glob("*.so"))
+
+
+def test_temporaries_of_a_cut_short_build_are_removed_when_stale(monkeypatch, private_cache):
+    import emulator.native.build as build
+    private_cache.mkdir(mode=0o700)
+    stale, fresh = private_cache / ".tmp-old.so", private_cache / ".tmp-new.cc"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"y")
+    old = time.time() - build.STALE_SECONDS - 60
+    os.utime(stale, (old, old))
+    build.cache_directory()
+    assert not stale.exists() and fresh.exists()

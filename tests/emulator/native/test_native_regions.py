@@ -165,3 +165,10 @@ def test_a_broadcast_of_a_regions_row_starts_the_next_region_and_a_transpose_is_
     args = [rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32),
             rng.standard_normal((4, 3)).astype(np.float32)]
     _same(plain(*args), fused(*args))
+
+
+def test_large_arrays_stay_numpy():
+    big = ["f32", [512, 256]]
+    comp = Computation("main", 3, [0, 1], [big, big], [Instruction("add", 2, [0, 1], big, name="a")], 2, big)
+    _, _, regions = _fused(comp)
+    assert regions == []
