@@ -30,7 +30,7 @@ def test_one_round_gives_wall_and_cpu_rows(tmp_path):
     # 30 steps: CPU time falls back to /proc's 10 ms ticks without schedstat, where one ~1.5 ms step read 0
     out = tmp_path / "rows.json"
     check(run_python([str(ROOT / "benchmarks" / "torch_xla_device.py"), "--rounds", "1", "--steps", "30",
-                      "--json", str(out)]))
+                      "--warmup", "0", "--json", str(out)]))
     rows = read_json(out)
     assert [r.workload.rsplit(", ", 1)[1] for r in rows] == ["wall time", "CPU time"]
     assert all(r.ours_s > 0 and r.peer_s > 0 and r.target == "<= 1.3x" for r in rows)
@@ -39,6 +39,6 @@ def test_one_round_gives_wall_and_cpu_rows(tmp_path):
 def test_against_another_tree_adds_its_neuron_rows_to_the_same_rounds():
     # the tree compared against is this one: its worker runs the same step with the same losses
     out = check(run_python([str(ROOT / "benchmarks" / "torch_xla_device.py"), "--rounds", "1", "--steps", "3",
-                            "--against", str(ROOT)]))
+                            "--warmup", "2", "--against", str(ROOT)]))
     lines = [line for line in out.splitlines() if "ratio" in line]
     assert len(lines) == 4 and sum(f"NEURON of {ROOT}" in line for line in lines) == 2
