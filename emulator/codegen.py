@@ -206,17 +206,27 @@ class _Fusion:
         p, src, indent = self.prefix, self.src, self.indent
         label = f"fused region {j} of " + ", ".join(n.label for n in region.nodes)
         outs = [f"{reg}{slot}" for slot in live]
-        if region.computes and outs:
-            fallback, call = f"{p}fb{j}", f"{p}n{j}"
-            src.env[fallback] = region.fallback()
-            src.env[call] = region.fallback()  # until `native` binds the compiled function
-            self.called.append(region)
-            self.call_names.append(call)
-            leaves = "".join(f", {leaf.name}" for leaf in region.leaves)
-            src.add(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {call}({fallback}{leaves})"
-                    if len(outs) > 1 else f"{outs[0]} = {call}({fallback}{leaves})", indent, label)
+        slots = dict(zip(region.outputs, live))  # node -> the slot its value leaves in
+        if region.computes:
+            # An output that only re-indexes an input (a transpose of a weight gradient that is
+            # also returned) stays the handler's view of it: no copy is made for it.
+            views = [k for k in region.outputs if region.nodes[k].is_view]
+            region.outputs = [k for k in region.outputs if not region.nodes[k].is_view]
+            called = [f"{reg}{slots[k]}" for k in region.outputs]
+            if called:
+                fallback, call = f"{p}fb{j}", f"{p}n{j}"
+                src.env[fallback] = region.fallback()
+                src.env[call] = region.fallback()  # until `native` binds the compiled function
+                self.called.append(region)
+                self.call_names.append(call)
+                leaves = "".join(f", {leaf.name}" for leaf in region.leaves)
+                src.add(f"{', '.join(called)} = {call}({fallback}{leaves})", indent, label)  # one: the array
+            for k in views:
+                node = region.nodes[k]
+                src.env[f"{p}p{j}_{k}"] = node.fn
+                src.add(f"{reg}{slots[k]} = {p}p{j}_{k}({region.leaves[node.refs[0][1]].name})", indent, node.label)
         else:  # plain lines: temporaries for values nobody outside reads
-            name_of = {k: f"{reg}{slot}" for slot, k in zip(live, region.outputs)}
+            name_of = {k: f"{reg}{slot}" for k, slot in slots.items()}
             temps = []
             for k, node in enumerate(region.nodes):
                 target = name_of.get(k)

@@ -59,6 +59,11 @@ class Node:
     #: straight from it): element strides of the leaf per region dimension
     strides: tuple[int, ...] | None = None
 
+    @property
+    def is_view(self) -> bool:
+        """Whether the node only re-indexes a region input (its handler returns a view)."""
+        return self.op in READS and self.refs[0][0] == "leaf"
+
 
 @dataclass
 class Region:

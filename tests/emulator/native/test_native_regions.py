@@ -172,3 +172,18 @@ def test_large_arrays_stay_numpy():
     comp = Computation("main", 3, [0, 1], [big, big], [Instruction("add", 2, [0, 1], big, name="a")], 2, big)
     _, _, regions = _fused(comp)
     assert regions == []
+
+
+def test_an_output_that_only_reindexes_an_input_stays_a_view_of_it():
+    comp = Computation("main", 5, [0, 1], [F, F], [
+        Instruction("transpose", 2, [0], F, {"perm": [0, 1]}, name="tr"),
+        Instruction("add", 3, [2, 1], F, name="a"),
+        Instruction("tuple", 4, [2, 3], ["tuple", [F, F]], free=[2, 3], name="t"),
+    ], 4, ["tuple", [F, F]])
+    plain, fused, regions = _fused(comp)
+    (region,) = regions
+    assert [region.nodes[k].op for k in region.outputs] == ["add"]  # the transpose is not copied out
+    args = _inputs(F, F)
+    view, total = fused(*args)
+    assert np.shares_memory(view, args[0])
+    _same(plain(*args), (view, total))
