@@ -213,6 +213,7 @@ class _Fusion:
             views = [k for k in region.outputs if region.nodes[k].is_view]
             region.outputs = [k for k in region.outputs if not region.nodes[k].is_view]
             called = [f"{reg}{slots[k]}" for k in region.outputs]
+            targets, values = [], []
             if called:
                 fallback, call = f"{p}fb{j}", f"{p}n{j}"
                 src.env[fallback] = region.fallback()
@@ -220,11 +221,17 @@ class _Fusion:
                 self.called.append(region)
                 self.call_names.append(call)
                 leaves = "".join(f", {leaf.name}" for leaf in region.leaves)
-                src.add(f"{', '.join(called)} = {call}({fallback}{leaves})", indent, label)  # one: the array
+                targets.append(called[0] if len(called) == 1 else f"({', '.join(called)})")  # one: the array
+                values.append(f"{call}({fallback}{leaves})")
             for k in views:
                 node = region.nodes[k]
                 src.env[f"{p}p{j}_{k}"] = node.fn
-                src.add(f"{reg}{slots[k]} = {p}p{j}_{k}({region.leaves[node.refs[0][1]].name})", indent, node.label)
+                targets.append(f"{reg}{slots[k]}")
+                values.append(f"{p}p{j}_{k}({region.leaves[node.refs[0][1]].name})")
+            # one statement: every input is read before any output register is written (an output
+            # may take the register of an input that a member freed)
+            if targets:
+                src.add(f"{', '.join(targets)} = {', '.join(values)}", indent, label)
         else:  # plain lines: temporaries for values nobody outside reads
             name_of = {k: f"{reg}{slot}" for k, slot in slots.items()}
             temps = []

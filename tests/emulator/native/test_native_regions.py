@@ -187,3 +187,17 @@ def test_an_output_that_only_reindexes_an_input_stays_a_view_of_it():
     view, total = fused(*args)
     assert np.shares_memory(view, args[0])
     _same(plain(*args), (view, total))
+
+
+def test_a_view_output_reads_its_input_before_the_call_reuses_that_register():
+    """`m` takes slot 1, y's, which `a` freed; the transpose of y is an output too: it must be
+    taken of y, not of m (one statement reads every input before writing any output)."""
+    comp = Computation("main", 5, [0, 1], [F, F], [
+        Instruction("transpose", 2, [1], F, {"perm": [0, 1]}, name="tr"),
+        Instruction("add", 3, [0, 1], F, free=[1], name="a"),
+        Instruction("multiply", 1, [3, 0], F, free=[0, 3], name="m"),
+        Instruction("tuple", 4, [2, 1], ["tuple", [F, F]], free=[1, 2], name="t"),
+    ], 4, ["tuple", [F, F]])
+    plain, fused, _ = _fused(comp)
+    args = _inputs(F, F)
+    _same(plain(*args), fused(*args))
