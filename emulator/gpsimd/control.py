@@ -55,9 +55,13 @@ The page is writable by the worker, where user code runs: the host checks every 
 and the worker checks the call id against the calls it prepared.
 
 Lost wake-ups: a sleeper sets its flag and then reads the other side's sequence word again;
-without a memory fence the two can cross (each side reading the other's old word), so the first
-sleep is a short slice (`FIRST_SLICE`) after which the sleeper looks again, by which time every
-store has long reached memory. A wake token that turns out to be spurious costs one empty read.
+without a memory fence (the Python host has none) the two can cross (each side reading the other's
+old word). So the host's first sleep for a reply is a short slice (`FIRST_SLICE`), after which it
+looks again, by which time every store has long reached memory: the reply it missed, or a worker
+asleep that has not taken the call, which it wakes again. The worker sleeps on its pipe without
+a slice of its own: a slice there ended once in every gap longer than it (the main job's step's
+own work between graphs: one wake-up a step for nothing). A wake token that turns out to be
+spurious costs one empty read.
 """
 
 from __future__ import annotations
@@ -325,12 +329,13 @@ class HostWaits:
     """How the host waited for its calls' replies, counted since the worker started
     (diagnostics: benchmarks/gpsimd_call.py prints them beside the worker's own, words 13-15)."""
 
-    __slots__ = ("calls", "slept", "woke")
+    __slots__ = ("calls", "slept", "woke", "rewoke")
 
     def __init__(self) -> None:
         self.calls = 0  # prepared calls made
         self.slept = 0  # of them, answered only after the host slept on its pipe
         self.woke = 0  # of them, found the worker asleep (a wake token was written)
+        self.rewoke = 0  # wake tokens written again after a slice: lost wake-ups
 
 
 def involuntary_switches() -> int:

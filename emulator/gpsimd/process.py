@@ -251,7 +251,7 @@ class WorkerProcess:
                 os.write(self.req_w, control.WAKE_TOKEN)
                 waits.woke += 1
                 if not (poll and self._spinner.poll(words, control.REPLY, sequence, timeout)):
-                    self._sleep_for_reply(sequence, deadline)
+                    self._sleep_for_reply(sequence, deadline, woken=True)
             elif not poll or worker_here:
                 self._sleep_for_reply(sequence, deadline)
             # Poll for the reply only while the worker runs the call (it took it in time), on
@@ -273,10 +273,14 @@ class WorkerProcess:
             raise
         return words[control.CODE]
 
-    def _sleep_for_reply(self, sequence: int, deadline: float) -> None:
+    def _sleep_for_reply(self, sequence: int, deadline: float, woken: bool = False) -> None:
         """Waits on the reply pipe (wake tokens) and the worker's pidfd until the page holds the
         reply to `sequence`: sleeps are short slices until one passes without a token (control.py:
-        lost wake-ups; a token left from an earlier call must not use the slice up)."""
+        lost wake-ups; a token left from an earlier call must not use the slice up). Unless this
+        call `woken` the worker (its token then waits in the pipe, however long the worker takes
+        to get a CPU), a slice that passes with the worker asleep and the call not taken means its
+        wake-up was lost (its flag and this request crossed): it is woken now, once. This side's
+        recovery is what lets the worker sleep on its pipe without a slice of its own."""
         words = self.control.words
         self.waits.slept += 1
         words[control.HOST_WAITING] = 1
@@ -288,6 +292,12 @@ class WorkerProcess:
                     raise TimeoutError
                 wait = min(control.FIRST_SLICE, remaining) if sliced else remaining
                 ready = select.select([self.resp_r, self.pidfd], [], [], wait)[0]
+                if (not ready and not woken and words[control.WORKER_WAITING]
+                        and words[control.TAKEN] != sequence):
+                    os.write(self.req_w, control.WAKE_TOKEN)
+                    self.waits.rewoke += 1
+                    woken = True
+                    continue
                 sliced = bool(ready)
                 if self.resp_r in ready:
                     # Only wake tokens come during a call (4 bytes, written at once): one read.

@@ -603,7 +603,7 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
             words[control.WORKER_PREEMPTED], words[control.WORKER_STALLS] = spinner.preempted, spinner.stalls
             words[control.WORKER_SLEPT] += slept_for != expected  # calls it slept for, not sleeps
             slept_for = expected
-            woken = _sleep(words, fd_in, expected, (control.FIRST_SLICE, None))
+            woken = _sleep(words, fd_in, expected, (None,))  # a lost wake-up: the host's slice
             if words[control.REQUEST] == expected:
                 if woken:
                     # The call's wake token (a JSON request never comes while a call waits):

@@ -21,9 +21,9 @@
 //     it was preempted (a gap between two looks at the clock with an involuntary context
 //     switch: then no polling for a while, from `backoff_first` doubled by each further
 //     preempted poll up to `backoff`);
-//   * else sleep on the request pipe: set WORKER_WAITING, sleep one short slice, look again,
-//     then sleep until the pipe is readable; a wake token is read, anything else returns to
-//     Python;
+//   * else sleep on the request pipe: set WORKER_WAITING, look again, then sleep until the pipe is
+//     readable (a lost wake-up is the host's to recover: control.py); a wake token is read,
+//     anything else returns to Python;
 //   * run the call: TAKEN, the call id checked against the calls prepared here, the CPU budget
 //     re-armed at most every `arm_every` seconds, ncc_gpsimd_run with its counters, text and
 //     error in the page, then CODE and REPLY (release stores), and a wake token for a host that
@@ -101,7 +101,7 @@ struct ncc_serve_config {
   uint32_t wake_token;     // the 4 bytes of an empty frame
   double cpu_seconds;      // CPU budget, re-armed at most every arm_every seconds of wall time
   double arm_every;
-  double first_slice;      // the first sleep's length (lost wake-ups, control.py)
+  double first_slice;      // unused: the host recovers lost wake-ups (control.py; kept for the layout)
   double preempted;        // a gap between two looks at the clock that means the CPU was lost
   double backoff;          // no polling for this long after a preempted poll
   double spin_floor;       // wait_plan's margin over twice the last gap
@@ -430,10 +430,8 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
       store(page + c.worker_waiting, 1);
       __atomic_thread_fence(__ATOMIC_SEQ_CST);
       int woken = 0;
-      if (load(page + c.request) != expected) {
-        woken = wait_readable(c.fd_in, c.first_slice);
-        if (woken == 0 && load(page + c.request) != expected) woken = wait_readable(c.fd_in, -1);
-      }
+      // No slice of its own against a lost wake-up: the host wakes it again (control.py).
+      if (load(page + c.request) != expected) woken = wait_readable(c.fd_in, -1);
       store(page + c.worker_waiting, 0);
       if (woken < 0) return 2;
       if (load(page + c.request) != expected) return 0;  // a JSON request (or the pipe's end)

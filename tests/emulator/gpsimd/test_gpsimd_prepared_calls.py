@@ -731,6 +731,77 @@ def test_a_gap_past_the_cap_is_slept_through_on_a_timer(private_runner, monkeypa
     assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
 
 
+def _doubling_after_one_call(private_runner):
+    """A private runner's prepared ``double_it`` on 1000 floats, called once: (runner, the call)."""
+    runner, host = private_runner("access_ops")
+    spec = TensorSpec("float32", (1000,))
+    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+    return runner, prepared
+
+
+def _sleep_state(pid: int) -> tuple[str, int]:
+    """Process `pid`'s main thread: its state letter (S: asleep) and how many times it has gone
+    to sleep so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    with open(f"/proc/{pid}/status") as f:
+        return state, next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_a_worker_asleep_on_its_pipe_stays_asleep_until_a_call_comes(private_runner, monkeypatch) -> None:
+    # It used to wake after a 1 ms slice in case its wake-up was lost: once in every gap longer
+    # than that (the main job's step's own work between graphs), for nothing. The host now
+    # recovers a lost wake-up (the next test), so the worker sleeps until a token comes. Seen
+    # from /proc: asleep within the slice's millisecond, and no further sleep begun 20 ms later.
+    monkeypatch.setattr(control, "worker_spin", lambda: 0.0)  # no polls, no timed sleeps
+    runner, prepared = _doubling_after_one_call(private_runner)
+    worker = runner._worker
+    woke = 0
+    for k in range(30):
+        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+        assert _wait_for(lambda: worker.control.words[control.WORKER_WAITING] == 1, 5.0)
+        flagged = time.monotonic()
+        state, before = _sleep_state(worker.proc.pid)
+        while state != "S" and time.monotonic() - flagged < 0.5 * control.FIRST_SLICE:
+            state, before = _sleep_state(worker.proc.pid)
+        if state != "S" or time.monotonic() - flagged > 0.8 * control.FIRST_SLICE:
+            continue  # not seen asleep early enough in the slice (a busy machine): again
+        time.sleep(20 * control.FIRST_SLICE)
+        if _sleep_state(worker.proc.pid) == ("S", before):
+            return
+        woke += 1
+        if woke >= 3:
+            break
+    pytest.fail(f"the worker asleep on its pipe woke by itself ({woke} times) or was never seen asleep "
+                "early in its sleep")
+
+
+def test_the_host_wakes_a_worker_whose_wake_up_was_lost(private_runner, monkeypatch) -> None:
+    # The crossing of control.py: the host wrote its request and read the worker's asleep flag
+    # before the worker's store of it reached memory, so it wrote no token, and the worker read
+    # the old request word and slept. Here the request is written by hand with no token; the
+    # host's first slice of sleep passes, it finds the worker asleep with the call not taken,
+    # and wakes it.
+    monkeypatch.setattr(control, "worker_spin", lambda: 0.0)
+    runner, prepared = _doubling_after_one_call(private_runner)
+    worker = runner._worker
+    words = worker.control.words
+    assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 5.0)
+    np.copyto(prepared.inputs[0], X + 2)
+    worker.sequence += 1
+    words[control.CALL] = prepared.id
+    words[control.REQUEST_AT] = time.monotonic_ns()
+    words[control.REQUEST] = worker.sequence
+    start = time.monotonic()
+    worker._sleep_for_reply(worker.sequence, start + 30)
+    assert time.monotonic() - start < 10
+    assert words[control.CODE] == 0 and worker.waits.rewoke == 1
+    assert np.array_equal(prepared.output.view(np.float32), 2 * (X + 2))
+    assert np.array_equal(runner.call(prepared, [X + 3]).output.view(np.float32), 2 * (X + 3))
+    assert worker.waits.rewoke == 1  # a call whose token the host wrote is never woken twice
+
+
 def test_under_load_the_worker_sleeps_through_a_gap_on_its_pipe(private_runner, monkeypatch) -> None:
     # Without a free CPU for each side (the cap is 0) there are no timed wake-ups either.
     monkeypatch.setattr(control, "worker_spin", lambda: 0.0)
