@@ -6,10 +6,7 @@ CollectiveError within the timeout; mismatched programs are named."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import hlo
 from emulator import load_artifact
 from emulator.collectives import run_devices
 from neuron_customcall.compiler import compile_module
+from tests.neuron_customcall.distributed import ranks
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).with_name("gloo_worker.py")
@@ -84,47 +82,18 @@ def _inputs(n: int) -> list[list[np.ndarray]]:
              rng.standard_normal((67, 251)).astype(np.float32)] for _ in range(n)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(tmp_path: Path, text: str, inputs: list[list[np.ndarray]], mode: str,
            timeout_s: float) -> list[subprocess.Popen]:
     """One worker process per rank (the env:// rendezvous torchrun would set up)."""
     (tmp_path / "m.hlo").write_text(text)
     np.savez(tmp_path / "in.npz", **{f"r{r}_{k}": a for r, ins in enumerate(inputs) for k, a in enumerate(ins)})
-    port = _free_port()
-    procs = []
-    for rank in range(len(inputs)):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE=str(len(inputs)), PYTHONPATH=str(ROOT), TEST_COLLECTIVE_TIMEOUT=str(timeout_s),
-                   JAX_PLATFORMS="cpu")
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), str(tmp_path / "m.hlo"), str(tmp_path / "in.npz"),
-                                       str(tmp_path / "out"), mode], env=env, cwd=ROOT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    return procs
+    return ranks.start(WORKER, [str(tmp_path / "m.hlo"), str(tmp_path / "in.npz"), str(tmp_path / "out"), mode],
+                       len(inputs), TEST_COLLECTIVE_TIMEOUT=str(timeout_s))
 
 
 def _finish(procs: list[subprocess.Popen], wait_for: int | None = None) -> list[int]:
     """The exit codes of the first `wait_for` ranks (all by default); the rest are killed."""
-    codes = []
-    try:
-        for rank, p in enumerate(procs[:wait_for]):
-            try:
-                out, _ = p.communicate(timeout=300)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"rank {rank} did not finish within 300 s")
-            if p.returncode not in (0, 2, 3):
-                pytest.fail(f"rank {rank} exited {p.returncode}:\n{out.decode(errors='replace')[-3000:]}")
-            codes.append(p.returncode)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return codes
+    return ranks.finish(procs, (0, 2, 3), wait_for)
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,20 +16,15 @@ import pytest
 
 from emulator.collectives import CollectiveError
 from neuron_customcall.distributed import rendezvous
+from tests.neuron_customcall.distributed import ranks
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).with_name("exit_worker.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _pair(mode: str, timeout_s: float) -> tuple[list[subprocess.CompletedProcess], float]:
     """Both processes' (returncode, output), and how long process 0 took in all."""
-    port = _free_port()
+    port = ranks.free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONFAULTHANDLER="1")
     start = time.monotonic()
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(rank), str(port), mode, str(timeout_s)], env=env,

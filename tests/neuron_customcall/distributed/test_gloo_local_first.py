@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import hlo
 from emulator import load_artifact
 from emulator.collectives import run_devices
 from neuron_customcall.compiler import compile_module
+from tests.neuron_customcall.distributed import ranks
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).with_name("local_first_worker.py")
@@ -50,19 +50,13 @@ ENTRY e {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_processes_of_two_devices_fold_locally_then_reduce_once_over_gloo(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     inputs = [[rng.standard_normal(1000).astype(np.float32), rng.integers(-2**31, 2**31, 300).astype(np.int32),
                rng.integers(0, 256, 70).astype(np.uint8)] for _ in range(4)]
     (tmp_path / "m.hlo").write_text(PROGRAM)
     np.savez(tmp_path / "in.npz", **{f"d{d}_{k}": a for d, ins in enumerate(inputs) for k, a in enumerate(ins)})
-    port = _free_port()
+    port = ranks.free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(rank), str(port), str(tmp_path / "m.hlo"),
                                str(tmp_path / "in.npz"), str(tmp_path / "out")], env=env, cwd=str(ROOT),

@@ -6,14 +6,12 @@ a rank that reaches another collective at a repeated call still fails on both ra
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.neuron_customcall.distributed import ranks
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).with_name("repeat_worker.py")
@@ -41,37 +39,11 @@ ENTRY e {
 RUNS = 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(tmp_path: Path, inputs: list[list[np.ndarray]]) -> list[int]:
     (tmp_path / "m.hlo").write_text(PROGRAM)
     np.savez(tmp_path / "in.npz", **{f"r{r}_{k}": a for r, ins in enumerate(inputs) for k, a in enumerate(ins)})
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(tmp_path / "m.hlo"), str(tmp_path / "in.npz"),
-                               str(tmp_path / "out"), str(RUNS)],
-                              env=dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                                       WORLD_SIZE="2", PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu"),
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for rank in range(2)]
-    codes = []
-    try:
-        for rank, p in enumerate(procs):
-            try:
-                out, _ = p.communicate(timeout=300)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"rank {rank} did not finish within 300 s")
-            if p.returncode not in (0, 2):
-                pytest.fail(f"rank {rank} exited {p.returncode}:\n{out.decode(errors='replace')[-3000:]}")
-            codes.append(p.returncode)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return codes
+    return ranks.finish(ranks.start(WORKER, [str(tmp_path / "m.hlo"), str(tmp_path / "in.npz"), str(tmp_path / "out"),
+                                             str(RUNS)], 2), (0, 2))
 
 
 def _inputs() -> list[list[np.ndarray]]:
