@@ -73,7 +73,16 @@ def _variants(ab: bool) -> dict[str, Any]:
         chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce
         chunked.reduce = _Chunked.reduce
         variants["chunked"] = chunked
+        blocking = GlooCommunicator()  # waits for gloo without polling (polling.py), as before session 13
+        blocking._poll_window = 0.0
+        variants["blocking"] = blocking
     return variants
+
+
+def _summary(walls: list[float], cpus: list[float]) -> dict[str, float]:
+    """A variant's calls: the median, mean and first quartile of their wall times, and their median CPU."""
+    return {"p50": statistics.median(walls), "mean": statistics.fmean(walls),
+            "p25": float(np.percentile(walls, 25)), "cpu": statistics.median(cpus)}
 
 
 def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict[str, tuple[float, float]]]]:
@@ -117,8 +126,7 @@ def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict
                     want = x + np.random.default_rng(1 - rank).standard_normal(n).astype(np.float32)
                     if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
                         raise SystemExit(f"{mb} MB: the emulator's all-reduce ({name}) differs from NumPy's sum")
-        med = statistics.median
-        rows.append((mb, {name: (med(w[1:]), med(c[1:])) for name, (w, c) in times.items()}))
+        rows.append((mb, {name: _summary(w[1:], c[1:]) for name, (w, c) in times.items()}))
     dist.destroy_process_group()
     return rows
 
@@ -151,20 +159,22 @@ def main(argv: list[str] | None = None) -> int:
           f"alternating; load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           f"(rank 0's times; {time.perf_counter() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU in all)")
     names = [name for name in rows[0][1] if name != "gloo"]
-    print(f"{'size':>7} " + " ".join(f"{name + ' wall':>12} {'ratio':>6} {'CPU':>7} {'ratio':>6}" for name in names)
-          + f" {'gloo wall':>10} {'CPU':>7}")
+    print(f"{'size':>7} {'variant':>8} {'wall p50':>9} {'ratio':>6} {'mean':>8} {'ratio':>6} {'p25':>8} {'ratio':>6} "
+          f"{'CPU p50':>8} {'ratio':>6}")
     from _results import Row, ratio_target, write_json
 
     out = []
     for mb, times in rows:
-        pw, pc = times["gloo"]
-        cells = [f"{w * 1e3:>10.1f}ms {w / pw:>5.2f}x {c * 1e3:>5.1f}ms {c / pc if pc else float('nan'):>5.2f}x"
-                 for w, c in (times[name] for name in names)]
-        print(f"{mb:>4} MB " + " ".join(cells) + f" {pw * 1e3:>8.1f}ms {pc * 1e3:>5.1f}ms")
-        ow = times["ours"][0]
-        text, met = ratio_target(ow, pw, TARGET_RATIO)
-        out.append(Row(SUITE, f"all-reduce {mb} MB f32, 2 processes", ow, "torch.distributed.all_reduce (gloo)",
-                       pw, text, met))
+        peer = times["gloo"]
+        for name in [*names, "gloo"]:
+            t = times[name]
+            cells = " ".join(f"{t[k] * 1e3:>6.2f}ms {t[k] / peer[k] if peer[k] else float('nan'):>5.2f}x"
+                             for k in ("p50", "mean", "p25", "cpu"))
+            print(f"{mb:>4} MB {name:>8} {cells}")
+        ours = times["ours"]
+        text, met = ratio_target(ours["p50"], peer["p50"], TARGET_RATIO)
+        out.append(Row(SUITE, f"all-reduce {mb} MB f32, 2 processes", ours["p50"], "torch.distributed.all_reduce (gloo)",
+                       peer["p50"], text, met))
     write_json(args.json, out)
     return 0
 

@@ -25,9 +25,10 @@ import datetime
 import hashlib
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from emulator.collectives.local import ThreadCommunicator, default_timeout
 from emulator.ops.common import REDUCERS
 from neuron_customcall.distributed import trailer
 from neuron_customcall.distributed.blocks import BlockPool
+from neuron_customcall.distributed.polling import PolledWait, window_from_env
 from neuron_customcall.distributed.rendezvous import GlooGroups, close_at_exit_later
 
 log = logging.getLogger(__name__)
@@ -94,12 +96,13 @@ def _mix(base: int, seq: int) -> int:
 _default_stores: list[Any] = []
 
 
-@dataclass(frozen=True)
-class _Probe:
+class _Probe(NamedTuple):
     """What a member waiting in a reduction says in its groups' store (GlooGroups.probe): the
     reduction's number among the groups' reductions (`step`), what it is (`what`: the same text
     on every member of the same collective), and where it waits (`where`: "B dtype reducer size",
-    a bucket's all_reduce, or "H seq device", a header exchange), which says how to release it."""
+    a bucket's all_reduce, or "H seq device", a header exchange), which says how to release it.
+    A tuple: one is made for every reduction, and read only by a wait that lasts past
+    PROBE_AFTER_S."""
 
     groups: GlooGroups
     step: int
@@ -131,6 +134,7 @@ class _BucketCall:
     count: int  # elements of the value (math.prod(shape))
     written: tuple[bytes, ...]  # trailer.tables
     reduced: tuple[bytes, ...]
+    waits: PolledWait  # whether its calls end soon enough to poll them (polling.py)
 
 
 def _torch_dtype(torch: Any, text: str) -> Any:
@@ -211,6 +215,7 @@ class GlooCommunicator:
         self._calls: dict[tuple[Any, ...], _BucketCall] = {}
         self._direct: dict[tuple[Any, ...], _BucketCall] = {}
         self._pools: dict[tuple[str, str, int], BlockPool] = {}
+        self._poll_window = window_from_env()
 
     def _process_groups(self) -> GlooGroups:
         if self._groups is None:
@@ -414,7 +419,7 @@ class GlooCommunicator:
         if bucket is not None:
             call = self._bucket_call(groups, key, group, value, reducer, what, options, op, peers, direct)
             return self._reduce_in_bucket(call, bucket, value, probe)
-        with self._gloo_errors(op, list(peers)):
+        with _GlooErrors(self, op, peers):
             groups.data.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
         return result
 
@@ -435,7 +440,7 @@ class GlooCommunicator:
                 groups, key, key[2], value.shape, reducer, options, op, peers,
                 _digest(f"{what} {value.dtype.str} {value.shape}"), f"{what} {value.dtype}{list(value.shape)}",
                 f"B {' '.join(map(str, key))}", pool, math.prod(value.shape),
-                *trailer.tables(reducer, value.dtype, len(peers) + 1))
+                *trailer.tables(reducer, value.dtype, len(peers) + 1), PolledWait(self._poll_window))
         if direct:
             self._direct[at] = call
         return call
@@ -466,8 +471,13 @@ class GlooCommunicator:
         at = size * buffer.itemsize
         block.raw[at:] = trailer.encode(digest, call.written)
         peers = call.peers
-        with self._gloo_errors(op, list(peers)):
-            self._wait([bucket.allreduce([block.tensor], call.options)], probe)
+        waits = call.waits
+        with _GlooErrors(self, op, peers):
+            posted = time.perf_counter()
+            works = (bucket.allreduce([block.tensor], call.options),)
+            waits.poll(works, posted)  # while its calls end within the window (polling.py)
+            self._wait(works, probe)
+            waits.learn(posted, time.perf_counter())
         if bytes(block.raw[at:]) != trailer.encode(digest, call.reduced):  # trailer.agrees
             if probe is not None:  # a member that waits elsewhere may have released this call: release it in turn
                 others = {r: said for r, said in self._others(probe).items()
@@ -664,7 +674,7 @@ class GlooCommunicator:
         waiting. gloo's all_gather was 5-15x slower than this on localhost for 16 MB."""
         groups, ranks = self._process_groups(), self._ranks
         group = groups.control if phase == 0 else groups.data
-        with self._gloo_errors(op, sorted(set(outs) | set(into))):
+        with _GlooErrors(self, op, sorted(set(outs) | set(into))):
             works = [group.send([torch.from_numpy(out)], ranks[d], self._tag(self.device, d, phase))
                      for d, out in outs.items()]
             works += [group.recv([torch.from_numpy(buf)], ranks[d], self._tag(d, self.device, phase))
@@ -674,29 +684,41 @@ class GlooCommunicator:
             for w in works:
                 w.wait()
 
-    @contextlib.contextmanager
-    def _gloo_errors(self, op: str, peers: list[int]) -> Iterator[None]:
-        """gloo's errors (a closed connection, a timeout) as a CollectiveError naming the peers; the
-        world's exchanges fail from then on. Inside, the groups count a pending call
-        (GlooGroups.in_use: exit closes only idle groups that never failed)."""
-        try:
-            with self._process_groups().in_use():
-                yield
-        except CollectiveError:
-            raise
-        except Exception as e:  # noqa: BLE001 - gloo raises RuntimeError and DistBackendError
-            text = str(e).splitlines()[0] if str(e) else type(e).__name__
-            cls = CollectiveTimeout if "timed out" in text.lower() or "timeout" in text.lower() else CollectiveError
-            ranks = self._ranks
-            raise self._fail(cls(f"{op} (call {self._seq}) over torch.distributed failed: a peer process "
-                                 f"(device(s) {peers} on process(es) {sorted({ranks[d] for d in peers})}) died, "
-                                 f"hung past {self.timeout_s:g} s (NEURON_RT_EXEC_TIMEOUT) or left: {text}",
-                                 devices=peers)) from e
-
     def _fail(self, error: CollectiveError) -> CollectiveError:
         if self._failure is None:
             self._failure = error
         return error
+
+
+class _GlooErrors:
+    """Around a device's gloo calls: gloo's errors (a closed connection, a timeout) as a
+    CollectiveError naming the peers, after which the world's exchanges fail. Inside, the groups
+    count a pending call (GlooGroups.in_use: exit closes only idle groups that never failed). A
+    class rather than a generator context manager: every all-reduce enters one, and between two
+    gloo calls (cold caches) the generator and its frames cost tens of microseconds."""
+
+    __slots__ = ("comm", "op", "peers", "in_use")
+
+    def __init__(self, comm: GlooCommunicator, op: str, peers: Sequence[int]) -> None:
+        self.comm, self.op, self.peers = comm, op, peers
+        self.in_use = comm._process_groups().in_use()
+
+    def __enter__(self) -> None:
+        self.in_use.__enter__()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        self.in_use.__exit__(kind, error, tb)
+        if error is None or isinstance(error, CollectiveError) or not isinstance(error, Exception):
+            return  # a KeyboardInterrupt and the like propagate as they are (in_use marked the groups failed)
+        # gloo raises RuntimeError and DistBackendError
+        comm, peers = self.comm, sorted(self.peers)
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        cls = CollectiveTimeout if "timed out" in text.lower() or "timeout" in text.lower() else CollectiveError
+        ranks = comm._ranks
+        raise comm._fail(cls(f"{self.op} (call {comm._seq}) over torch.distributed failed: a peer process "
+                             f"(device(s) {peers} on process(es) {sorted({ranks[d] for d in peers})}) died, "
+                             f"hung past {comm.timeout_s:g} s (NEURON_RT_EXEC_TIMEOUT) or left: {text}",
+                             devices=peers)) from error
 
 
 def run_on_process_group(executable: Any, inputs: Sequence[np.ndarray], *, num_replicas: int | None = None,

@@ -25,7 +25,7 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from emulator.collectives.comm import CollectiveError
@@ -36,6 +36,29 @@ log = logging.getLogger(__name__)
 PREFIX = "neuron_customcall/pjrt"
 #: Python stores kept alive for the groups built on them (one per group made here)
 _KEEP: list[Any] = []
+
+
+class _InUse:
+    """GlooGroups.in_use's context manager, one per GlooGroups (it keeps no state of its own
+    between enter and exit, so threads may share it): a class rather than a generator, since
+    every gloo call enters one."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self, groups: GlooGroups) -> None:
+        self.groups = groups
+
+    def __enter__(self) -> None:
+        groups = self.groups
+        with groups._lock:
+            groups._pending += 1
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        groups = self.groups
+        if error is not None and not isinstance(error, CollectiveError):
+            groups.failed = True
+        with groups._lock:
+            groups._pending -= 1
 
 
 class GlooGroups:
@@ -58,6 +81,7 @@ class GlooGroups:
     def __init__(self, data: Any, control: Any, store: Any = None,
                  timeout: datetime.timedelta | None = None, registered: bool = False) -> None:
         self._groups: tuple[Any, Any] | None = (data, control)
+        self._in_use = _InUse(self)
         self._lock = threading.Lock()
         self._pending = 0
         self.failed = False
@@ -128,23 +152,11 @@ class GlooGroups:
     def closed(self) -> bool:
         return self._groups is None
 
-    @contextlib.contextmanager
-    def in_use(self) -> Iterator[None]:
+    def in_use(self) -> _InUse:
         """Around a gloo call: pending while inside; gloo's own exception (a closed connection, a
         timeout) or an interruption marks the groups failed, since gloo may still hold the call's
         work; a CollectiveError of ours does not (see the class)."""
-        with self._lock:
-            self._pending += 1
-        try:
-            yield
-        except CollectiveError:
-            raise
-        except BaseException:
-            self.failed = True
-            raise
-        finally:
-            with self._lock:
-                self._pending -= 1
+        return self._in_use
 
     def fail(self) -> None:
         """A gloo call made through these groups may not have ended (its waits were given up)."""

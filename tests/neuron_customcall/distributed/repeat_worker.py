@@ -8,7 +8,8 @@ Run k's inputs are the rank's inputs times k + 1. A file `<hlo_path>.rank<r>.run
 module at run k instead. Writes out_prefix<rank>.run<k>.npz for every run (after the last), or
 out_prefix<rank>.txt with the error; out_prefix<rank>.pools.json: the buffers of each bucket
 after the kept runs, then after as many runs more whose results are dropped at once, then
-whether only the groups refer to each bucket group."""
+whether only the groups refer to each bucket group, then each reduction's polled waits and how
+many of them ended within the polling window."""
 from __future__ import annotations
 
 import gc
@@ -55,6 +56,8 @@ def main() -> int:
         # to stop gloo's threads while Python runs): none of the communicator's repeated calls does
         groups = comm._process_groups()
         pools.append([all(r is groups._buckets for r in gc.get_referrers(b)) for b in groups._buckets.values()])
+        # how each repeated reduction waited for gloo (polling.py): polled calls, and those that ended within the window
+        pools.append(sorted([call.waits.polled, call.waits.ended] for call in comm._calls.values()))
     except CollectiveError as e:
         with open(f"{out_prefix}{rank}.txt", "w") as f:
             f.write(f"{type(e).__name__}: {e}")

@@ -39,11 +39,11 @@ ENTRY e {
 RUNS = 4
 
 
-def _run(tmp_path: Path, inputs: list[list[np.ndarray]]) -> list[int]:
+def _run(tmp_path: Path, inputs: list[list[np.ndarray]], **env: str) -> list[int]:
     (tmp_path / "m.hlo").write_text(PROGRAM)
     np.savez(tmp_path / "in.npz", **{f"r{r}_{k}": a for r, ins in enumerate(inputs) for k, a in enumerate(ins)})
     return ranks.finish(ranks.start(WORKER, [str(tmp_path / "m.hlo"), str(tmp_path / "in.npz"), str(tmp_path / "out"),
-                                             str(RUNS)], 2), (0, 2))
+                                             str(RUNS)], 2, **env), (0, 2))
 
 
 def _inputs() -> list[list[np.ndarray]]:
@@ -66,11 +66,28 @@ def test_every_kept_result_of_a_repeated_all_reduce_is_its_own_run_s(tmp_path: P
                 assert g.dtype == w.dtype and g.shape == w.shape
                 np.testing.assert_array_equal(g, w, err_msg=f"run {k}, rank {rank}")
     for rank in range(2):
-        kept, dropped, only_groups_hold_buckets = json.loads((tmp_path / f"out{rank}.pools.json").read_text())
+        kept, dropped, only_groups_hold_buckets, _ = json.loads((tmp_path / f"out{rank}.pools.json").read_text())
         assert only_groups_hold_buckets == [True, True]
         # f32 add (two instructions share the bucket: two buffers a run), s32 maximum (one a run)
         assert sorted(kept.values()) == [RUNS, 2 * RUNS] and len(kept) == 2, kept
         assert sorted(dropped.values()) == [2, 2], dropped
+
+
+@pytest.mark.parametrize("window_us", ["", "0"])
+def test_a_repeated_all_reduce_polls_its_gloo_call_unless_told_not_to(tmp_path: Path, window_us: str) -> None:
+    """Each reduction's first wait polls (its score starts at 1; polling.py), and polled waits are
+    counted; NEURON_CUSTOMCALL_COLLECTIVE_POLL_US=0 never polls. Either way the results are right."""
+    inputs = _inputs()
+    env = {"NEURON_CUSTOMCALL_COLLECTIVE_POLL_US": window_us} if window_us else {}
+    assert _run(tmp_path, inputs, **env) == [0, 0]
+    with np.load(tmp_path / "out0.run0.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["arr_0"], inputs[0][0] + inputs[1][0])
+    for rank in range(2):
+        *_, waits = json.loads((tmp_path / f"out{rank}.pools.json").read_text())
+        assert len(waits) == 3, waits  # f_sum, g_sum and i_max, each its own reduction
+        for polled, ended in waits:
+            assert 0 <= ended <= polled <= 2 * RUNS
+            assert (polled >= 1) if not window_us else (polled == 0), waits
 
 
 GSUM = "  g_sum = f32[30,100] all-reduce(g), replica_groups={{0,1}}, to_apply=add\n"
