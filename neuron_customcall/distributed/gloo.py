@@ -132,8 +132,7 @@ class _BucketCall:
     where: str  # and where (_Probe)
     pool: BlockPool
     count: int  # elements of the value (math.prod(shape))
-    written: tuple[bytes, ...]  # trailer.tables
-    reduced: tuple[bytes, ...]
+    trailer: trailer.Codec
     waits: PolledWait  # whether its calls end soon enough to poll them (polling.py)
 
 
@@ -440,7 +439,7 @@ class GlooCommunicator:
                 groups, key, key[2], value.shape, reducer, options, op, peers,
                 _digest(f"{what} {value.dtype.str} {value.shape}"), f"{what} {value.dtype}{list(value.shape)}",
                 f"B {' '.join(map(str, key))}", pool, math.prod(value.shape),
-                *trailer.tables(reducer, value.dtype, len(peers) + 1), PolledWait(self._poll_window))
+                trailer.codec(reducer, value.dtype, len(peers) + 1), PolledWait(self._poll_window))
         if direct:
             self._direct[at] = call
         return call
@@ -469,7 +468,7 @@ class GlooCommunicator:
             buffer[count:size] = 0
         digest = _mix(call.base, self._seq)  # the same on every member
         at = size * buffer.itemsize
-        block.raw[at:] = trailer.encode(digest, call.written)
+        block.raw[at:] = call.trailer.encode(digest)
         peers = call.peers
         waits = call.waits
         with _GlooErrors(self, op, peers):
@@ -478,7 +477,7 @@ class GlooCommunicator:
             waits.poll(works, posted)  # while its calls end within the window (polling.py)
             self._wait(works, probe)
             waits.learn(posted, time.perf_counter())
-        if bytes(block.raw[at:]) != trailer.encode(digest, call.reduced):  # trailer.agrees
+        if not call.trailer.agrees(block.raw[at:], digest):
             if probe is not None:  # a member that waits elsewhere may have released this call: release it in turn
                 others = {r: said for r, said in self._others(probe).items()
                           if said[0].startswith("B ") and said[0] != probe.where}

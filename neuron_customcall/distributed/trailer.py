@@ -83,22 +83,41 @@ def _slots(first: int, second: int, dtype: np.dtype) -> tuple[bytes, ...]:
     return tuple(row.tobytes() for row in pairs.reshape(256, 16).astype(dtype))
 
 
-@functools.lru_cache(maxsize=None)
-def tables(reducer: str, dtype: np.dtype, members: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-    """(written, reduced) for `members` members reducing `dtype` values by `reducer`: octet value ->
-    the bytes of the 16 slots its bits are written as, and of those they read as after the
-    reduction when every member wrote them (`mine` in a bit's own slot, `other` in the rest). Made
-    once, so that a call's trailer is eight lookups (encode) and its check one comparison of bytes:
+@dataclass(frozen=True)
+class Codec:
+    """A trailer's bytes for `members` members reducing values of one dtype by one reducer:
+    `written` and `reduced` map an octet value to the bytes of the 16 slots its bits are written
+    as, and of those they read as after the reduction when every member wrote them (`mine` in a
+    bit's own slot, `other` in the rest). Made once per bucket call (`codec`), so that a call's
+    trailer is eight lookups (`encode`) and its check one comparison of bytes (`agrees`):
     unpacking the bits with NumPy cost ~100 us a call between two gloo calls, whose other threads
     and process leave the caches cold (benchmarks/collectives_gloo.md, session 12)."""
+
+    written: tuple[bytes, ...]
+    reduced: tuple[bytes, ...]
+
+    def encode(self, digest: int) -> bytes:
+        """The SLOTS slots' bytes of the DIGEST_BITS low bits of `digest`, as written: bit b's
+        pair is slots 2b (its own when set) and 2b + 1 (its own when clear)."""
+        return _encode(digest, self.written)
+
+    def agrees(self, raw: bytes | bytearray | memoryview, digest: int) -> bool:
+        """Whether the reduced trailer's bytes `raw` say every member wrote `digest` (see Rule).
+        Bytes compare as the values do: members write only zeros and ones, whose reductions have
+        one encoding each."""
+        return bytes(raw) == _encode(digest, self.reduced)
+
+
+@functools.lru_cache(maxsize=None)
+def codec(reducer: str, dtype: np.dtype, members: int) -> Codec:
+    """The Codec of `members` members reducing `dtype` values by `reducer` (a supported one)."""
     rule = RULES[reducer]
     dtype = np.dtype(dtype)
-    return _slots(rule.one, rule.zero, dtype), _slots(members if rule.mine is None else rule.mine, rule.other, dtype)
+    return Codec(_slots(rule.one, rule.zero, dtype),
+                 _slots(members if rule.mine is None else rule.mine, rule.other, dtype))
 
 
-def encode(digest: int, table: tuple[bytes, ...]) -> bytes:
-    """The SLOTS slots' bytes of the DIGEST_BITS low bits of `digest` by one of `tables`: bit b's
-    pair is slots 2b (its own when set) and 2b + 1 (its own when clear)."""
+def _encode(digest: int, table: tuple[bytes, ...]) -> bytes:
     return b"".join([table[v] for v in (digest & _MASK).to_bytes(DIGEST_BITS // 8, "little")])
 
 
@@ -107,12 +126,9 @@ _MASK = (1 << DIGEST_BITS) - 1
 
 def write(tail: np.ndarray, digest: int, reducer: str) -> None:
     """Fill the SLOTS-element trailer `tail` with the bits of `digest` by `reducer`'s rule."""
-    written, _ = tables(reducer, tail.dtype, 2)
-    tail[...] = np.frombuffer(encode(digest, written), tail.dtype)
+    tail[...] = np.frombuffer(codec(reducer, tail.dtype, 2).encode(digest), tail.dtype)
 
 
 def agrees(tail: np.ndarray, digest: int, reducer: str, members: int) -> bool:
-    """Whether the reduced trailer says every member wrote `digest` (see Rule). Bytes compare as
-    the values do: members write only zeros and ones, whose reductions have one encoding each."""
-    _, reduced = tables(reducer, tail.dtype, members)
-    return np.ascontiguousarray(tail).tobytes() == encode(digest, reduced)
+    """Whether the reduced trailer `tail` says every member of `members` wrote `digest`."""
+    return codec(reducer, tail.dtype, members).agrees(np.ascontiguousarray(tail).tobytes(), digest)

@@ -70,8 +70,8 @@ def test_bit_b_is_written_in_slots_2b_and_2b_plus_1_and_read_back_by_bytes() -> 
     bits = [(digest >> b) & 1 for b in range(trailer.DIGEST_BITS)]
     np.testing.assert_array_equal(tail[0::2], bits)
     np.testing.assert_array_equal(tail[1::2], [1 - b for b in bits])
-    written, reduced = trailer.tables("add", np.dtype(np.float32), 3)
-    assert trailer.encode(digest, written) == tail.tobytes()
-    assert trailer.encode(digest, reduced) == (tail * 3).tobytes()
+    codec = trailer.codec("add", np.dtype(np.float32), 3)
+    assert codec.encode(digest) == tail.tobytes()
+    assert codec.agrees((tail * 3).tobytes(), digest) and not codec.agrees((tail * 2).tobytes(), digest)
     assert trailer.agrees(tail * 3, digest, "add", 3) and not trailer.agrees(tail * 2, digest, "add", 3)
-    assert trailer.encode(digest | (1 << 64), written) == tail.tobytes()  # only the low 64 bits
+    assert codec.encode(digest | (1 << 64)) == tail.tobytes()  # only the low 64 bits
