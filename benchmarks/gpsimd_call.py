@@ -23,7 +23,13 @@ What a compiled graph executes per custom-call is `emulator.gpsimd.call.OpCall._
   ctypes, the kernel called on the same prepared arguments, inputs copied in and the output copied
   out as the call does): what isolation costs is the difference;
 * ``bare pipe``: a 16-byte round trip to an echoing child process (blocking reads), the cost of
-  two process wake-ups with no work.
+  two process wake-ups with no work;
+* ``inside the main job's compiled graph``: not an imitation but the graph itself
+  (benchmarks/_gpsimd_graph.py): a process of its own trains the main job's model through
+  torch_xla on PJRT_DEVICE=NEURON (its step with four custom-calls, the host's own work between
+  steps), and each GpSimd call the compiled program makes is timed from the host's clocks, served
+  in turn by the worker and by the in-process floor of the same op, a round of each after every
+  round of the cases above; with each mode's step time, the graph's run time and CPU per step.
 
 Per case, over all its calls of every round: the median and 90th percentile of each call's wall
 time, the median of each call's host CPU time (this thread's), and the worker's CPU per call (all
@@ -35,12 +41,11 @@ The machine's load average is printed before and after, with the worker's poll c
 chose from its load (control.worker_spin); ``--spin US`` fixes the cap instead (both sides then
 poll whatever the load: a measurement of the polls themselves, as for choosing the cap).
 
-Run: ``python benchmarks/gpsimd_call.py [--quick] [--spin US] [--json PATH]``.
+Run: ``python benchmarks/gpsimd_call.py [--quick] [--spin US] [--graph-steps N] [--json PATH]``.
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import os
 import statistics
@@ -57,8 +62,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import _gpsimd_graph  # noqa: E402
+from benchmarks._gpsimd_measure import SHARES, WAITS, InProcess, task_cpu_ns, waits  # noqa: E402
 from benchmarks._results import Row, write_json  # noqa: E402
-from emulator.gpsimd import abi, args as gargs, control  # noqa: E402
+from emulator.gpsimd import args as gargs, control  # noqa: E402
 from emulator.gpsimd.call import OpCall  # noqa: E402
 from emulator.gpsimd.library import HostLibrary  # noqa: E402
 from emulator.gpsimd.runner import GpSimdRunner, runner_for  # noqa: E402
@@ -88,54 +95,6 @@ def build_library() -> Path:
     directory = Path(tempfile.gettempdir()) / f"neuron_customcall_bench_{os.getuid()}_{checkout}" / "relu"
     request = build.make_request("relu", [RELU / "relu.cpp"], [RELU / "shape.cpp"], directory, False, False, [])
     return build.build(request)
-
-
-def task_cpu_ns(pid: int) -> int:
-    """CPU nanoseconds of all threads of `pid` (schedstat's first field)."""
-    total = 0
-    base = f"/proc/{pid}/task"
-    for tid in os.listdir(base):
-        try:
-            with open(f"{base}/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total
-
-
-class InProcess:
-    """The same request handled in this process: the library loaded with ctypes (benchmark only:
-    the project never loads a user's library into the host), the kernel called through
-    ncc_gpsimd_run on prepared ncc_args, inputs copied in and the output copied out."""
-
-    def __init__(self, path: Path, host: HostLibrary, name: str, ninputs: int) -> None:
-        self.lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-        abi.bind(self.lib)
-        op = host.descriptor.op(name)
-        self.index = op.index
-        self.function = ctypes.cast(self.lib[op.symbol], ctypes.c_void_p).value
-        self.inputs = [np.zeros(SHAPE, np.float32) for _ in range(ninputs)]
-        self.output = np.zeros(SHAPE, np.float32)
-        self.array = (abi.NccArg * ninputs)()
-        for arg, buf in zip(self.array, self.inputs):
-            gargs.fill(arg, gargs.tensor_fields(gargs.TensorSpec("float32", SHAPE)), buf.ctypes.data)
-        self.dst = abi.NccArg()
-        gargs.fill(self.dst, gargs.tensor_fields(gargs.TensorSpec("float32", SHAPE)), self.output.ctypes.data)
-        self.counters = abi.NccCounters()
-        self.text = ctypes.create_string_buffer(abi.TEXT_CAPACITY)
-        self.text_len = ctypes.c_size_t(0)
-        self.err = ctypes.create_string_buffer(abi.ERROR_CAPACITY)
-        self.ninputs = ninputs
-
-    def __call__(self, *arrays: np.ndarray) -> np.ndarray:
-        for buf, a in zip(self.inputs, arrays):
-            np.copyto(buf, a)
-        code = self.lib.ncc_gpsimd_run(self.index, self.function, self.array, self.ninputs, ctypes.byref(self.dst),
-                                       1, ctypes.byref(self.counters), self.text, len(self.text),
-                                       ctypes.byref(self.text_len), self.err, len(self.err))
-        if code != 0:
-            raise RuntimeError(self.err.value.decode())
-        return self.output.copy()
 
 
 def python_loop_runner(path: Path) -> GpSimdRunner:
@@ -209,27 +168,6 @@ def step_gaps(varies: float = 0.0) -> Callable[[], None]:
     return between
 
 
-#: Who waited how (`waits`): the host's sleeps and the sleeping workers it woke
-#: (control.HostWaits), the worker's sleeps, the calls its poll found (control page words
-#: 13-14), its sleeps timed to end before the expected call and its polls given up because the
-#: host was on its CPU (words 27-28), the calls after which it followed no plan because the gap's
-#: plans had been missing (word 30), its polls stopped as preempted (word 15), the host's polls
-#: stopped as preempted, and the stalls of each side's CPU polled through (control.Spinner: a
-#: gap without a context switch).
-WAITS = ("host slept", "woke worker", "worker slept", "worker polled", "worker timed", "worker on host's CPU",
-         "worker unplanned", "worker preempted", "host preempted", "worker stalls", "host stalls")
-SHARES = 7  # the first SHARES of WAITS are printed as shares of the calls
-
-
-def waits(runner: GpSimdRunner) -> tuple[int, ...]:
-    """The counts of `WAITS` so far for the runner's worker."""
-    worker = runner._worker
-    assert worker is not None
-    words = worker.control.words
-    return (worker.waits.slept, worker.waits.woke, words[control.WORKER_SLEPT], words[control.WORKER_POLLED],
-            words[control.WORKER_TIMED], words[control.WORKER_SHARED], words[control.WORKER_UNPLANNED],
-            words[control.WORKER_PREEMPTED],
-            worker._spinner.preempted, words[control.WORKER_STALLS], worker._spinner.stalls)
 
 
 class StepCalls:
@@ -324,6 +262,69 @@ def wait_shares(rounds: list[Round]) -> str:
     return f"{shares}; {rest[0]}+{rest[1]}; {rest[2]}+{rest[3]}"
 
 
+def graph_rounds(answers: list[dict]) -> dict[str, list[Round]]:
+    """One graph mode's answers (benchmarks._gpsimd_graph._run) as Rounds by call label, and over
+    the four calls of a step ("all four"); the GpSimd worker's CPU over a round shared by its calls."""
+    rounds: dict[str, list[Round]] = {}
+    for a in answers:
+        calls = sum(len(v) for v in a["calls"].values())
+        for label in a["calls"]:
+            walls, cpus = a["calls"][label], a["cpus"][label]
+            rounds.setdefault(label, []).append(Round(walls, cpus, a["peer_cpu"] * len(walls) // calls))
+        rounds.setdefault("all four", []).append(
+            Round([w for v in a["calls"].values() for w in v], [c for v in a["cpus"].values() for c in v],
+                  a["peer_cpu"], tuple(a["waits"])))
+    return rounds
+
+
+#: The main job's four calls of a step, in their order.
+STEP_ORDER = ("relu_forward 32x120", "relu_forward 32x84", "relu_backward 32x84", "relu_backward 32x120")
+
+
+def report_graph(in_graph: dict[str, list[dict]], info: dict, steps: int) -> list[Row]:
+    """Prints the calls timed inside the main job's compiled graph, each mode's step and graph run
+    times and CPU, and gives a row per call (the worker against the in-process floor)."""
+    answers = in_graph["worker"]
+    print(f"  inside the main job's compiled graph (torch_xla, PJRT_DEVICE=NEURON; its training step, the host's "
+          f"own work between steps; {len(answers)} rounds x {steps} steps a mode, interleaved; fused native code "
+          f"{'on' if info.get('native') else 'off'}): each call's wall and host CPU from the host's clocks around "
+          "the call the graph makes, served by the worker or by the in-process floor")
+    caps = [c * 1e6 for a in answers for c in a["spin"]]
+    print(f"  the graph process's worker poll cap over its worker rounds (the host's choice from its load, or --spin): "
+          f"{min(caps):.0f}-{max(caps):.0f} us")
+    print(f"  {'call':31s} {'served by':21s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}"
+          "  waits (the worker's, over the four)")
+    rounds = {mode: graph_rounds(in_graph[mode]) for mode in _gpsimd_graph.MODES}
+    summaries = {mode: {label: Summary.of(r) for label, r in by_label.items()} for mode, by_label in rounds.items()}
+    for label in (*STEP_ORDER, "all four"):
+        for mode in _gpsimd_graph.MODES:
+            s = summaries[mode][label]
+            served = "the worker" if mode == "worker" else "the in-process floor"
+            shares = wait_shares(rounds[mode][label]) if mode == "worker" else ""
+            print(f"  {label:31s} {served:21s} {s.p50:7.1f} {s.p90:7.1f} {s.mean:7.1f} {s.host_cpu:9.1f} "
+                  f"{s.peer_cpu:9.1f}  {shares}")
+    print("  per step, us: wall p50 and p90 (the step: batch, forward and backward traced, mark_step, item), "
+          "the graph's run p50, CPU per step (this process, all threads + the GpSimd worker; median over rounds)")
+    for mode in _gpsimd_graph.MODES:
+        a = in_graph[mode]
+        walls = sorted(w for r in a for w in r["steps"])
+        runs = sorted(w for r in a for w in r["runs"])
+        cpu = statistics.median((r["own_cpu"] + r["peer_cpu"]) / len(r["steps"]) for r in a)
+        own = statistics.median(r["own_cpu"] / len(r["steps"]) for r in a)
+        served = "the worker" if mode == "worker" else "the in-process floor"
+        p90 = walls[min(len(walls) - 1, len(walls) * 9 // 10)]
+        print(f"  calls served by {served:21s} step {walls[len(walls) // 2] / 1e3:8.1f} {p90 / 1e3:8.1f}  "
+              f"graph run {runs[len(runs) // 2] / 1e3:8.1f}  CPU {cpu / 1e3:8.1f} (host {own / 1e3:.1f})")
+    rows = []
+    for label in (*STEP_ORDER, "all four"):
+        ours, floor = summaries["worker"][label].p50, summaries["floor"][label].p50
+        which = "the main job's four ReLU calls" if label == "all four" else f"ReLU {label.split('_')[1]}"
+        rows.append(Row(SUITE, f"{which} per call, inside the main job's compiled graph (torch_xla)", ours * 1e-6,
+                        "the same call in-process, in the same graph", floor * 1e-6, f"<= {TARGET_US:g} us per call",
+                        ours <= TARGET_US))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls, to check the script")
@@ -331,15 +332,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--spin", type=float, metavar="US",
                         help="the worker's poll cap in us, whatever the load (default: the host's choice)")
+    parser.add_argument("--graph-steps", type=int, default=200,
+                        help="training steps of the main job's compiled graph per mode and round")
+    parser.add_argument("--graph-warmup", type=int, default=150,
+                        help="steps before the graph's rounds (default 150: past the fused native code's swap)")
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--graph-serve", type=int, metavar="WARMUP", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.rounds, args.calls = 3, 200
     if args.spin is not None:
         control.may_poll = lambda: True  # type: ignore[assignment]  # the host polls too
         control.worker_spin = lambda: args.spin * 1e-6  # type: ignore[assignment]
+    if args.graph_serve is not None:
+        _gpsimd_graph.serve(args.graph_serve)
+        return
+    if args.quick:
+        args.rounds, args.calls, args.graph_steps = 3, 200, 40
     load_before = os.getloadavg()
     spin_before = control.worker_spin()
+    graph = _gpsimd_graph.GraphProcess(args.graph_warmup, args.spin)  # its start-up overlaps this set-up
     path = build_library()
     host = HostLibrary(path)
     spec = gargs.TensorSpec("float32", SHAPE)
@@ -352,8 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     forward_py = OpCall(str(path), host.descriptor.op("relu_forward"), [("tensor", None)], spec)
     backward_py = OpCall(str(path), host.descriptor.op("relu_backward"), [("tensor", None), ("tensor", None)], spec)
     forward_py._runner = backward_py._runner = python_runner
-    floor_f = InProcess(path, host, "relu_forward", 1)
-    floor_b = InProcess(path, host, "relu_backward", 2)
+    floor_f = InProcess(path, host.descriptor.op("relu_forward"), [spec], spec)
+    floor_b = InProcess(path, host.descriptor.op("relu_backward"), [spec, spec], spec)
     step = StepCalls(path, host, rng)
     if not step.check():
         raise SystemExit("the step's four ReLU calls: a result differs from NumPy's")
@@ -377,6 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(200):
         work()
     work_us = (time.perf_counter() - t0) / 200 * 1e6
+    graph_info = graph.ready()
     native_counts = lambda: waits(forward.runner)  # noqa: E731
     python_counts = lambda: waits(python_runner)  # noqa: E731
     cases = [
@@ -390,15 +401,19 @@ def main(argv: list[str] | None = None) -> None:
         ("bare pipe round trip", pipe, (), pipe.pid, None),
     ]
     results: dict[tuple[str, str], list[Round]] = {}
-    for _ in range(args.rounds):
+    in_graph: dict[str, list[dict]] = {mode: [] for mode in _gpsimd_graph.MODES}
+    for k in range(args.rounds):
         for pattern, between in (("back to back", None), ("host work between", work), ("a step's gaps", step_gaps()),
                                  ("a step's varying gaps", step_gaps(STEP_GAP_VARIES))):
             for label, fn, inputs, pid, counts in cases:
                 results.setdefault((label, pattern), []).append(
                     measure(fn, inputs, args.calls, pid, between, counts))
+        for mode in _gpsimd_graph.MODES[::1 if k % 2 == 0 else -1]:  # each mode first in every other round
+            in_graph[mode].append(graph.steps(mode, args.graph_steps))
     late_us = native.control.words[control.WORKER_LATE] / 1e3
     pipe.close()
     python_runner.close()
+    graph.close()
     load_after = os.getloadavg()
     spin_after = control.worker_spin()
     print(f"GpSimd call, ReLU {SHAPE[0]}x{SHAPE[1]} fp32 (the main job's), {args.rounds} rounds x {args.calls} calls, "
@@ -433,6 +448,7 @@ def main(argv: list[str] | None = None) -> None:
                        "the forward request in-process", floor * 1e-6, f"<= {TARGET_US:g} us per call",
                        ours <= TARGET_US))
     print(f"  the worker's estimate of how late its timed sleeps end: {late_us:.1f} us")
+    out += report_graph(in_graph, graph_info, args.graph_steps)
     print(f"  target: <= {TARGET_US:g} us per call inside a graph")
     write_json(args.json, out)
 

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -82,8 +83,10 @@ def tree_cpu_seconds(root: int) -> float:
     return total
 
 
-def worker(device: str) -> None:
-    """Reads "steps N" lines, answers one JSON line per command: wall and CPU seconds, losses."""
+def training_step(device: str) -> Callable[[], float]:
+    """The main job's training step on this process's PJRT device (`device`: NEURON, with the C++
+    ReLU, or CPU, with torch.relu), as the main job runs it: each call trains on the next batch
+    and returns the step's loss. Also used by benchmarks/_gpsimd_graph.py."""
     import torch
     import torch_xla
     import torch_xla.core.xla_model as xm
@@ -117,6 +120,12 @@ def worker(device: str) -> None:
         done += 1
         return loss.item()
 
+    return step
+
+
+def worker(device: str) -> None:
+    """Reads "steps N" lines, answers one JSON line per command: wall and CPU seconds, losses."""
+    step = training_step(device)
     for line in sys.stdin:
         steps = int(line.split()[1])
         cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
