@@ -582,6 +582,43 @@ def test_the_gap_a_worker_learns_is_the_hosts_not_its_own_wake_up() -> None:
     assert control.request_gap(-(1 << 62), replied, replied + 3e-3) == 0.0
 
 
+def _write_call(worker: WorkerProcess, call_id: int, cap: float, request_at_ns: int, host_cpu: int | None = None,
+                ahead: float | None = None) -> int:
+    """A prepared call written into the page as WorkerProcess.call writes it, with the words the
+    worker's plans read given by the test: the poll cap, the host's request time (word
+    REQUEST_AT: the gap the worker learns, control.request_gap), and when given the host's CPU
+    and the longest gap to sleep through (words HOST_CPU, WAKE_AHEAD); no wake token. Returns
+    its sequence number."""
+    words = worker.control.words
+    worker.sequence += 1
+    words[control.POLL] = int(cap * 1e9)
+    if host_cpu is not None:
+        words[control.HOST_CPU] = host_cpu
+    if ahead is not None:
+        words[control.WAKE_AHEAD] = int(ahead * 1e9)
+    words[control.CALL] = call_id
+    words[control.REQUEST_AT] = request_at_ns
+    words[control.REQUEST] = worker.sequence
+    return worker.sequence
+
+
+def _await_reply(worker: WorkerProcess, sequence: int, wake: bool = True, seconds: float = 10.0) -> bool:
+    """Whether the reply to call `sequence` came within `seconds`; with `wake`, a worker seen
+    asleep without having taken it gets a wake token, once, as the host gives one (a token that
+    crosses the worker's own look at the page only wakes its next sleep for nothing)."""
+    import os
+
+    words = worker.control.words
+    deadline = time.monotonic() + seconds
+    while words[control.REPLY] != sequence:
+        if time.monotonic() > deadline:
+            return False
+        if wake and words[control.WORKER_WAITING] == 1 and words[control.TAKEN] != sequence:
+            os.write(worker.req_w, control.WAKE_TOKEN)
+            wake = False
+    return True
+
+
 def _call_by_hand(worker: WorkerProcess, call_id: int, cap: float, token: bool, after: float = 0.0) -> None:
     """A prepared call written into the page as WorkerProcess.call does, `after` seconds from now
     (busy); without `token`, a worker asleep in its first slice sees it only when the slice ends
@@ -593,11 +630,7 @@ def _call_by_hand(worker: WorkerProcess, call_id: int, cap: float, token: bool, 
     while time.monotonic() < end:
         pass
     words = worker.control.words
-    worker.sequence += 1
-    words[control.POLL] = int(cap * 1e9)
-    words[control.CALL] = call_id
-    words[control.REQUEST_AT] = time.monotonic_ns()
-    words[control.REQUEST] = worker.sequence
+    _write_call(worker, call_id, cap, time.monotonic_ns())
     late = time.monotonic() + (0.0 if token else 0.5)
     deadline = late + 10
     while words[control.REPLY] != worker.sequence:
@@ -677,58 +710,82 @@ def _wait_for(condition, seconds: float = 5.0) -> bool:
     return True
 
 
+#: The gap the test below gives the worker before a call, through word REQUEST_AT: past the
+#: 50 us poll cap, within the longest gap it may sleep through (control.SLEEP_THROUGH_MAX) by
+#: more than a loaded machine's usual delay, and long enough for the test to write the next call
+#: during the timed sleep the worker plans from it.
+GAP = 10e-3
+
+
 def test_a_gap_past_the_cap_is_slept_through_on_a_timer(private_runner, monkeypatch) -> None:
     # The main job's 174 us gap, and the step's own before the next step: longer than the 50 us
     # cap, so the worker slept on its pipe and each such call paid a wake-up by the host
     # (session 10: 59.5 us a call). Now it sleeps on a timer until just before the call it
     # expects and then polls: a call written during that sleep, with no wake token, is taken
-    # when the timer ends, with no sleep on the pipe.
-    import os
-
-    cap = 50e-6
+    # when the timer ends, with no sleep on the pipe (which has no time-out: only a token ends it).
+    # The gap it learns is the host's (word REQUEST_AT, control.request_gap), written here as
+    # GAP after the reply the test saw, the call written no earlier: whatever the load does to
+    # the test's sleeps, the worker learns GAP, give or take how long the test took to see the
+    # reply. What is left to the machine is that the test sees replies and writes the next call
+    # within a few milliseconds: an attempt where it did not (timed by the test's own clock) is
+    # tried again with a new worker.
+    cap, ahead = 50e-6, control.SLEEP_THROUGH_MAX
     monkeypatch.setattr(control, "worker_spin", lambda: cap)
-    runner, host = private_runner("access_ops")
+    monkeypatch.setattr(host_module, "current_cpu", lambda: -1)  # the host's own call: no CPU, no nap
     spec = TensorSpec("float32", (1000,))
-    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
-    worker = runner._worker
-    words = worker.control.words
-    for k in range(50):
-        # The gap it learns: 1 ms, past the cap. Five in a row: the call written early below
-        # makes the next plan (from its short gap) miss the call 1 ms later, and a gap that does
-        # not repeat is not planned for (control.next_score); the calls that repeat it keep the
-        # plan's score up (unless a busy machine stretches them: see below).
-        for _ in range(5):
-            _busy(1e-3)
-            assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
-        timed, slept = words[control.WORKER_TIMED], words[control.WORKER_SLEPT]
-        if not _wait_for(lambda: words[control.WORKER_WAITING] == 1, 1.0):
+    slow = []
+    for attempt in range(30):
+        runner, host = private_runner("access_ops")
+        prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+        assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)  # registers it
+        worker = runner._worker
+        words = worker.control.words
+        assert words[control.WAKE_AHEAD] == int(control.SLEEP_THROUGH * 1e9)  # the host's word while it may poll
+        # Call 0 after a gap of 0: the worker's plan after it is a short poll, then its pipe.
+        written = time.monotonic()
+        assert _await_reply(worker, _write_call(worker, prepared.id, cap, 0, -1, ahead))
+        seen = time.monotonic()
+        # Call 1, GAP after call 0's reply (at most `ahead` after the worker's: checked below).
+        time.sleep(GAP)
+        timed = words[control.WORKER_TIMED]
+        first = time.monotonic()
+        assert _await_reply(worker, _write_call(worker, prepared.id, cap, int((seen + GAP) * 1e9), -1, ahead))
+        answered = time.monotonic()
+        if seen - written > ahead - GAP - control.LEAD_MAX:
+            slow.append(f"call 0's reply seen {1e3 * (seen - written):.1f} ms after it")
             continue
-        worker.sequence += 1  # the call, as WorkerProcess.call writes it, but no token
-        words[control.CALL] = prepared.id
-        words[control.REQUEST_AT] = time.monotonic_ns()
-        words[control.REQUEST] = worker.sequence
-        if not _wait_for(lambda: words[control.REPLY] == worker.sequence, 1.0):
-            os.write(worker.req_w, control.WAKE_TOKEN)  # it was asleep on its pipe after all
-            assert _wait_for(lambda: words[control.REPLY] == worker.sequence, 10), "no reply"
+        # After call 1 it sleeps on a timer for the gap less its lead (LEAD_MAX at most).
+        assert _wait_for(lambda: words[control.WORKER_TIMED] > timed), "no timed sleep after a gap past the cap"
+        next_poll = words[control.NEXT_POLL] * 1e-9  # the timed plan's poll, written before its sleep
+        # Call 2 during that sleep, with no token and none pending. Its gap, GAP after call 1
+        # was written, is at least 1 ms when call 1's reply came within GAP - 1 ms: after call
+        # 2 the worker sleeps on a timer again.
+        np.copyto(prepared.inputs[0], X + 1)
+        pending = _pending(worker.req_w)
+        second = time.monotonic()
+        sequence = _write_call(worker, prepared.id, cap, int((first + GAP) * 1e9), -1, ahead)
+        if second - first > GAP - control.LEAD_MAX or answered - first > GAP - 1e-3 or pending:
+            slow.append(f"call 1's reply seen {1e3 * (answered - first):.1f} ms after it, call 2 written "
+                        f"{1e3 * (second - first):.1f} ms after it, {pending} bytes of tokens pending")
+            assert _await_reply(worker, sequence)
             continue
-        if (words[control.WORKER_TIMED], words[control.WORKER_SLEPT]) == (timed + 1, slept):
-            break
-    else:
-        if words[control.WORKER_UNPLANNED] and host_module.free_cpus() < control.POLL_CPUS:
-            # Other processes preempted the host's busy waits, so that its 1 ms gaps varied by
-            # more than the plan's window, and the worker stopped following plans that missed,
-            # as it should on such a machine (under load the host allows it no timed sleeps).
-            pytest.skip("the machine's load made the host's 1 ms gaps irregular: the worker stopped "
-                        "following its plans")
-        pytest.fail("no call written during the worker's timed sleep was taken when its timer ended "
-                    f"(timed sleeps {words[control.WORKER_TIMED]}, plans not followed "
-                    f"{words[control.WORKER_UNPLANNED]}, sleeps on the pipe {words[control.WORKER_SLEPT]}, "
-                    f"lateness {words[control.WORKER_LATE] / 1e3:.0f} us)")
-    assert words[control.CODE] == 0
-    assert cap < words[control.NEXT_POLL] * 1e-9 <= control.LEAD_MAX + control.WORKER_SPIN_SPARE
-    assert words[control.WAKE_AHEAD] == int(control.SLEEP_THROUGH * 1e9)
-    assert 0 < words[control.WORKER_LATE] <= 10**9  # its estimate of a timed sleep's lateness, ns
-    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+        assert _await_reply(worker, sequence, wake=False), (
+            "no call written during the worker's timed sleep was taken when its timer ended "
+            f"(timed sleeps {words[control.WORKER_TIMED]}, sleeps on the pipe {words[control.WORKER_SLEPT]})")
+        assert words[control.CODE] == 0
+        assert np.array_equal(prepared.output.view(np.float32), 2 * (X + 1))
+        assert cap < next_poll <= control.LEAD_MAX + control.WORKER_SPIN_SPARE
+        # No call 3 comes: the timer after call 2 ends, the worker times how late, polls, and
+        # sleeps on its pipe.
+        # (Its lateness estimate is written only then: no earlier timer ended without a call,
+        # and with the host's CPU unknown it never napped.)
+        assert _wait_for(lambda: words[control.WORKER_LATE] > 0, 10), "no timed sleep after call 2, or no end"
+        assert words[control.WORKER_TIMED] >= timed + 2
+        assert words[control.WORKER_LATE] <= 10**9  # its estimate of a timed sleep's lateness, ns
+        assert _await_reply(worker, _write_call(worker, prepared.id, cap, time.monotonic_ns()))
+        assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+        return
+    pytest.fail(f"the test was too slow to check the worker in 30 attempts: {'; '.join(slow)}")
 
 
 def _doubling_after_one_call(private_runner):
@@ -820,40 +877,53 @@ def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private
     # Host and worker on one CPU: a polling worker holds the CPU the host needs to send the next
     # call. It sleeps a moment instead (its timer's wake-up puts it on an idle CPU) and then
     # polls; a nap that left it on the host's CPU stops its naps for a while (control.BACKOFF).
-    # Here the worker is pinned to one CPU and the host's CPU faked to be that one.
+    # Here the worker is pinned to one CPU and each call written by hand with the host's CPU
+    # word that CPU (or another), and a gap of 0 (word REQUEST_AT), so that the worker's plan
+    # after every call is a short poll whatever the load does to the test's timing. Each call
+    # waits for the worker asleep on its pipe after its nap or poll (word WORKER_SLEPT), so the
+    # worker's decision after it has been made; the back-off's 100 ms is checked against the
+    # test's own clock, and an attempt too slow to tell is tried again after it.
     import os
 
-    monkeypatch.setattr(control, "worker_spin", lambda: 900e-6)
-    runner, host = private_runner("access_ops")
-    spec = TensorSpec("float32", (1000,))
-    prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
+    cap = 900e-6
+    monkeypatch.setattr(control, "worker_spin", lambda: cap)
+    monkeypatch.setattr(host_module, "current_cpu", lambda: -1)  # the host's own call: no CPU, no nap
+    runner, prepared = _doubling_after_one_call(private_runner)
     worker = runner._worker
     words = worker.control.words
     cpu = min(os.sched_getaffinity(worker.proc.pid))
     os.sched_setaffinity(worker.proc.pid, {cpu})
-    monkeypatch.setattr(host_module, "current_cpu", lambda: cpu)
 
-    def pair(k: int) -> tuple[int, float]:
-        """Two calls in a row (the worker polls after the second for as long as it came); the
-        worker's naps on the host's CPU after the second, and when that call was answered."""
-        assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
-        shared = words[control.WORKER_SHARED]
-        assert np.array_equal(runner.call(prepared, [X - k]).output.view(np.float32), 2 * (X - k))
-        answered = time.monotonic()
-        _wait_for(lambda: words[control.WORKER_WAITING] == 1, 1.0)  # past its nap and poll
-        return words[control.WORKER_SHARED] - shared, answered
+    def call(k: int, host_cpu: int) -> tuple[int, float]:
+        """Call k with the host's CPU word `host_cpu`: the worker's naps on the host's CPU after
+        it, and when it was written."""
+        assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)  # asleep on its pipe
+        slept, shared = words[control.WORKER_SLEPT], words[control.WORKER_SHARED]
+        np.copyto(prepared.inputs[0], X + k)
+        written = time.monotonic()
+        assert _await_reply(worker, _write_call(worker, prepared.id, cap, 0, host_cpu))
+        assert words[control.CODE] == 0
+        assert np.array_equal(prepared.output.view(np.float32), 2 * (X + k))
+        assert _wait_for(lambda: words[control.WORKER_SLEPT] > slept, 10)  # its nap or poll is over
+        return words[control.WORKER_SHARED] - shared, written
 
-    for k in range(20):
-        time.sleep(1.5 * control.BACKOFF)  # past the back-off of an earlier nap
-        naps, answered = pair(k)
-        if naps == 1:
+    for attempt in range(10):
+        naps, first = call(2 * attempt, cpu)
+        assert naps == 1  # the host on its CPU, and no nap within the back-off: a nap
+        assert words[control.WORKER_CPU] == cpu
+        naps, _ = call(2 * attempt + 1, cpu)
+        if time.monotonic() - first < control.BACKOFF:
+            # It decided after the second call before now, and the back-off runs from the end of
+            # its nap after the first call, which it took after `first`.
+            assert naps == 0  # no nap within the back-off: the last one left it on the host's CPU
             break
+        time.sleep(control.BACKOFF)  # too slow to tell: past any back-off, again
     else:
-        pytest.fail("the worker never napped on the host's CPU")
-    assert words[control.WORKER_CPU] == cpu
-    naps, later = pair(1)
-    if later - answered < control.BACKOFF / 2:  # (a busy machine may delay the test that long)
-        assert naps == 0  # no nap within the back-off: the last one left it on the host's CPU
+        pytest.fail("the test never made two calls within the back-off")
+    time.sleep(control.BACKOFF)
+    assert call(100, -1)[0] == 0  # past the back-off, with the host elsewhere: a poll
+    time.sleep(control.BACKOFF)
+    assert call(101, cpu)[0] == 1  # past the back-off, with the host on its CPU: a nap
 
 
 def test_a_host_that_finds_the_worker_on_its_cpu_sleeps_instead_of_polling(monkeypatch) -> None:
