@@ -1,7 +1,11 @@
 """benchmarks/gpsimd_multicore.py: a quick run gives a row per ReLU variant (emulator wall time
-against the cost model's estimate), and the published trn1 figures' implied split is consistent
-(not a timed test)."""
+against the cost model's estimate) and prints each variant's real parallelism, the cost model's
+speed-up and the published trn1 ratio; the published figures' implied split is consistent (not a
+timed test)."""
 from __future__ import annotations
+
+import os
+import re
 
 import pytest
 
@@ -12,10 +16,18 @@ from tests.sdk.subproc import ROOT, check, run_python
 
 def test_a_quick_run_gives_a_row_per_variant(tmp_path):
     out = tmp_path / "rows.json"
-    check(run_python([str(ROOT / "benchmarks" / "gpsimd_multicore.py"), "--quick", "--json", str(out)]))
+    printed = check(run_python([str(ROOT / "benchmarks" / "gpsimd_multicore.py"), "--quick", "--json", str(out)]))
     rows = read_json(out)
     assert [r.workload.split(":")[0] for r in rows] == ["element-wise accessor", "TCM accessor", "TCM on 8 cores"]
     assert all(r.ours_s > 0 and r.peer_s > 0 for r in rows)
+    # Issue 14's report: each variant's real parallelism on this host (the worker's CPU over its
+    # wall time: at most the host's cores, whatever the 8 emulated ones), the cost model's
+    # speed-up and the tutorial's published trn1 ratio beside it.
+    for title, published in (("element-wise accessor", "1.0x"), ("TCM accessor", "27.3x"), ("TCM on 8 cores", "33.3x")):
+        line = re.search(rf"^  {title} +\S+ ms +\S+ ms +(\S+) +\S+ us +\S+x +(\S+)x +(\S+)$", printed, re.M)
+        assert line, title
+        assert 0 <= float(line[1]) <= (os.cpu_count() or 1) + 0.5
+        assert float(line[2]) > 0 and line[3] == published
 
 
 def test_the_implied_split_reproduces_the_published_throughputs():
