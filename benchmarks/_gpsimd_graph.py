@@ -40,7 +40,12 @@ MODES = ("worker", "floor")
 class TimedCall:
     """Stands in for one GpSimdCall's OpCall: times every call and serves it by the OpCall
     (mode "worker") or the in-process floor (mode "floor"); the first call after `check` is set
-    is served by both and their results compared (the floor must compute what the worker does)."""
+    is served by both and their results compared (the floor must compute what the worker does).
+    Also keeps the host's gap before each call: from the end of the previous GpSimd call of any
+    op (the gaps the worker plans its waits by, control.wait_plan)."""
+
+    #: When the latest GpSimd call of the step ended (perf_counter ns; 0: none yet), for all ops.
+    _ended = [0]
 
     def __init__(self, op_call: Any) -> None:
         from emulator.gpsimd.args import TensorSpec
@@ -54,6 +59,7 @@ class TimedCall:
         self.check = True
         self.walls: dict[str, list[int]] = {}
         self.cpus: dict[str, list[int]] = {}
+        self.gaps: dict[str, list[int]] = {}
 
     @property
     def last(self) -> Any:
@@ -86,6 +92,9 @@ class TimedCall:
         label = self.label(arrays)
         self.walls.setdefault(label, []).append(t1 - t0)
         self.cpus.setdefault(label, []).append(c1 - c0)
+        if self._ended[0]:
+            self.gaps.setdefault(label, []).append(t0 - self._ended[0])
+        self._ended[0] = t1
         if self.check:
             self.check = False
             other = self.op_call(*arrays) if self.mode == "floor" else self._floor(arrays)(*arrays)
@@ -93,11 +102,11 @@ class TimedCall:
                 raise SystemExit(f"{label}: the in-process floor's result differs from the worker's")
         return out
 
-    def take(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-        """The calls timed since the last take: (walls, host CPU) in ns by label."""
-        walls, cpus = self.walls, self.cpus
-        self.walls, self.cpus = {}, {}
-        return walls, cpus
+    def take(self) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+        """The calls timed since the last take: (walls, host CPU, gaps before) in ns by label."""
+        walls, cpus, gaps = self.walls, self.cpus, self.gaps
+        self.walls, self.cpus, self.gaps = {}, {}, {}
+        return walls, cpus, gaps
 
 
 class TimedExecutable:
@@ -165,8 +174,8 @@ def serve(warmup: int) -> None:
 
 def _run(step: Any, timed: list[TimedCall], executable: TimedExecutable, runner: Any, mode: str,
          steps: int) -> dict[str, Any]:
-    """`steps` steps with the calls served in `mode`: each call's wall and host CPU (ns, by
-    label), each step's wall and each graph run's wall (ns), this process's CPU (all threads)
+    """`steps` steps with the calls served in `mode`: each call's wall, host CPU and the host's
+    gap before it (ns, by label), each step's wall and each graph run's wall (ns), this process's CPU (all threads)
     and the GpSimd worker's over the steps (ns), the counts of who waited how (WAITS) over the
     steps, the losses, and the worker's poll cap (s) the host chose before and after them."""
     from benchmarks._gpsimd_measure import task_cpu_ns, waits
@@ -188,15 +197,17 @@ def _run(step: Any, timed: list[TimedCall], executable: TimedExecutable, runner:
     own, peer, waits1 = time.process_time_ns() - own0, task_cpu_ns(pid) - peer0, waits(runner)
     calls: dict[str, list[int]] = {}
     cpus: dict[str, list[int]] = {}
+    gaps: dict[str, list[int]] = {}
     for t in timed:
-        w, c = t.take()
+        w, c, g = t.take()
         calls.update(w)
         cpus.update(c)
+        gaps.update(g)
     if sorted(len(v) for v in calls.values()) != [steps] * 4:
         raise SystemExit(f"expected four GpSimd calls a step, timed {[(k, len(v)) for k, v in calls.items()]}")
     if not all(np.isfinite(losses)):
         raise SystemExit("the step's loss is not finite")
-    return {"calls": calls, "cpus": cpus, "steps": walls, "runs": list(executable.runs), "own_cpu": own,
+    return {"calls": calls, "cpus": cpus, "gaps": gaps, "steps": walls, "runs": list(executable.runs), "own_cpu": own,
             "peer_cpu": peer, "waits": [b - a for a, b in zip(waits0, waits1)], "losses": losses,
             "spin": [spin, control.worker_spin()]}
 

@@ -292,8 +292,10 @@ def report_graph(in_graph: dict[str, list[dict]], info: dict, steps: int) -> lis
     caps = [c * 1e6 for a in answers for c in a["spin"]]
     print(f"  the graph process's worker poll cap over its worker rounds (the host's choice from its load, or --spin): "
           f"{min(caps):.0f}-{max(caps):.0f} us")
+    print("  us per call as above, and the host's gap before the call (from the end of the step's previous GpSimd "
+          "call, the previous step's last for the first): p10, p50, p90")
     print(f"  {'call':31s} {'served by':21s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}"
-          "  waits (the worker's, over the four)")
+          f"  {'gap before':>20s}  waits (the worker's, over the four)")
     rounds = {mode: graph_rounds(in_graph[mode]) for mode in _gpsimd_graph.MODES}
     summaries = {mode: {label: Summary.of(r) for label, r in by_label.items()} for mode, by_label in rounds.items()}
     for label in (*STEP_ORDER, "all four"):
@@ -301,8 +303,11 @@ def report_graph(in_graph: dict[str, list[dict]], info: dict, steps: int) -> lis
             s = summaries[mode][label]
             served = "the worker" if mode == "worker" else "the in-process floor"
             shares = wait_shares(rounds[mode][label]) if mode == "worker" else ""
+            gaps = sorted(g for a in in_graph[mode] for key, v in a["gaps"].items() if label in (key, "all four")
+                          for g in v)
+            spread = " ".join(f"{gaps[min(len(gaps) - 1, len(gaps) * q // 10)] / 1e3:6.0f}" for q in (1, 5, 9))
             print(f"  {label:31s} {served:21s} {s.p50:7.1f} {s.p90:7.1f} {s.mean:7.1f} {s.host_cpu:9.1f} "
-                  f"{s.peer_cpu:9.1f}  {shares}")
+                  f"{s.peer_cpu:9.1f}  {spread:>20s}  {shares}")
     print("  per step, us: wall p50 and p90 (the step: batch, forward and backward traced, mark_step, item), "
           "the graph's run p50, CPU per step (this process, all threads + the GpSimd worker; median over rounds)")
     for mode in _gpsimd_graph.MODES:

@@ -25,12 +25,14 @@ def test_one_round_gives_a_row_per_op_and_pattern(tmp_path):
         "ReLU forward 32x120", "ReLU forward 32x84", "ReLU backward 32x84", "ReLU backward 32x120",
         "the main job's four ReLU calls"]
     assert all(r.peer == "the same call in-process, in the same graph" for r in rows if in_graph in r.workload)
-    # The graph's calls, each served by the worker and by the floor, with the worker's waits over
-    # the four, and the step's and the graph run's times in each mode.
+    # The graph's calls, each served by the worker and by the floor, with the gaps before them and
+    # the worker's waits over the four, and the step's and the graph run's times in each mode.
     for label in ("relu_forward 32x120", "relu_forward 32x84", "relu_backward 32x84", "relu_backward 32x120",
                   "all four"):
         for served in ("the worker", "the in-process floor"):
-            assert re.search(rf"^  {label} +{served} +(\d+\.\d +){{5}}", printed, re.M), (label, served)
+            # p50, p90, mean, host CPU, peer CPU, then the host's gap before the call: p10, p50, p90
+            line = rf"^  {label} +{served} +(\d+\.\d +){{5}}(-?\d+ +){{2}}-?\d+"
+            assert re.search(line, printed, re.M), (label, served)
     assert re.search(r"^  all four +the worker .* (\d+/){6}\d+; \d+\+\d+; \d+\+\d+$", printed, re.M)
     assert len(re.findall(r"^  calls served by .* step .* graph run .* CPU ", printed, re.M)) == 2
     assert all(r.ours_s > 0 and r.peer_s > 0 and r.target == "<= 25 us per call" for r in rows)
