@@ -8,13 +8,17 @@ of the same bytes between the same two processes never did: the stall comes with
 between its threads (its loop thread receives, a condition variable wakes the waiter), each a
 wake-up of a thread whose CPU may have gone idle. A waiter that polls the call keeps its CPU
 busy, and yields it to any thread that wants it (`os.sched_yield`), so gloo's own threads run at
-once when their data arrives: measured in the same rounds, the stalled share fell and a 4 MB
-all-reduce took 0.7-0.85x the time of a blocking one, with the same CPU time per call.
+once when their data arrives: measured in the same rounds, fewer calls stalled and the median
+and mean call were faster than blocking ones at 1 and 4 MB, for about the same CPU time per
+call (gloo's threads sleep and wake less; benchmarks/collectives_gloo.md, session 13).
 
 Polling pays only while the call ends soon: each bucket call (GlooCommunicator.reduce's
-_BucketCall) keeps a score of how often its calls ended within `POLL_S` of being posted, polled
-or not. Below `HIT_MIN` (a host so busy that calls take longer, a slow network between hosts)
-its waits block from the first moment, as gloo's do, until its calls end within the window again.
+_BucketCall) keeps how long its calls usually take (`typical`, polled or not), and polls a call
+for up to twice that, at least `POLL_S` and at most the window (`POLL_MAX_S`): a 4 MB call polled
+only for its first 1.5 ms then blocked through the rest, and its stalls with it. A score says how
+often its calls ended within their poll; below `HIT_MIN` (a host so busy that calls take longer,
+a slow network between hosts, values that take longer than the window to cross) its waits block
+from the first moment, as gloo's do, until its calls end within the window again.
 `NEURON_CUSTOMCALL_COLLECTIVE_POLL_US` sets the window (0: never poll).
 """
 from __future__ import annotations
@@ -27,10 +31,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: The longest a waiter polls a call before it blocks: three times a 1 MB all-reduce's usual
-#: time on localhost, and the first steps of a 4 MB one (1.5 ms gave 4 MB the best times of the
-#: windows tried, 0.8, 1.5 and 3 ms; benchmarks/collectives_gloo.md, session 13).
+#: The shortest poll: three times a 1 MB all-reduce's usual time on localhost.
 POLL_S = 1.5e-3
+#: The longest (the window): a 4 MB all-reduce on localhost takes 2.3-3 ms when it does not stall.
+POLL_MAX_S = 6e-3
+#: A call is polled for up to this many times its reduction's typical duration (within the above).
+POLL_FACTOR = 2.0
 ENV = "NEURON_CUSTOMCALL_COLLECTIVE_POLL_US"
 #: A call's waits poll while its score (how often its calls ended within the window) is at least this.
 HIT_MIN = 0.5
@@ -40,41 +46,49 @@ HIT_WEIGHT = 0.25
 
 
 def window_from_env() -> float:
-    """The polling window in seconds from NEURON_CUSTOMCALL_COLLECTIVE_POLL_US (default POLL_S;
-    a value that is not a number of microseconds from 0 to 100000 is logged and ignored)."""
+    """The polling window in seconds from NEURON_CUSTOMCALL_COLLECTIVE_POLL_US (default
+    POLL_MAX_S; a value that is not a number of microseconds from 0 to 100000 is logged and
+    ignored)."""
     raw = os.environ.get(ENV, "").strip()
     if not raw:
-        return POLL_S
+        return POLL_MAX_S
     try:
         us = float(raw)
     except ValueError:
         us = -1.0
     if not 0 <= us <= 100_000:
-        log.warning("%s=%r is not a number of microseconds from 0 to 100000; polling for %g us", ENV, raw,
-                    POLL_S * 1e6)
-        return POLL_S
+        log.warning("%s=%r is not a number of microseconds from 0 to 100000; polling for up to %g us", ENV, raw,
+                    POLL_MAX_S * 1e6)
+        return POLL_MAX_S
     return us * 1e-6
 
 
 class PolledWait:
-    """The polling of one kind of call (one bucket call): its score, and the poll itself."""
+    """The polling of one kind of call (one bucket call): how long its calls take, its score,
+    and the poll itself."""
 
-    __slots__ = ("window", "score", "polled", "ended")
+    __slots__ = ("window", "typical", "score", "polled", "ended")
 
     def __init__(self, window: float) -> None:
         self.window = window
+        self.typical = POLL_S / POLL_FACTOR  # the calls' typical duration (a moving average)
         self.score = 1.0
         self.polled = 0  # calls whose wait polled (diagnostics)
-        self.ended = 0  # of them, ended within the window
+        self.ended = 0  # of them, ended within their poll
+
+    def limit(self) -> float:
+        """How long the next call is polled: twice its reduction's typical duration, at least
+        POLL_S, at most the window."""
+        return min(self.window, max(POLL_S, POLL_FACTOR * self.typical))
 
     def poll(self, works: Sequence[Any], posted: float) -> None:
         """Poll `works` (gloo Work objects, posted at perf_counter() `posted`) until they complete
-        or the window ends, if this call's score says it pays. The caller then waits as before:
+        or the poll's limit, if this call's score says it pays. The caller then waits as before:
         at once, for works that completed (a failed one raises there)."""
         if self.window <= 0 or self.score < HIT_MIN:
             return
         self.polled += 1
-        end = posted + self.window
+        end = posted + self.limit()
         clock, yield_cpu = time.perf_counter, os.sched_yield
         for work in works:
             while not work.is_completed():
@@ -84,6 +98,9 @@ class PolledWait:
         self.ended += 1
 
     def learn(self, posted: float, ended: float) -> None:
-        """Count a call that ended at `ended` (posted at `posted`): whether it ended within the window."""
-        hit = 1.0 if ended - posted <= self.window else 0.0
+        """Count a call that ended at `ended` (posted at `posted`): its duration, and whether it
+        ended within the window (a call that took longer can not have been polled to its end)."""
+        took = ended - posted
+        hit = 1.0 if took <= self.window else 0.0
         self.score += HIT_WEIGHT * (hit - self.score)
+        self.typical += HIT_WEIGHT * (min(took, self.window) - self.typical)
