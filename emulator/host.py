@@ -223,6 +223,46 @@ def free_cpus() -> int:
     return _read().free
 
 
+#: The kernel's CPU pressure (PSI): the cumulative microseconds in which some runnable task
+#: waited for a CPU ("some ... total=").
+PRESSURE_FILE = "/proc/pressure/cpu"
+_pressure: tuple[float, int, float | None] | None = None  # (when, total us, the share it gave)
+
+
+def _pressure_total() -> tuple[int, float] | None:
+    """(total us, avg10 share) of the "some" line of PRESSURE_FILE; None without PSI."""
+    try:
+        with open(PRESSURE_FILE, "rb") as f:
+            line = f.readline()
+        fields = dict(field.split(b"=", 1) for field in line.split()[1:])
+        return int(fields[b"total"]), float(fields[b"avg10"]) / 100.0
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def cpu_pressure() -> float | None:
+    """The share of time, over the last READING_SECONDS or more, in which some runnable task of
+    the machine waited for a CPU (the kernel's pressure stall information; its 10 s average at
+    the first reading); None where the kernel does not say. Why beside free_cpus: a process that
+    polls makes the CPU time of others look small (on a 2-CPU host, a poller holding one CPU
+    leaves others at most one), while the tasks it keeps waiting show here."""
+    global _pressure
+    now = _clock()
+    if _pressure is not None and now - _pressure[0] < READING_SECONDS:
+        return _pressure[2]
+    read = _pressure_total()
+    if read is None:
+        _pressure = (now, 0, None)
+        return None
+    total, avg10 = read
+    if _pressure is not None and 0.0 < now - _pressure[0] <= WINDOW_SECONDS:
+        share = min(1.0, max(0.0, (total - _pressure[1]) * 1e-6 / (now - _pressure[0])))
+    else:
+        share = avg10
+    _pressure = (now, total, share)
+    return share
+
+
 _sched_getcpu = None  # libc's sched_getcpu, bound at first use
 
 
@@ -250,6 +290,7 @@ def current_cpu() -> int:
 
 def forget_reading() -> None:
     """Read the machine afresh next time, with no CPU-time window (tests that fake it call this)."""
-    global _reading, _counters
+    global _reading, _counters, _pressure
     _reading = None
     _counters = None
+    _pressure = None

@@ -18,7 +18,10 @@ for up to twice that, at least `POLL_S` and at most the window (`POLL_MAX_S`): a
 only for its first 1.5 ms then blocked through the rest, and its stalls with it. A score says how
 often its calls ended within their poll; below `HIT_MIN` (a host so busy that calls take longer,
 a slow network between hosts, values that take longer than the window to cross) its waits block
-from the first moment, as gloo's do, until its calls end within the window again.
+from the first moment, as gloo's do, until its calls end within the window again. Nor does a
+waiter poll while runnable tasks wait for a CPU more than `PRESSURE_MAX` of the time (the
+kernel's CPU pressure, emulator.host.cpu_pressure): there a poller would hold a CPU others
+want, where a sleeper woken by gloo costs nobody anything.
 `NEURON_CUSTOMCALL_COLLECTIVE_POLL_US` sets the window (0: never poll).
 """
 from __future__ import annotations
@@ -29,6 +32,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from emulator import host
+
 log = logging.getLogger(__name__)
 
 #: The shortest poll: three times a 1 MB all-reduce's usual time on localhost.
@@ -38,6 +43,8 @@ POLL_MAX_S = 6e-3
 #: A call is polled for up to this many times its reduction's typical duration (within the above).
 POLL_FACTOR = 2.0
 ENV = "NEURON_CUSTOMCALL_COLLECTIVE_POLL_US"
+#: Waiters poll only while some task waited for a CPU at most this share of the last second.
+PRESSURE_MAX = 0.25
 #: A call's waits poll while its score (how often its calls ended within the window) is at least this.
 HIT_MIN = 0.5
 #: The weight of the latest call in the score: from 1, three calls in a row past the window stop
@@ -85,7 +92,7 @@ class PolledWait:
         """Poll `works` (gloo Work objects, posted at perf_counter() `posted`) until they complete
         or the poll's limit, if this call's score says it pays. The caller then waits as before:
         at once, for works that completed (a failed one raises there)."""
-        if self.window <= 0 or self.score < HIT_MIN:
+        if self.window <= 0 or self.score < HIT_MIN or (host.cpu_pressure() or 0.0) > PRESSURE_MAX:
             return
         self.polled += 1
         end = posted + self.limit()

@@ -179,3 +179,23 @@ def test_real_reading_is_sane():
 def test_the_current_cpu_is_one_this_thread_may_run_on() -> None:
     # The GpSimd host and worker write theirs into the control page (control.shares_cpu).
     assert host.current_cpu() in os.sched_getaffinity(0)
+
+
+def test_cpu_pressure_is_the_share_of_the_window_in_which_tasks_waited(machine, monkeypatch, tmp_path):
+    """The kernel's "some" total over the last window (its 10 s average at the first reading);
+    one reading a second; None without the file."""
+    psi = tmp_path / "cpu"
+    monkeypatch.setattr(host, "PRESSURE_FILE", str(psi))
+
+    def write(total_us: int, avg10: float) -> None:
+        psi.write_text(f"some avg10={avg10:.2f} avg60=0.00 avg300=0.00 total={total_us}\n"
+                       "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    write(5_000_000, 12.5)
+    assert host.cpu_pressure() == pytest.approx(0.125)
+    write(5_600_000, 12.5)  # 0.6 s of waiting ...
+    assert host.cpu_pressure() == pytest.approx(0.125)  # ... not read within a second
+    machine.advance(2.0, others=0.0)
+    assert host.cpu_pressure() == pytest.approx(0.3)  # 0.6 s in 2 s
+    psi.unlink()
+    machine.advance(2.0, others=0.0)
+    assert host.cpu_pressure() is None

@@ -7,8 +7,15 @@ import time
 
 import pytest
 
+from emulator import host
 from neuron_customcall.distributed import polling
 from neuron_customcall.distributed.polling import PolledWait
+
+
+@pytest.fixture(autouse=True)
+def idle_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No task waits for a CPU (unless a test says otherwise): waits may poll."""
+    monkeypatch.setattr(host, "cpu_pressure", lambda: 0.0)
 
 
 class _Work:
@@ -22,10 +29,14 @@ class _Work:
         return self.after is not None and self.looks > self.after
 
 
+#: a call posted a minute from now: its poll can not reach its limit however slowly this runs
+LATER = 60.0
+
+
 def test_a_call_that_completes_within_the_window_is_polled_to_its_end() -> None:
     waits = PolledWait(1.0)
     works = (_Work(0), _Work(5))
-    waits.poll(works, time.perf_counter())
+    waits.poll(works, time.perf_counter() + LATER)
     assert [w.looks for w in works] == [1, 6]
     assert (waits.polled, waits.ended) == (1, 1)
 
@@ -36,7 +47,7 @@ def test_a_poll_stops_at_its_limit() -> None:
     work = _Work(None)
     posted = time.perf_counter()
     waits.poll((work,), posted)
-    assert time.perf_counter() - posted >= polling.POLL_S and work.looks > 1
+    assert time.perf_counter() - posted >= polling.POLL_S and work.looks >= 1
     assert (waits.polled, waits.ended) == (1, 0)
 
 
@@ -77,6 +88,16 @@ def test_the_poll_grows_with_the_calls_typical_time_up_to_the_window() -> None:
     for _ in range(3):
         waits.learn(0.0, 0.1)
     assert waits.limit() == pytest.approx(6e-3) and waits.score < polling.HIT_MIN
+
+
+@pytest.mark.parametrize(("pressure", "polls"), [(None, True), (0.0, True), (0.2, True), (0.3, False), (0.9, False)])
+def test_no_poll_while_tasks_wait_for_a_cpu(monkeypatch: pytest.MonkeyPatch, pressure: float | None,
+                                            polls: bool) -> None:
+    monkeypatch.setattr(host, "cpu_pressure", lambda: pressure)
+    waits = PolledWait(1.0)
+    work = _Work(3)
+    waits.poll((work,), time.perf_counter() + LATER)
+    assert (work.looks, waits.polled) == ((4, 1) if polls else (0, 0))
 
 
 def test_a_window_of_zero_never_polls() -> None:
