@@ -8,15 +8,23 @@ trailer that checks the call afterwards (neuron_customcall/distributed/trailer.p
 `--ab` adds, in the same rounds, "headers": the all-reduce as it was before (session 10: a header
 exchange with the peer on a second gloo group, then gloo's all_reduce), and "chunked": the path
 for the reductions gloo lacks and from 6 MB (reduce-scatter, fold in group order, all-gather over
-point-to-point messages, headers on their own group, recycled results).
+point-to-point messages, headers on their own group, recycled results), and "blocking": ours
+waiting for gloo's call without polling it (neuron_customcall/distributed/polling.py); `--blocking`
+adds only that one.
 Every variant starts after a barrier on a group of its own, so that none follows a small exchange
 on its own connections, and the variants take turns in going first. gloo's operand is refilled
 with NumPy before its barrier (as ours copies with NumPy): torch's copy_ wakes its intra-op
 threads, whose spinning slowed the next gloo call 3x on this 2-CPU host (1 MB: 9-12 ms against
 1.4-1.8 ms, measured at load 4-5).
 
-Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--json PATH]``
-(it starts its second rank itself, on localhost).
+Per variant and size: the median, mean and first quartile of the calls' wall times (at 64 KB-4 MB
+gloo's own calls are bimodal on this host, 0.5 or 3-4 ms at 1 MB, in a share that changes from
+minute to minute: a median alone flips with it, the mean is the calls' total time, the first
+quartile the calls that did not stall), and the median CPU time of the process; ratios against
+gloo's. The JSON row carries the medians. Small sizes need a few hundred runs to settle.
+
+Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--blocking]
+[--json PATH]`` (it starts its second rank itself, on localhost).
 """
 from __future__ import annotations
 
@@ -58,7 +66,7 @@ class _Chunked:
         return None
 
 
-def _variants(ab: bool) -> dict[str, Any]:
+def _variants(ab: bool, blocking: bool = False) -> dict[str, Any]:
     """name -> the communicator each variant of ours runs with (built by every rank in this order)."""
     import torch.distributed as dist
 
@@ -73,9 +81,10 @@ def _variants(ab: bool) -> dict[str, Any]:
         chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce
         chunked.reduce = _Chunked.reduce
         variants["chunked"] = chunked
-        blocking = GlooCommunicator()  # waits for gloo without polling (polling.py), as before session 13
-        blocking._poll_window = 0.0
-        variants["blocking"] = blocking
+    if ab or blocking:
+        waits = GlooCommunicator()  # waits for gloo without polling (polling.py), as before session 13
+        waits._poll_window = 0.0
+        variants["blocking"] = waits
     return variants
 
 
@@ -85,7 +94,8 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, float]:
             "p25": float(np.percentile(walls, 25)), "cpu": statistics.median(cpus)}
 
 
-def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict[str, tuple[float, float]]]]:
+def _rank_main(sizes_mb: list[int], runs: int, ab: bool, blocking: bool = False
+               ) -> list[tuple[int, dict[str, dict[str, float]]]]:
     """In each rank, per size: variant -> (median wall, median CPU); the variants are ours (and
     `headers` and `chunked` with --ab) and "gloo"."""
     import torch
@@ -98,7 +108,7 @@ def _rank_main(sizes_mb: list[int], runs: int, ab: bool) -> list[tuple[int, dict
 
     torch.set_num_threads(1)  # no intra-op threads spinning beside gloo's (both sides copy with NumPy anyway)
     dist.init_process_group("gloo", init_method="env://")
-    variants = _variants(ab)
+    variants = _variants(ab, blocking)
     barrier = dist.new_group(backend="gloo")
     rank = dist.get_rank()
     rows = []
@@ -136,23 +146,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 4, 16, 64, 256])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--ab", action="store_true", help="also time the all-reduce as it was before (the A/B)")
+    parser.add_argument("--blocking", action="store_true",
+                        help="also time ours waiting for gloo without polling (the A/B of polling.py alone)")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = [str(mb) for mb in args.sizes_mb]
     if args.rank is not None:  # the second rank: no output of its own
-        _rank_main(args.sizes_mb, args.runs, args.ab)
+        _rank_main(args.sizes_mb, args.runs, args.ab, args.blocking)
         return 0
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", JAX_PLATFORMS="cpu")
     other = subprocess.Popen([sys.executable, __file__, "--rank", "1", "--runs", str(args.runs), "--sizes-mb", *sizes,
-                              *(["--ab"] if args.ab else [])], env=dict(env, RANK="1"))
+                              *(["--ab"] if args.ab else []), *(["--blocking"] if args.blocking else [])],
+                             env=dict(env, RANK="1"))
     os.environ.update(env, RANK="0")
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
-    rows = _rank_main(args.sizes_mb, args.runs, args.ab)
+    rows = _rank_main(args.sizes_mb, args.runs, args.ab, args.blocking)
     if other.wait(timeout=600) != 0:
         raise SystemExit("rank 1 failed")
     print(f"f32 all-reduce between 2 processes on localhost; median of {args.runs} runs after one warm-up, "
