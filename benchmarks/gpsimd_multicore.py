@@ -7,7 +7,10 @@ through the call path of a compiled graph (`emulator.gpsimd.call.OpCall`). Per v
 
 * measured: wall time per inference (both ReLUs) and the GpSimd worker's CPU time over it; for
   the multicore kernel, worker CPU / worker wall is how many host cores its 8 emulated cores
-  really used (at most the host's core count);
+  really used (at most the host's core count). The worker's polling for the next call is off
+  while it is measured (the host asks for no poll: `control.worker_spin` is 0 in this process):
+  on an idle host the worker polls between calls, and that CPU is not the kernel's (it read as
+  3-9 "cores" on this 2-core host);
 * estimated: the GpSimd cost model's device time for the same two ReLUs (docs/cost-model.md);
 * published: AWS's customop-mlp-perf-opt tutorial prints inference throughputs measured on trn1
   of 8.10 (element-wise), 220.74 (TCM) and 269.94 (multicore) iterations per second for the whole
@@ -33,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._results import Row, write_json  # noqa: E402
 from benchmarks.gpsimd_call import task_cpu_ns  # noqa: E402
-from emulator.gpsimd import TensorSpec  # noqa: E402
+from emulator.gpsimd import TensorSpec, control  # noqa: E402
 from emulator.gpsimd.call import OpCall  # noqa: E402
 from emulator.gpsimd.library import HostLibrary  # noqa: E402
 
@@ -58,6 +61,7 @@ def build(name: str, source: Path, multicore: bool) -> Path:
 
 
 def measure(name: str, source: Path, multicore: bool, iterations: int) -> dict[str, float]:
+    control.worker_spin = lambda: 0.0  # the worker sleeps between calls: its CPU is the kernels' (see above)
     path = build(name, source, multicore)
     host = HostLibrary(path)
     op = host.descriptor.op("relu_forward")
