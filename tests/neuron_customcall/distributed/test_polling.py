@@ -90,7 +90,7 @@ def test_the_poll_grows_with_the_calls_typical_time_up_to_the_window() -> None:
     assert waits.limit() == pytest.approx(6e-3) and waits.score < polling.HIT_MIN
 
 
-@pytest.mark.parametrize(("pressure", "polls"), [(None, True), (0.0, True), (0.2, True), (0.3, False), (0.9, False)])
+@pytest.mark.parametrize(("pressure", "polls"), [(None, True), (0.0, True), (0.45, True), (0.55, False), (0.9, False)])
 def test_no_poll_while_tasks_wait_for_a_cpu(monkeypatch: pytest.MonkeyPatch, pressure: float | None,
                                             polls: bool) -> None:
     monkeypatch.setattr(host, "cpu_pressure", lambda: pressure)
