@@ -8,9 +8,9 @@ trailer that checks the call afterwards (neuron_customcall/distributed/trailer.p
 `--ab` adds, in the same rounds, "headers": the all-reduce as it was before (session 10: a header
 exchange with the peer on a second gloo group, then gloo's all_reduce), and "chunked": the path
 for the reductions gloo lacks and from 6 MB (reduce-scatter, fold in group order, all-gather over
-point-to-point messages, headers on their own group, recycled results), and "blocking": ours
-waiting for gloo's call without polling it (neuron_customcall/distributed/polling.py); `--blocking`
-adds only that one.
+point-to-point messages, headers on their own group, recycled results), and "polling": ours
+polling gloo's call for up to 6 ms before it blocks (neuron_customcall/distributed/polling.py,
+off by default: NEURON_CUSTOMCALL_COLLECTIVE_POLL_US); `--polling` adds only that one.
 Every variant starts after a barrier on a group of its own, so that none follows a small exchange
 on its own connections, and the variants take turns in going first. gloo's operand is refilled
 with NumPy before its barrier (as ours copies with NumPy): torch's copy_ wakes its intra-op
@@ -23,7 +23,7 @@ minute to minute: a median alone flips with it, the mean is the calls' total tim
 quartile the calls that did not stall), and the median CPU time of the process; ratios against
 gloo's. The JSON row carries the medians. Small sizes need a few hundred runs to settle.
 
-Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--blocking]
+Run: ``python benchmarks/collectives_gloo.py [--sizes-mb 1 4 16 64 256] [--runs N] [--ab] [--polling]
 [--json PATH]`` (it starts its second rank itself, on localhost).
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ class _Chunked:
         return None
 
 
-def _variants(ab: bool, blocking: bool = False) -> dict[str, Any]:
+def _variants(ab: bool, polling: bool = False) -> dict[str, Any]:
     """name -> the communicator each variant of ours runs with (built by every rank in this order)."""
     import torch.distributed as dist
 
@@ -81,10 +81,12 @@ def _variants(ab: bool, blocking: bool = False) -> dict[str, Any]:
         chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce
         chunked.reduce = _Chunked.reduce
         variants["chunked"] = chunked
-    if ab or blocking:
-        waits = GlooCommunicator()  # waits for gloo without polling (polling.py), as before session 13
-        waits._poll_window = 0.0
-        variants["blocking"] = waits
+    if ab or polling:
+        from neuron_customcall.distributed.polling import POLL_MAX_S
+
+        polls = GlooCommunicator()  # polls gloo's call before it blocks (polling.py; off by default)
+        polls._poll_window = POLL_MAX_S
+        variants["polling"] = polls
     return variants
 
 
@@ -94,7 +96,7 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, float]:
             "p25": float(np.percentile(walls, 25)), "cpu": statistics.median(cpus)}
 
 
-def _rank_main(sizes_mb: list[int], runs: int, ab: bool, blocking: bool = False
+def _rank_main(sizes_mb: list[int], runs: int, ab: bool, polling: bool = False
                ) -> list[tuple[int, dict[str, dict[str, float]]]]:
     """In each rank, per size: variant -> (median wall, median CPU); the variants are ours (and
     `headers` and `chunked` with --ab) and "gloo"."""
@@ -108,7 +110,7 @@ def _rank_main(sizes_mb: list[int], runs: int, ab: bool, blocking: bool = False
 
     torch.set_num_threads(1)  # no intra-op threads spinning beside gloo's (both sides copy with NumPy anyway)
     dist.init_process_group("gloo", init_method="env://")
-    variants = _variants(ab, blocking)
+    variants = _variants(ab, polling)
     barrier = dist.new_group(backend="gloo")
     rank = dist.get_rank()
     rows = []
@@ -146,26 +148,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 4, 16, 64, 256])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--ab", action="store_true", help="also time the all-reduce as it was before (the A/B)")
-    parser.add_argument("--blocking", action="store_true",
-                        help="also time ours waiting for gloo without polling (the A/B of polling.py alone)")
+    parser.add_argument("--polling", action="store_true",
+                        help="also time ours polling gloo's call before it blocks (the A/B of polling.py alone)")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = [str(mb) for mb in args.sizes_mb]
     if args.rank is not None:  # the second rank: no output of its own
-        _rank_main(args.sizes_mb, args.runs, args.ab, args.blocking)
+        _rank_main(args.sizes_mb, args.runs, args.ab, args.polling)
         return 0
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", JAX_PLATFORMS="cpu")
     other = subprocess.Popen([sys.executable, __file__, "--rank", "1", "--runs", str(args.runs), "--sizes-mb", *sizes,
-                              *(["--ab"] if args.ab else []), *(["--blocking"] if args.blocking else [])],
+                              *(["--ab"] if args.ab else []), *(["--polling"] if args.polling else [])],
                              env=dict(env, RANK="1"))
     os.environ.update(env, RANK="0")
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
-    rows = _rank_main(args.sizes_mb, args.runs, args.ab, args.blocking)
+    rows = _rank_main(args.sizes_mb, args.runs, args.ab, args.polling)
     if other.wait(timeout=600) != 0:
         raise SystemExit("rank 1 failed")
     print(f"f32 all-reduce between 2 processes on localhost; median of {args.runs} runs after one warm-up, "

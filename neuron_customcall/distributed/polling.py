@@ -8,9 +8,9 @@ of the same bytes between the same two processes never did: the stall comes with
 between its threads (its loop thread receives, a condition variable wakes the waiter), each a
 wake-up of a thread whose CPU may have gone idle. A waiter that polls the call keeps its CPU
 busy, and yields it to any thread that wants it (`os.sched_yield`), so gloo's own threads run at
-once when their data arrives: measured in the same rounds, fewer calls stalled and the median
-and mean call were faster than blocking ones at 1 and 4 MB, for about the same CPU time per
-call (gloo's threads sleep and wake less; benchmarks/collectives_gloo.md, session 13).
+once when their data arrives: in the all-reduce benchmark, whose two processes meet in lock step,
+fewer 1 MB calls stalled and the median call was faster than a blocking one (under moderate load
+at 4 MB too), for 1.0-1.4x gloo's CPU time per call (benchmarks/collectives_gloo.md, session 13).
 
 Polling pays only while the call ends soon: each bucket call (GlooCommunicator.reduce's
 _BucketCall) keeps how long its calls usually take (`typical`, polled or not), and polls a call
@@ -22,7 +22,13 @@ from the first moment, as gloo's do, until its calls end within the window again
 waiter poll while runnable tasks wait for a CPU more than `PRESSURE_MAX` of the time (the
 kernel's CPU pressure, emulator.host.cpu_pressure): there a poller would hold a CPU others
 want, where a sleeper woken by gloo costs nobody anything.
-`NEURON_CUSTOMCALL_COLLECTIVE_POLL_US` sets the window (0: never poll).
+`NEURON_CUSTOMCALL_COLLECTIVE_POLL_US` sets the window; **the default is 0: never poll.** Why off:
+in a data-parallel training step (benchmarks/pjrt_data_parallel.py, 2 processes) the ranks reach
+their all-reduces at different times, so a waiter polls through its peer's remaining work: the
+step's wall time was the same with and without polling (19.2-23.6 ms against 19.9-20.5) and its
+CPU time 10-45% higher (28.8-39.9 ms a step, all ranks, against 26.2-28.7). Polling pays where
+the processes meet in lock step, as in the all-reduce benchmark (benchmarks/collectives_gloo.md,
+session 13): `NEURON_CUSTOMCALL_COLLECTIVE_POLL_US=6000` there.
 """
 from __future__ import annotations
 
@@ -38,7 +44,8 @@ log = logging.getLogger(__name__)
 
 #: The shortest poll: three times a 1 MB all-reduce's usual time on localhost.
 POLL_S = 1.5e-3
-#: The longest (the window): a 4 MB all-reduce on localhost takes 2.3-3 ms when it does not stall.
+#: A window that covers a 4 MB all-reduce on localhost (2.3-3 ms when it does not stall): what the
+#: benchmark sets (polling is off by default: see above).
 POLL_MAX_S = 6e-3
 #: A call is polled for up to this many times its reduction's typical duration (within the above).
 POLL_FACTOR = 2.0
@@ -55,20 +62,19 @@ HIT_WEIGHT = 0.25
 
 
 def window_from_env() -> float:
-    """The polling window in seconds from NEURON_CUSTOMCALL_COLLECTIVE_POLL_US (default
-    POLL_MAX_S; a value that is not a number of microseconds from 0 to 100000 is logged and
+    """The polling window in seconds from NEURON_CUSTOMCALL_COLLECTIVE_POLL_US (default 0: no
+    polling; a value that is not a number of microseconds from 0 to 100000 is logged and
     ignored)."""
     raw = os.environ.get(ENV, "").strip()
     if not raw:
-        return POLL_MAX_S
+        return 0.0
     try:
         us = float(raw)
     except ValueError:
         us = -1.0
     if not 0 <= us <= 100_000:
-        log.warning("%s=%r is not a number of microseconds from 0 to 100000; polling for up to %g us", ENV, raw,
-                    POLL_MAX_S * 1e6)
-        return POLL_MAX_S
+        log.warning("%s=%r is not a number of microseconds from 0 to 100000; not polling", ENV, raw)
+        return 0.0
     return us * 1e-6
 
 
