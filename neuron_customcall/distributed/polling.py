@@ -114,7 +114,10 @@ class PolledWait:
 
     def learn(self, posted: float, ended: float) -> None:
         """Count a call that ended at `ended` (posted at `posted`): its duration, and whether it
-        ended within the window (a call that took longer can not have been polled to its end)."""
+        ended within the window (a call that took longer can not have been polled to its end).
+        Nothing to learn with polling off (a window of 0, the default)."""
+        if self.window <= 0:
+            return
         took = ended - posted
         hit = 1.0 if took <= self.window else 0.0
         self.score += HIT_WEIGHT * (hit - self.score)
