@@ -67,6 +67,12 @@ class TimedCall:
         worker's latest)."""
         return self.op_call.last
 
+    def prime(self, graph: int, run: int) -> None:
+        """The program's run-start hook (OpCall.prime): passed on while the worker serves the
+        calls; the floor has no worker to wake."""
+        if self.mode == "worker":
+            self.op_call.prime(graph, run)
+
     def label(self, arrays: tuple[np.ndarray, ...]) -> str:
         shape = "x".join(str(d) for d in arrays[0].shape)
         return f"{self.op_call.op.name} {shape}"

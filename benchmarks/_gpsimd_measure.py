@@ -71,14 +71,15 @@ class InProcess:
 
 #: Who waited how (`waits`): the host's sleeps and the sleeping workers it woke
 #: (control.HostWaits), the worker's sleeps, the calls its poll found (control page words
-#: 13-14), its sleeps timed to end before the expected call and its polls given up because the
-#: host was on its CPU (words 27-28), the calls after which it followed no plan because the gap's
-#: plans had been missing (word 30), its polls stopped as preempted (word 15), the host's polls
-#: stopped as preempted, and the stalls of each side's CPU polled through (control.Spinner: a
-#: gap without a context switch).
+#: 13-14), its sleeps timed to end before the expected call and its polls begun on the host's
+#: CPU, which it moved off (words 27-28), the calls after which it followed no plan because the
+#: gap's plans had been missing (word 30), the calls a graph run's prime had it poll for and find
+#: (word 31), its polls stopped as preempted (word 15), the host's polls stopped as preempted,
+#: and the stalls of each side's CPU polled through (control.Spinner: a gap without a context
+#: switch).
 WAITS = ("host slept", "woke worker", "worker slept", "worker polled", "worker timed", "worker on host's CPU",
-         "worker unplanned", "worker preempted", "host preempted", "worker stalls", "host stalls")
-SHARES = 7  # the first SHARES of WAITS are printed as shares of the calls
+         "worker unplanned", "worker primed", "worker preempted", "host preempted", "worker stalls", "host stalls")
+SHARES = 8  # the first SHARES of WAITS are printed as shares of the calls
 
 
 def waits(runner: GpSimdRunner) -> tuple[int, ...]:
@@ -88,5 +89,5 @@ def waits(runner: GpSimdRunner) -> tuple[int, ...]:
     words = worker.control.words
     return (worker.waits.slept, worker.waits.woke, words[control.WORKER_SLEPT], words[control.WORKER_POLLED],
             words[control.WORKER_TIMED], words[control.WORKER_SHARED], words[control.WORKER_UNPLANNED],
-            words[control.WORKER_PREEMPTED],
+            words[control.WORKER_PRIMED], words[control.WORKER_PREEMPTED],
             worker._spinner.preempted, words[control.WORKER_STALLS], worker._spinner.stalls)

@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
           "peer CPU (mean per round, median)")
     print("  waits (workers): % of calls where the host slept / woke the worker / the worker slept / its "
           "poll found the call / it slept until just before the expected call / it found the host on its CPU / "
-          "it followed no plan (the gap's plans had been missing); "
+          "it followed no plan (the gap's plans had been missing) / a graph run's prime had it poll for the call; "
           "polls stopped as preempted, worker + host; stalls polled through, worker + host")
     print(f"  {'case':31s} {'pattern':21s} {'p50':>7s} {'p90':>7s} {'mean':>7s} {'host CPU':>9s} {'peer CPU':>9s}"
           "  waits")

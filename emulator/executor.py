@@ -9,6 +9,7 @@ instruction's `free` are dropped right after it, so temporaries die at their las
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import operator
@@ -31,6 +32,11 @@ from emulator.program.ops import OPS
 from emulator.errors import EmulatorError
 
 log = logging.getLogger(__name__)
+
+
+#: Numbers for run-start hooks (HandlerContext.run_start): one per loaded program, one per run.
+_GRAPHS = itertools.count(1)
+_RUNS = itertools.count(1)
 
 
 class LoadedProgram:
@@ -56,7 +62,17 @@ class LoadedProgram:
         self._plain_steps: dict[int, tuple[list[Step], list[str], list[HandlerContext]]] = {}
         #: computation index -> how many fused native regions its fused runner calls
         self.fused_regions: dict[int, int] = {}
+        #: handlers' run-start hooks (HandlerContext.run_start), each once, told (graph, run) by `started`
+        self.run_hooks: list[Callable[[int, int], None]] = []
+        self.graph = next(_GRAPHS)
         self.runner(program.entry)
+
+    def started(self) -> None:
+        """A run of this program begins: its handlers' run-start hooks are told."""
+        if self.run_hooks:
+            run = next(_RUNS)
+            for hook in self.run_hooks:
+                hook(self.graph, run)
 
     def constant(self, index: int) -> np.ndarray:
         if not 0 <= index < len(self.constants):
@@ -97,6 +113,8 @@ class LoadedProgram:
             except Exception as e:  # a forged attribute the schema can not rule out
                 raise ArtifactError(f"computation {comp.name}: instruction {inst.name or inst.op} ({inst.op}) "
                                     f"can not be built: {type(e).__name__}: {e}") from None
+            if ctx.run_start is not None and ctx.run_start not in self.run_hooks:
+                self.run_hooks.append(ctx.run_start)
             types[inst.out] = inst.type
             for f in inst.free:
                 types[f] = None
@@ -441,11 +459,12 @@ class Executable:
             self._profiling = (loaded, recorder)
         loaded, recorder = self._profiling
         recorder.reset(time.perf_counter())  # a fresh timeline (the runners hold this object)
-        outputs = self._run(inputs, loaded.runner(self.artifact.program.entry))
+        outputs = self._run(inputs, loaded.runner(self.artifact.program.entry), loaded=loaded)
         self.last_profile = Profile(recorder.events, recorder.host)
         return outputs, self.last_profile
 
-    def _run(self, inputs: Sequence[Any], entry: Callable[..., Any], owned: bool = True) -> list[np.ndarray]:
+    def _run(self, inputs: Sequence[Any], entry: Callable[..., Any], owned: bool = True,
+             loaded: LoadedProgram | None = None) -> list[np.ndarray]:
         if len(inputs) != len(self._inputs):
             raise EmulatorError(f"expected {len(self._inputs)} inputs ({', '.join(n for n, _, _ in self._inputs)}), "
                                 f"got {len(inputs)}")
@@ -454,6 +473,7 @@ class Executable:
             if a.dtype != dt or a.shape != shape:
                 what, want, got = ("dtype", dt, a.dtype) if a.dtype != dt else ("shape", shape, a.shape)
                 raise EmulatorError(f"input {k} ({name}): expected {what} {want}, got {got}")
+        (loaded or self._loaded).started()
         with np.errstate(all="ignore"), flushed_denormals():  # XLA:CPU's FTZ/DAZ (fpenv.py)
             if self._uses_blas:
                 with blas_threads_for_run():

@@ -288,6 +288,26 @@ def current_cpu() -> int:
     return int(_sched_getcpu())
 
 
+def leave_cpu(cpu: int) -> bool:
+    """Moves this thread off CPU `cpu` onto another it may run on, now: its affinity is narrowed
+    to the others and at once restored; whether it is off `cpu` afterwards. Why (the GpSimd
+    worker, before it polls, when it finds the host on its CPU): on this kind of virtual machine a
+    halted virtual CPU counts as preempted, which the scheduler avoids, so a thread woken by a
+    pipe write or a timer comes back to its waker's busy CPU instead of the idle one; a narrowed
+    affinity migrates it and wakes the other CPU for it. The runtime's C loop does the same
+    (runtime/gpsimd_serve.h)."""
+    try:
+        allowed = os.sched_getaffinity(0)
+        others = allowed - {cpu}
+        if not others:
+            return False
+        os.sched_setaffinity(0, others)
+        os.sched_setaffinity(0, allowed)
+    except (AttributeError, OSError):
+        return False
+    return current_cpu() != cpu
+
+
 def forget_reading() -> None:
     """Read the machine afresh next time, with no CPU-time window (tests that fake it call this)."""
     global _reading, _counters, _pressure

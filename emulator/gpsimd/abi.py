@@ -152,6 +152,10 @@ class NccServeConfig(ctypes.Structure):
         # Appended: when a call's plan is followed (control.HIT_MIN, control.HIT_WEIGHT).
         *((name, ctypes.c_double) for name in ("hit_min", "hit_weight")),
         ("unplanned", ctypes.c_int64),
+        # Appended: word indices of the host's hint that more calls of its graph's run follow,
+        # of a prime and its poll's length, and of this loop's count of calls a prime's poll found
+        # (control.py: a graph's runs).
+        *((name, ctypes.c_int64) for name in ("more", "prime", "prime_poll", "primed")),
     ]
 
 

@@ -113,6 +113,13 @@ class OpCall:
         spec = self.out
         return prepared, prepared.output.view(NUMPY_DTYPES[spec.dtype]).reshape(spec.shape)
 
+    def prime(self, graph: int, run: int) -> None:
+        """Run `run` of compiled graph `graph` starts and will call this op (GpSimdRunner.prime);
+        nothing before the op's first call has started its worker."""
+        runner = self._runner
+        if runner is not None and not runner.closed:
+            runner.prime(graph, run)
+
     def __call__(self, *operands: Any) -> np.ndarray:
         runner = self.runner
         arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in operands]

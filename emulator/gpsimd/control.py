@@ -28,6 +28,9 @@ word 5     the host's CPU when it wrote the request (sched_getcpu; -1: unknown):
            not poll on the CPU the host needs (`shares_cpu`)
 word 6     the longest gap between calls the worker may sleep through and then poll for the
            next call, in nanoseconds (`wake_ahead`: 0 under load, as word 3)
+word 7     1 when the host expects another call soon after this one (`MORE`: a graph's run has
+           more GpSimd calls to make, counted from its previous run): the worker then polls for
+           it up to word 3 after its reply, whatever its plans say; 0: no hint
 word 8     reply sequence number (the worker writes it last, after word 9)
 word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
 word 10    1 while the worker sleeps on the request pipe
@@ -42,10 +45,15 @@ word 25    the worker's count of stalls polled through (`Spinner`; diagnostics)
 word 26    the worker's CPU when it took the latest call or began its latest poll (-1: unknown):
            the host does not poll on the worker's CPU (`shares_cpu`)
 words 27-28  the worker's counts since it started: sleeps timed to end just before the expected
-           next call (`wait_plan`), polls given up because the host was on its CPU (diagnostics)
+           next call (`wait_plan`), polls it began on the host's CPU and moved off it for (`host.leave_cpu`; diagnostics)
 word 29    the worker's estimate of how late its timed sleeps end, in nanoseconds (diagnostics)
 word 30    the worker's count of calls after which it slept on its pipe because the plan for the
            gap after them had been missing (`next_score`; diagnostics)
+word 31    the worker's count of calls found by polling after a prime (diagnostics)
+word 32    a prime (written by the host only): the sequence number of the call that a graph's run,
+           just started, is about to make (`PRIME`); the host writes it and then a wake token to a
+           sleeping worker, which polls for that call for up to word 33 nanoseconds
+word 33    how long the worker may poll after a prime, in nanoseconds (`prime_window`)
 byte 4096  error message buffer (abi.ERROR_CAPACITY bytes, NUL-terminated)
 byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
 =========  ===========================================================================
@@ -53,6 +61,22 @@ byte 8192  core 0's printf text (abi.TEXT_CAPACITY bytes)
 The page is writable by the worker, where user code runs: the host checks every word it reads
 (the sequence number must be its own, the text length within the buffer, the code a known one)
 and the worker checks the call id against the calls it prepared.
+
+A graph's runs: the host knows what the worker can only guess. A compiled graph makes the same
+GpSimd calls in the same order at every run, and the executor tells the host when a run begins
+(`WorkerProcess.prime`, a run-start hook of the program). Two things follow (`GraphRuns`):
+
+* The run's first call comes after the host's own work between two runs (the framework's step:
+  about 1 ms in the main job, varying by 40%), too long to poll through and too irregular for a
+  timed sleep, so it found the worker asleep and paid its wake-up (63-82 us against 24-28 for
+  the calls inside the graph). So at the start of a run the host wakes a sleeping worker with a
+  prime (words 32-33 and a wake token) and the worker polls for that call while the host runs
+  the graph up to it: twice the lead the graph's previous run had (`prime_window`).
+* With each call the host says whether its run has more calls to come (word 7, from the count
+  of the graph's previous run). The worker then polls up to the cap after its reply whatever its
+  plan's score says: inside a graph the gaps it measures include the host's own wake-ups when
+  the host slept for a reply, which pushed the scores of the graph's short gaps below `HIT_MIN`
+  (57% of a graph's calls followed no plan in the benchmark's quiet run).
 
 Lost wake-ups: a sleeper sets its flag and then reads the other side's sequence word again;
 without a memory fence (the Python host has none) the two can cross (each side reading the other's
@@ -75,11 +99,13 @@ import time
 from emulator import host
 from emulator.gpsimd import abi, protocol
 
-REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT, HOST_CPU, WAKE_AHEAD = 0, 1, 2, 3, 4, 5, 6
+REQUEST, CALL, HOST_WAITING, POLL, REQUEST_AT, HOST_CPU, WAKE_AHEAD, MORE = 0, 1, 2, 3, 4, 5, 6, 7
 REPLY, CODE, WORKER_WAITING, TEXT_LEN, TAKEN = 8, 9, 10, 11, 12
 WORKER_SLEPT, WORKER_POLLED, WORKER_PREEMPTED = 13, 14, 15
 NEXT_POLL, WORKER_STALLS, WORKER_CPU, WORKER_TIMED, WORKER_SHARED, WORKER_LATE = 24, 25, 26, 27, 28, 29
-WORKER_UNPLANNED = 30
+WORKER_UNPLANNED, WORKER_PRIMED = 30, 31
+#: Host-written words on a cache line of their own (the worker reads them only when woken).
+PRIME, PRIME_POLL = 32, 33
 COUNTERS_OFFSET = 16 * 8
 ERROR_OFFSET = 4096
 TEXT_OFFSET = 8192
@@ -141,12 +167,6 @@ LATE_FIRST = 30e-6
 #: A timed sleep's poll goes on past the expected time for `SPIN_MARGIN` plus this share of the
 #: gap (the host's own work between calls varies by some percent), at most `WORKER_SPIN_SPARE`.
 WAKE_WINDOW_SHARE = 0.25
-#: A worker that finds the host on its CPU after a reply sleeps this long instead of polling:
-#: the host gets the CPU at once, and a timer's wake-up (unlike a pipe's, which the scheduler
-#: treats as a hand-over to the waker's CPU) puts the worker on a CPU that is idle. A nap after
-#: which it is still on the host's CPU (no CPU was idle: the machine is busy) stops its naps for
-#: `BACKOFF`: forced to poll at load 4-6, a nap before every call made calls 3x slower.
-SHARED_NAP = 5e-6
 #: A call's plan (`wait_plan`) is followed while the plan made from its last gap found the next
 #: call at least this share of the time (`next_score`); below, the worker sleeps on its pipe
 #: after that call and the host wakes it. Why: a gap that does not repeat (the host's own work
@@ -157,6 +177,9 @@ HIT_MIN = 0.5
 #: The weight of the latest outcome in a call's score: three late misses in a row from a score
 #: of 1 stop the plan, three plans that would have found the call start it again.
 HIT_WEIGHT = 0.25
+
+#: A prime's poll before the graph's lead to its first call is known.
+PRIME_FIRST = 200e-6
 
 WAKE_TOKEN = b"\0\0\0\0"  # an empty frame: "look at the page"
 #: The CPUs that must be free of other processes' work for polling to pay: one for the host,
@@ -262,6 +285,17 @@ def wait_plan(gap: float | None, cap: float, ahead: float, late: float) -> tuple
     return gap - lead, lead + window
 
 
+def hinted_plan(gap: float | None, cap: float) -> tuple[float, float]:
+    """How the worker waits after a call whose host said more calls of its graph's run follow
+    (word 7), the next having come `gap` seconds after it last time (None: not known yet): it
+    polls at once, whatever the plan's score, for twice the gap plus `SPIN_MARGIN`, at least
+    `cap` and at most `WORKER_SPIN_SPARE` (or `cap` when larger): the host has said a call comes,
+    so a gap a little over the cap (the main job's 48 us between its second and third call
+    against a 50 us cap) is polled through rather than slept through. The C loop computes the same."""
+    poll = cap if gap is None else max(cap, 2 * gap + SPIN_MARGIN)
+    return 0.0, min(poll, max(cap, WORKER_SPIN_SPARE))
+
+
 def next_score(score: float, plan: tuple[float, float], gap: float) -> float:
     """A call's score (`HIT_MIN`) after the next call came `gap` seconds after it, where
     `plan` is the (sleep, poll) that `wait_plan` makes from the gap before (made whether the
@@ -315,6 +349,69 @@ def request_gap(request_at_ns: int, replied_at: float, now: float) -> float:
     return min(seen, max(0.0, request_at_ns * 1e-9 - replied_at))
 
 
+def prime_window(lead: float | None) -> float:
+    """How long a primed worker may poll for a run's first call (word 33), when that call came
+    `lead` seconds after the start of the graph's previous run (None: not known yet): twice the
+    lead plus `SPIN_MARGIN`; 0 (no prime) when that exceeds `WORKER_SPIN_MAX`, since a call that
+    far off costs more polling than the wake-up it saves."""
+    if lead is None:
+        return PRIME_FIRST
+    window = 2 * lead + SPIN_MARGIN
+    return window if window <= WORKER_SPIN_MAX else 0.0
+
+
+class GraphRuns:
+    """What the host knows of the graph runs whose calls one worker serves: per graph, how many
+    calls its latest run made and how long after the run's start its first call came (the
+    module docstring says why). Graphs and runs are numbers the executor gives (a graph per
+    loaded program, a run per execution); a run started twice (two ops of one library in one
+    program both say so) counts once."""
+
+    __slots__ = ("_graphs", "_graph", "_run", "_calls", "_started")
+
+    #: Graphs remembered at most (a process that loads many programs forgets them all and learns again).
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self._graphs: dict[int, tuple[int, float | None]] = {}  # graph -> (calls of its latest run, lead)
+        self._graph: int | None = None
+        self._run = -1
+        self._calls = 0
+        self._started = 0.0
+
+    def start(self, graph: int, run: int, now: float) -> bool:
+        """Run `run` of `graph` starts at `now`; False when it had started already."""
+        if run == self._run:
+            return False
+        self._close()
+        self._graph, self._run, self._calls, self._started = graph, run, 0, now
+        return True
+
+    def _close(self) -> None:
+        if self._graph is not None:
+            self._keep(self._graph, self._calls, self._graphs.get(self._graph, (0, None))[1])
+
+    def _keep(self, graph: int, calls: int, lead: float | None) -> None:
+        if len(self._graphs) >= self.KEPT and graph not in self._graphs:
+            self._graphs.clear()
+        self._graphs[graph] = (calls, lead)
+
+    def window(self) -> float:
+        """The prime's poll for the run started last (`prime_window` of its graph's lead)."""
+        return prime_window(self._graphs.get(self._graph, (0, None))[1]) if self._graph is not None else 0.0
+
+    def call(self, now: float) -> bool:
+        """A call is made at `now`: whether the run has more to make (its graph's previous run made
+        more than this run so far); False outside runs."""
+        if self._graph is None:
+            return False
+        self._calls += 1
+        calls = self._graphs.get(self._graph, (0, None))[0]
+        if self._calls == 1:
+            self._keep(self._graph, calls, now - self._started)
+        return self._calls < calls
+
+
 def shares_cpu(words: memoryview, word: int, cpu: int) -> bool:
     """Whether the other side's CPU in page word `word` (5: the host's, 26: the worker's) is
     `cpu`, this side's own: then polling would hold the CPU the other side needs. Why it
@@ -329,13 +426,14 @@ class HostWaits:
     """How the host waited for its calls' replies, counted since the worker started
     (diagnostics: benchmarks/gpsimd_call.py prints them beside the worker's own, words 13-15)."""
 
-    __slots__ = ("calls", "slept", "woke", "rewoke")
+    __slots__ = ("calls", "slept", "woke", "rewoke", "primed")
 
     def __init__(self) -> None:
         self.calls = 0  # prepared calls made
         self.slept = 0  # of them, answered only after the host slept on its pipe
         self.woke = 0  # of them, found the worker asleep (a wake token was written)
         self.rewoke = 0  # wake tokens written again after a slice: lost wake-ups
+        self.primed = 0  # graph runs at whose start the host woke the worker for the first call
 
 
 def involuntary_switches() -> int:

@@ -119,6 +119,7 @@ class WorkerProcess:
         self.sequence = 0
         self._spinner = control.Spinner(control.HOST_SPIN)
         self.waits = control.HostWaits()
+        self.runs = control.GraphRuns()  # the graph runs this worker's calls come from (prime, MORE)
         try:
             memory = sandbox.memory_limit()
         except LimitSettingError as e:
@@ -198,6 +199,9 @@ class WorkerProcess:
     def request(self, message: dict | bytes, timeout: float) -> dict:
         """Sends one request (a message, or its encoded body) and returns the reply;
         `WorkerTimedOut` (worker killed) or `WorkerDied` (worker reaped) when there is none."""
+        # A prime withdrawn first: a worker woken by one reads a wake token from the pipe, which
+        # is only sure to be one while the word says so (control.py).
+        self.control.words[control.PRIME] = 0
         try:
             protocol.send_body(self.req_w, message if isinstance(message, bytes) else protocol.encode(message))
             reply = protocol.receive(self.resp_r, timeout, protocol.REPLY_SPIN, self.pidfd)
@@ -237,6 +241,7 @@ class WorkerProcess:
         try:
             words[control.POLL] = int(spin * 1e9)
             words[control.WAKE_AHEAD] = int(control.wake_ahead(spin) * 1e9)
+            words[control.MORE] = self.runs.call(time.monotonic()) and poll
             words[control.HOST_CPU] = cpu
             words[control.CALL] = call_id
             words[control.REQUEST_AT] = time.monotonic_ns()
@@ -272,6 +277,29 @@ class WorkerProcess:
             self.kill()  # interrupted with the call running: the page can not be trusted any more
             raise
         return words[control.CODE]
+
+    def prime(self, graph: int, run: int) -> None:
+        """Run `run` of compiled graph `graph` starts (the executor's run-start hook): while the
+        machine has a CPU for each side, a sleeping worker is woken now to poll for the run's
+        first call, which comes once the host has run the graph up to it (control.py: a graph's
+        runs). Never fails: a worker that is gone is reported by the next call."""
+        runs = self.runs
+        if not runs.start(graph, run, time.monotonic()):
+            return
+        words = self.control.words
+        if not words[control.WORKER_WAITING]:
+            return  # polling or running: the call will find it
+        window = runs.window()
+        if window <= 0 or control.worker_spin() <= 0:
+            return
+        words[control.HOST_CPU] = host.current_cpu()
+        words[control.PRIME_POLL] = int(window * 1e9)
+        words[control.PRIME] = self.sequence + 1
+        try:
+            os.write(self.req_w, control.WAKE_TOKEN)
+        except OSError:
+            return
+        self.waits.primed += 1
 
     def _sleep_for_reply(self, sequence: int, deadline: float, woken: bool = False) -> None:
         """Waits on the reply pipe (wake tokens) and the worker's pidfd until the page holds the

@@ -381,6 +381,18 @@ class GpSimdRunner:
             raise KernelError(error, abi.ERROR_KINDS[code])
         return RunResult(prepared.output, prepared.out, counters, text, prepared.ncores, seconds)
 
+    def prime(self, graph: int, run: int) -> None:
+        """A run of compiled graph `graph` that calls this library starts (WorkerProcess.prime).
+        Skipped while another thread holds the runner: its call keeps the worker awake anyway."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            worker = self._worker
+            if worker is not None and not self.closed:
+                worker.prime(graph, run)
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
         with self._lock:
             self.closed = True

@@ -512,8 +512,9 @@ def serve_native(worker: Worker, fd_in: int, fd_out: int) -> int:
         worker_cpu=control.WORKER_CPU, timed=control.WORKER_TIMED, shared=control.WORKER_SHARED,
         late=control.WORKER_LATE, wake_ahead_max=control.SLEEP_THROUGH_MAX, wake_margin=control.WAKE_MARGIN,
         lead_max=control.LEAD_MAX, late_first=control.LATE_FIRST, window_share=control.WAKE_WINDOW_SHARE,
-        window_max=control.WORKER_SPIN_SPARE, shared_nap=control.SHARED_NAP, hit_min=control.HIT_MIN,
-        hit_weight=control.HIT_WEIGHT, unplanned=control.WORKER_UNPLANNED)
+        window_max=control.WORKER_SPIN_SPARE, shared_nap=0.0, hit_min=control.HIT_MIN,
+        hit_weight=control.HIT_WEIGHT, unplanned=control.WORKER_UNPLANNED, more=control.MORE,
+        prime=control.PRIME, prime_poll=control.PRIME_POLL, primed=control.WORKER_PRIMED)
     while True:
         if worker.lib.ncc_gpsimd_serve(ctypes.byref(config)):
             return 1  # a message where a wake token belonged, or poll() failed
@@ -549,16 +550,21 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
     replied_at = 0.0
     late = control.LATE_FIRST  # how late a timed sleep ends (control.next_late)
     slept_for = -1  # the latest call it counted a sleep on the pipe for
-    shared_quiet_from = 0.0  # no naps on the host's CPU before this time (one did not move it)
+    shared_quiet_from = 0.0  # no moves off the host's CPU before this time (one failed)
     while True:
         expected = worker.sequence + 1
         cap = min(words[control.POLL] * 1e-9, control.WORKER_SPIN_MAX) if previous is not None else 0.0
         polling = cap > 0
         ready = words[control.REQUEST] == expected
         if not ready:
-            known = gaps.get(previous) if polling else None
-            nap, limit = (control.followed_plan(known, cap, words[control.WAKE_AHEAD] * 1e-9, late)
-                          if polling else (0.0, 0.0))
+            hinted = polling and bool(words[control.MORE])  # the host's run has more calls: poll up to the cap
+            known = gaps.get(previous) if polling and not hinted else None
+            if hinted:
+                last = gaps.get(previous)
+                nap, limit = control.hinted_plan(None if last is None else last[0], cap)
+            else:
+                nap, limit = (control.followed_plan(known, cap, words[control.WAKE_AHEAD] * 1e-9, late)
+                              if polling else (0.0, 0.0))
             words[control.WORKER_UNPLANNED] += known is not None and known[1] < control.HIT_MIN
             if limit > 0:
                 cpu = words[control.WORKER_CPU] = host.current_cpu()
@@ -575,26 +581,27 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
                 woken = _sleep(words, fd_in, expected, (nap,))
                 ready = words[control.REQUEST] == expected
                 if woken and not ready:
-                    if not answer_frame(worker, fd_in, fd_out):
-                        return 0
-                    continue
+                    outcome = _woken_without_call(worker, fd_in, fd_out, expected, spinner, woken)
+                    if outcome == _WAIT_AGAIN:
+                        continue
+                    if outcome is not None:
+                        return outcome
+                    ready, woken = True, False  # the prime's poll found it; its token is read
                 # A call that came as the timer ended may have seen the flag: its token, read
                 # now, would otherwise wake the next sleep for nothing.
-                woken = woken or (ready and bool(select.select([fd_in], [], [], 0)[0]))
+                else:
+                    woken = woken or (ready and bool(select.select([fd_in], [], [], 0)[0]))
                 if woken and os.read(fd_in, len(control.WAKE_TOKEN)) != control.WAKE_TOKEN:
                     return 1
                 if not woken and not ready:
                     late = control.next_late(late, time.monotonic() - started - nap)
                     words[control.WORKER_LATE] = int(late * 1e9)
             elif shared:
-                # The host's CPU: a moment's sleep, not flagged (too short to be worth a token).
-                started = time.monotonic()
-                time.sleep(control.SHARED_NAP)
-                woke = time.monotonic()
-                late = control.next_late(late, woke - started - control.SHARED_NAP)
-                if control.shares_cpu(words, control.HOST_CPU, host.current_cpu()):
-                    shared_quiet_from = woke + control.BACKOFF  # no idle CPU to move to: no naps for a while
-                words[control.WORKER_LATE] = int(late * 1e9)
+                # The host's CPU: moved off it (host.leave_cpu). Still on it (no other CPU it
+                # may run on): no moves for a while.
+                if not host.leave_cpu(words[control.HOST_CPU]):
+                    shared_quiet_from = time.monotonic() + control.BACKOFF
+                words[control.WORKER_CPU] = host.current_cpu()
                 ready = words[control.REQUEST] == expected
             if not ready:
                 ready = limit > 0 and spinner.poll(words, control.REQUEST, expected, limit)
@@ -610,10 +617,12 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
                     # read now, it would otherwise wake this worker again at its next sleep.
                     if os.read(fd_in, len(control.WAKE_TOKEN)) != control.WAKE_TOKEN:
                         return 1
-            elif not answer_frame(worker, fd_in, fd_out):
-                return 0
             else:
-                continue
+                outcome = _woken_without_call(worker, fd_in, fd_out, expected, spinner, woken)
+                if outcome == _WAIT_AGAIN:
+                    continue
+                if outcome is not None:
+                    return outcome
         if polling:
             if len(gaps) > 2 * PREPARED_KEPT:
                 gaps.clear()
@@ -625,6 +634,53 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
         if words[control.HOST_WAITING]:
             os.write(fd_out, control.WAKE_TOKEN)
         replied_at = time.monotonic()
+
+
+#: _take_prime's outcomes: no prime (the pipe holds a frame to answer), the call found, not found.
+_NO_PRIME, _PRIME_FOUND, _PRIME_MISSED = 0, 1, 2
+
+
+def _take_prime(words: memoryview, fd_in: int, expected: int, spinner: control.Spinner) -> int | None:
+    """For a worker woken with call `expected` not come: when it was a prime for that call (word
+    PRIME; control.py: a graph's runs), reads the prime's wake token and polls for the call for up
+    to word PRIME_POLL (at most WORKER_SPIN_MAX). The runtime's C loop does the same, and also
+    stops when the host withdraws the prime. None: the pipe held something other than a wake
+    token (the protocol is broken)."""
+    if words[control.PRIME] != expected:
+        return _NO_PRIME
+    if os.read(fd_in, len(control.WAKE_TOKEN)) != control.WAKE_TOKEN:
+        return None
+    cpu = words[control.WORKER_CPU] = host.current_cpu()
+    if control.shares_cpu(words, control.HOST_CPU, cpu):
+        words[control.WORKER_SHARED] += 1
+        host.leave_cpu(cpu)
+        words[control.WORKER_CPU] = host.current_cpu()
+    limit = min(max(words[control.PRIME_POLL], 0) * 1e-9, control.WORKER_SPIN_MAX)
+    if spinner.poll(words, control.REQUEST, expected, limit):
+        words[control.WORKER_PRIMED] += 1
+        return _PRIME_FOUND
+    return _PRIME_MISSED
+
+
+#: _woken_without_call's outcome for a loop that goes back to waiting for its call.
+_WAIT_AGAIN = -1
+
+
+def _woken_without_call(worker: Worker, fd_in: int, fd_out: int, expected: int, spinner: control.Spinner,
+                        woken: bool) -> int | None:
+    """A loop that stopped waiting (`woken`: by its pipe) with call `expected` not come: a prime
+    polled for (`_take_prime`), else the frame on the pipe answered. None: the prime's poll
+    found the call; `_WAIT_AGAIN`: wait for it again; 0 or 1: what serve_python returns (the
+    host closed the pipe; the pipe held something other than a wake token)."""
+    assert worker.page is not None
+    primed = _take_prime(worker.page.words, fd_in, expected, spinner) if woken else _NO_PRIME
+    if primed is None:
+        return 1
+    if primed == _PRIME_FOUND:
+        return None
+    if primed == _NO_PRIME and not answer_frame(worker, fd_in, fd_out):
+        return 0
+    return _WAIT_AGAIN
 
 
 def _sleep(words: memoryview, fd_in: int, expected: int, slices: tuple[float | None, ...]) -> bool:

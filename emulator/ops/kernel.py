@@ -70,6 +70,11 @@ class GpSimdCall:
         self.last_counters, self.last_ncores = run.counters, run.ncores
         return [result]
 
+    def prime(self, graph: int, run: int) -> None:
+        """The program's run-start hook (HandlerContext.run_start): the worker is woken ahead of
+        the run's first call (emulator/gpsimd/control.py: a graph's runs)."""
+        self._call.prime(graph, run)
+
     def counters(self) -> tuple[dict[str, int], int] | None:
         """(counters, cores) of the latest execution; None before the first."""
         return None if self.last_counters is None else (self.last_counters, self.last_ncores)
@@ -108,6 +113,9 @@ def _kernel(ctx: HandlerContext) -> Callable[..., Any]:
     probe = getattr(run, "counters", None)  # GpSimdCall: costs known only after each run
     if callable(probe):
         ctx.counters = probe
+    start = getattr(run, "prime", None)  # GpSimdCall: its worker woken as the program's run begins
+    if callable(start):
+        ctx.run_start = start
     if ctx.type[0] == "tuple":
         return lambda *args: tuple(run(*args))
     return lambda *args: run(*args)[0]

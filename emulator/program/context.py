@@ -18,6 +18,9 @@ from emulator.program.model import Program, ValueType
 
 #: (counters, cores) of a GpSimd kernel's latest execution, or None before its first.
 CountersProbe = Callable[[], "tuple[Mapping[str, int], int] | None"]
+#: Told (graph, run) as each run of the loaded program begins: numbers the executor gives, one per
+#: loaded program and one per run.
+RunStartHook = Callable[[int, int], None]
 
 
 class LoadedProgramView(Protocol):
@@ -42,7 +45,9 @@ class LoadedProgramView(Protocol):
 @dataclass
 class HandlerContext:
     """An instruction as its handler factory sees it: attributes and value types. A handler whose
-    cost is known only after it ran (a GpSimd kernel) leaves a `counters` probe for the profiler."""
+    cost is known only after it ran (a GpSimd kernel) leaves a `counters` probe for the profiler;
+    one that gains from knowing when a run of its program begins (a GpSimd kernel, whose worker
+    is then woken ahead of its call) leaves a `run_start` hook."""
 
     op: str
     name: str
@@ -52,6 +57,7 @@ class HandlerContext:
     program: LoadedProgramView
     reuse: int = -1  # operand position the handler may overwrite with its result (see buffers.py)
     counters: CountersProbe | None = None
+    run_start: RunStartHook | None = None
 
     @property
     def dtype(self) -> np.dtype:

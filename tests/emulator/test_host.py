@@ -199,3 +199,38 @@ def test_cpu_pressure_is_the_share_of_the_window_in_which_tasks_waited(machine, 
     psi.unlink()
     machine.advance(2.0, others=0.0)
     assert host.cpu_pressure() is None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_a_thread_leaves_a_cpu_at_once_and_keeps_its_affinity() -> None:
+    import threading
+
+    got: list[tuple[bool, int, int, set[int]]] = []
+
+    def run() -> None:
+        cpu = host.current_cpu()
+        moved = host.leave_cpu(cpu)
+        got.append((moved, cpu, host.current_cpu(), os.sched_getaffinity(0)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    moved, before, after, allowed = got[0]
+    assert moved and after != before
+    assert allowed == os.sched_getaffinity(0)  # restored: the move pins nothing
+
+
+def test_a_thread_with_one_cpu_can_not_leave_it() -> None:
+    import threading
+
+    got: list[bool] = []
+    cpu = min(os.sched_getaffinity(0))
+
+    def run() -> None:
+        os.sched_setaffinity(0, {cpu})
+        got.append(host.leave_cpu(cpu))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert got == [False]

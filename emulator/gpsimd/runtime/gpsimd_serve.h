@@ -15,15 +15,18 @@
 //     the host's cap in the POLL word (nanoseconds; 0: no polling); when it is longer, up to the
 //     WAKE_AHEAD word, sleep on the request pipe until just before the expected call (a timer,
 //     ending as early as this loop's timed sleeps end late, control.next_late) and poll from
-//     then; on the host's CPU (HOST_CPU word), sleep a moment before any poll
+//     then; on the host's CPU (HOST_CPU word), move off it before any poll (leave_cpu)
 //     (control.shares_cpu); none of this after a call id whose plans have missed the call
 //     after it (its score, control.next_score, below hit_min). A poll gives up when it finds
 //     it was preempted (a gap between two looks at the clock with an involuntary context
 //     switch: then no polling for a while, from `backoff_first` doubled by each further
 //     preempted poll up to `backoff`);
+//     A call whose host said its graph's run has more to make (MORE word) is followed by a poll
+//     up to the cap, whatever the plan;
 //   * else sleep on the request pipe: set WORKER_WAITING, look again, then sleep until the pipe is
 //     readable (a lost wake-up is the host's to recover: control.py); a wake token is read,
-//     anything else returns to Python;
+//     anything else returns to Python; woken by a prime (PRIME word: a graph's run has begun),
+//     read its token and poll for the run's first call (take_prime);
 //   * run the call: TAKEN, the call id checked against the calls prepared here, the CPU budget
 //     re-armed at most every `arm_every` seconds, ncc_gpsimd_run with its counters, text and
 //     error in the page, then CODE and REPLY (release stores), and a wake token for a host that
@@ -70,7 +73,7 @@ struct ServeState {
   long switches = -1;  // this thread's involuntary context switches at the latest gap (-1: none yet)
   double late = -1;    // how late a timed sleep ends (control.next_late; -1: not set yet)
   int64_t slept_for = -1;  // the latest call it counted a sleep on the pipe for
-  double shared_quiet_from = 0;  // no naps on the host's CPU before this time (one did not move it)
+  double shared_quiet_from = 0;  // no moves off the host's CPU before this time (one failed: leave_cpu)
 };
 
 ServeState& serve_state() {
@@ -116,12 +119,17 @@ struct ncc_serve_config {
   // (ns), this loop's CPU, its counts of timed sleeps and of polls given up on the host's CPU,
   // its estimate of a timed sleep's lateness (ns); control.wait_plan's constants.
   int64_t host_cpu, wake_ahead, worker_cpu, timed, shared, late;
-  double wake_ahead_max, wake_margin, lead_max, late_first, window_share, window_max, shared_nap;
+  double wake_ahead_max, wake_margin, lead_max, late_first, window_share, window_max;
+  double shared_nap;  // unused: a poller moves off the host's CPU (leave_cpu; kept for the layout)
   // Appended: a call's plan is followed while its score is at least hit_min; the weight of the
   // latest outcome in the score (control.HIT_MIN, control.HIT_WEIGHT); the word index of this
   // loop's count of plans not followed for a low score (diagnostics).
   double hit_min, hit_weight;
   int64_t unplanned;
+  // Appended: word indices of the host's hint that more calls of its graph's run follow, of a
+  // prime (the sequence number of the run's first call) and its poll's length in ns, and of this
+  // loop's count of calls a prime's poll found (control.py: a graph's runs).
+  int64_t more, prime, prime_poll, primed;
 };
 
 int ncc_gpsimd_serve_prepare(int64_t id, int op, void* fn, const ncc_arg* args, int nargs, const ncc_arg* dst,
@@ -158,8 +166,10 @@ bool contended(ServeState& s) {
 }
 
 // Whether page word `word` holds `value` within `limit` seconds, polling without a system call
-// (but after a gap between two looks at the clock).
-bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t value, double limit) {
+// (but after a gap between two looks at the clock); with `while_word` >= 0, only while that word
+// holds `while_value`.
+bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t value, double limit,
+              int64_t while_word = -1, int64_t while_value = 0) {
   const int64_t* p = c.page + word;
   if (load(p) == value) return true;
   double now = monotonic();
@@ -169,6 +179,7 @@ bool spin_for(ServeState& s, const ncc_serve_config& c, int64_t word, int64_t va
   double last = now;
   for (;;) {
     if (load(p) == value) break;
+    if (while_word >= 0 && load(c.page + while_word) != while_value) break;
     cpu_relax();
     now = monotonic();
     if (now - last > c.preempted) {
@@ -233,6 +244,16 @@ Plan followed_plan(const ServeState& s, const ncc_serve_config& c, double cap) {
   return wait_plan(s, c, found->second.gap, cap);
 }
 
+// control.hinted_plan: after a call the host said more of its run follow, poll for up to twice
+// the gap after it last time plus the margin, at least the cap and at most window_max.
+Plan hinted_plan(const ServeState& s, const ncc_serve_config& c, double cap) {
+  auto found = s.gaps.find(s.previous);
+  double poll = found == s.gaps.end() ? cap : 2 * found->second.gap + c.spin_floor;
+  if (poll < cap) poll = cap;
+  if (poll > c.window_max) poll = cap > c.window_max ? cap : c.window_max;
+  return Plan{0, poll};
+}
+
 // control.next_score: a call within the plan's poll counts 1, one after it 0; one before the poll
 // began, or a plan without a poll, leaves the score.
 double next_score(const ncc_serve_config& c, double score, Plan plan, double gap) {
@@ -281,14 +302,6 @@ int wait_readable_for(int fd, double seconds) {
   }
 }
 
-void nap_for(double seconds) {
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(seconds);
-  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 bool read_token(int fd, uint32_t token) {
   uint32_t got = 0;
   ssize_t n;
@@ -316,6 +329,48 @@ void arm_cpu(double seconds) {
   if (limit.rlim_max != RLIM_INFINITY && soft > limit.rlim_max) soft = limit.rlim_max;
   limit.rlim_cur = soft;
   setrlimit(RLIMIT_CPU, &limit);
+}
+
+// Moves this thread off CPU `cpu` (the host's) onto another it may run on, now: its affinity is
+// narrowed to the others and at once restored. Why not a nap: a wake-up is placed on the CPU of
+// its waker, or of its timer, whenever the other virtual CPU is halted (this virtual machine
+// reports a halted CPU as preempted, which the scheduler avoids), so a napping poller came back
+// to the host's CPU; a narrowed affinity migrates the thread, and the other CPU is woken for it.
+// Whether it is off `cpu` now.
+bool leave_cpu(int64_t cpu) {
+  cpu_set_t all, others;
+  if (sched_getaffinity(0, sizeof all, &all) != 0) return false;
+  others = all;
+  CPU_CLR(static_cast<int>(cpu), &others);
+  if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others) != 0) return false;
+  sched_setaffinity(0, sizeof all, &all);
+  return sched_getcpu() != cpu;
+}
+
+// take_prime's outcomes (worker._take_prime's).
+enum PrimeOutcome { kNoPrime = 0, kPrimeFound = 1, kPrimeMissed = 2, kPrimeBroken = -1 };
+
+// For a loop woken with call `expected` not come: when it was a prime for that call (control.py:
+// a graph's runs), reads the prime's wake token and polls for the call for up to the PRIME_POLL
+// word (at most spin_max), off the host's CPU (a moment's nap first when on it, as after a
+// reply), until the call comes or the host withdraws the prime (it clears the word before a JSON
+// request, which then waits in the pipe behind the token).
+int take_prime(ServeState& s, ncc_serve_config& c, int64_t expected) {
+  int64_t* page = c.page;
+  if (load(page + c.prime) != expected) return kNoPrime;
+  if (!read_token(c.fd_in, c.wake_token)) return kPrimeBroken;
+  double limit = static_cast<double>(load(page + c.prime_poll)) * 1e-9;
+  if (limit > c.spin_max) limit = c.spin_max;
+  const int64_t cpu = sched_getcpu();
+  page[c.worker_cpu] = cpu;
+  if (cpu >= 0 && load(page + c.host_cpu) == cpu) {
+    page[c.shared] += 1;
+    leave_cpu(cpu);
+    page[c.worker_cpu] = sched_getcpu();
+  }
+  if (!spin_for(s, c, c.request, expected, limit, c.prime, expected)) return kPrimeMissed;
+  page[c.primed] += 1;
+  return kPrimeFound;
 }
 
 void run_call(ServeState& s, ncc_serve_config& c, int64_t sequence) {
@@ -372,18 +427,18 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
     const double cap = cap_s < c.spin_max ? cap_s : c.spin_max;
     bool ready = load(page + c.request) == expected;
     if (!ready) {
-      const Plan plan = cap_ns > 0 ? followed_plan(s, c, cap) : Plan{0, 0};
-      double nap = plan.nap;
+      // The host's run has more calls to make (MORE): poll whatever the plan's score says.
+      const Plan plan = cap_ns <= 0 ? Plan{0, 0} : load(page + c.more) ? hinted_plan(s, c, cap) : followed_plan(s, c, cap);
+      const double nap = plan.nap;
       const double limit = plan.poll;
+      bool shared = false;
+      int64_t cpu = -1;
       if (limit > 0) {
-        // Not on the host's CPU: a moment's sleep gives it the CPU, and the timer's wake-up
-        // puts this loop on an idle one (control.shares_cpu).
-        const int64_t cpu = sched_getcpu();
+        // Not on the host's CPU (control.shares_cpu): a poll there holds the CPU the host needs.
+        cpu = sched_getcpu();
         page[c.worker_cpu] = cpu;
-        if (cpu >= 0 && load(page + c.host_cpu) == cpu && monotonic() >= s.shared_quiet_from) {
-          page[c.shared] += 1;
-          if (nap < c.shared_nap) nap = c.shared_nap;
-        }
+        shared = cpu >= 0 && load(page + c.host_cpu) == cpu && monotonic() >= s.shared_quiet_from;
+        if (shared) page[c.shared] += 1;
       }
       page[c.next_poll] = static_cast<int64_t>(limit * 1e9);
       if (plan.nap > 0) {
@@ -398,25 +453,27 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
         store(page + c.worker_waiting, 0);
         if (woken < 0) return 2;
         ready = load(page + c.request) == expected;
-        if (woken > 0 && !ready) return 0;  // a JSON request (or a token without a call)
-        // A call that came as the timer ended may have seen the flag: its token, read now, would
-        // otherwise wake the next sleep for nothing (a JSON request never comes while a call waits).
-        if (woken == 0 && ready) woken = wait_readable_for(c.fd_in, 0);
+        if (woken > 0 && !ready) {
+          const int primed = take_prime(s, c, expected);
+          if (primed == kNoPrime) return 0;  // a JSON request (or a token without a call)
+          if (primed == kPrimeBroken) return 1;
+          if (primed == kPrimeMissed) continue;
+          ready = true;
+          woken = 0;  // the prime's token is read
+        } else if (woken == 0 && ready) {
+          // A call that came as the timer ended may have seen the flag: its token, read now, would
+          // otherwise wake the next sleep for nothing (a JSON request never comes while a call waits).
+          woken = wait_readable_for(c.fd_in, 0);
+        }
         if (woken > 0 && !read_token(c.fd_in, c.wake_token)) return 1;
         if (woken == 0 && !ready) {
           s.late = next_late(s.late, monotonic() - started - nap);
           page[c.late] = static_cast<int64_t>(s.late * 1e9);
         }
-      } else if (nap > 0) {
-        // The host's CPU: a moment's sleep, not flagged (too short to be worth a token).
-        const double started = monotonic();
-        nap_for(nap);
-        const double woke = monotonic();
-        s.late = next_late(s.late, woke - started - nap);
-        // Still on the host's CPU: no CPU was idle to move to (a busy machine), and a nap only
-        // adds a timer's wake-up to every call. No naps for a while.
-        if (sched_getcpu() == load(page + c.host_cpu)) s.shared_quiet_from = woke + c.backoff;
-        page[c.late] = static_cast<int64_t>(s.late * 1e9);
+      } else if (shared) {
+        // The host's CPU: moved off it. Still on it (no other CPU it may run on): no moves for a while.
+        if (!leave_cpu(cpu)) s.shared_quiet_from = monotonic() + c.backoff;
+        page[c.worker_cpu] = sched_getcpu();
         ready = load(page + c.request) == expected;
       }
       if (!ready) {
@@ -434,8 +491,14 @@ int ncc_gpsimd_serve(ncc_serve_config* config) {
       if (load(page + c.request) != expected) woken = wait_readable(c.fd_in, -1);
       store(page + c.worker_waiting, 0);
       if (woken < 0) return 2;
-      if (load(page + c.request) != expected) return 0;  // a JSON request (or the pipe's end)
-      if (woken > 0 && !read_token(c.fd_in, c.wake_token)) return 1;
+      if (load(page + c.request) != expected) {
+        const int primed = woken > 0 ? take_prime(s, c, expected) : kNoPrime;
+        if (primed == kNoPrime) return 0;  // a JSON request (or the pipe's end)
+        if (primed == kPrimeBroken) return 1;
+        if (primed == kPrimeMissed) continue;
+      } else if (woken > 0 && !read_token(c.fd_in, c.wake_token)) {
+        return 1;
+      }
     }
     if (cap_ns > 0) {
       // How long this call took to come after the previous one: the next poll is sized by it,

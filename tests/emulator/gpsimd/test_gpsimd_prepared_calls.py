@@ -731,7 +731,7 @@ def test_a_gap_past_the_cap_is_slept_through_on_a_timer(private_runner, monkeypa
     # tried again with a new worker.
     cap, ahead = 50e-6, control.SLEEP_THROUGH_MAX
     monkeypatch.setattr(control, "worker_spin", lambda: cap)
-    monkeypatch.setattr(host_module, "current_cpu", lambda: -1)  # the host's own call: no CPU, no nap
+    monkeypatch.setattr(host_module, "current_cpu", lambda: -1)  # the host's own call: no CPU, no move
     spec = TensorSpec("float32", (1000,))
     slow = []
     for attempt in range(30):
@@ -873,21 +873,21 @@ def test_under_load_the_worker_sleeps_through_a_gap_on_its_pipe(private_runner, 
     assert words[control.WORKER_TIMED] == 0 and words[control.WORKER_POLLED] == 0
 
 
-def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private_runner, monkeypatch) -> None:
+def test_a_worker_that_finds_the_host_on_its_cpu_moves_off_it_or_backs_off(private_runner, monkeypatch) -> None:
     # Host and worker on one CPU: a polling worker holds the CPU the host needs to send the next
-    # call. It sleeps a moment instead (its timer's wake-up puts it on an idle CPU) and then
-    # polls; a nap that left it on the host's CPU stops its naps for a while (control.BACKOFF).
-    # Here the worker is pinned to one CPU and each call written by hand with the host's CPU
+    # call. It moves off that CPU first (host.leave_cpu) and then polls; a move that left it on
+    # the host's CPU stops its moves for a while (control.BACKOFF). Here the worker is pinned to
+    # one CPU (so that no move can succeed) and each call written by hand with the host's CPU
     # word that CPU (or another), and a gap of 0 (word REQUEST_AT), so that the worker's plan
     # after every call is a short poll whatever the load does to the test's timing. Each call
-    # waits for the worker asleep on its pipe after its nap or poll (word WORKER_SLEPT), so the
+    # waits for the worker asleep on its pipe after its poll (word WORKER_SLEPT), so the
     # worker's decision after it has been made; the back-off's 100 ms is checked against the
     # test's own clock, and an attempt too slow to tell is tried again after it.
     import os
 
     cap = 900e-6
     monkeypatch.setattr(control, "worker_spin", lambda: cap)
-    monkeypatch.setattr(host_module, "current_cpu", lambda: -1)  # the host's own call: no CPU, no nap
+    monkeypatch.setattr(host_module, "current_cpu", lambda: -1)  # the host's own call: no CPU, no move
     runner, prepared = _doubling_after_one_call(private_runner)
     worker = runner._worker
     words = worker.control.words
@@ -895,8 +895,8 @@ def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private
     os.sched_setaffinity(worker.proc.pid, {cpu})
 
     def call(k: int, host_cpu: int) -> tuple[int, float]:
-        """Call k with the host's CPU word `host_cpu`: the worker's naps on the host's CPU after
-        it, and when it was written."""
+        """Call k with the host's CPU word `host_cpu`: the worker's tries to move off the host's
+        CPU after it, and when it was written."""
         assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)  # asleep on its pipe
         slept, shared = words[control.WORKER_SLEPT], words[control.WORKER_SHARED]
         np.copyto(prepared.inputs[0], X + k)
@@ -904,18 +904,18 @@ def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private
         assert _await_reply(worker, _write_call(worker, prepared.id, cap, 0, host_cpu))
         assert words[control.CODE] == 0
         assert np.array_equal(prepared.output.view(np.float32), 2 * (X + k))
-        assert _wait_for(lambda: words[control.WORKER_SLEPT] > slept, 10)  # its nap or poll is over
+        assert _wait_for(lambda: words[control.WORKER_SLEPT] > slept, 10)  # its poll is over
         return words[control.WORKER_SHARED] - shared, written
 
     for attempt in range(10):
-        naps, first = call(2 * attempt, cpu)
-        assert naps == 1  # the host on its CPU, and no nap within the back-off: a nap
-        assert words[control.WORKER_CPU] == cpu
-        naps, _ = call(2 * attempt + 1, cpu)
+        moves, first = call(2 * attempt, cpu)
+        assert moves == 1  # the host on its CPU, and no failed move within the back-off: a move
+        assert words[control.WORKER_CPU] == cpu  # pinned: it could not leave
+        moves, _ = call(2 * attempt + 1, cpu)
         if time.monotonic() - first < control.BACKOFF:
-            # It decided after the second call before now, and the back-off runs from the end of
-            # its nap after the first call, which it took after `first`.
-            assert naps == 0  # no nap within the back-off: the last one left it on the host's CPU
+            # It decided after the second call before now, and the back-off runs from its failed
+            # move after the first call, which it made after `first`.
+            assert moves == 0  # no move within the back-off: the last one left it on the host's CPU
             break
         time.sleep(control.BACKOFF)  # too slow to tell: past any back-off, again
     else:
@@ -923,7 +923,7 @@ def test_a_worker_that_finds_the_host_on_its_cpu_naps_instead_of_polling(private
     time.sleep(control.BACKOFF)
     assert call(100, -1)[0] == 0  # past the back-off, with the host elsewhere: a poll
     time.sleep(control.BACKOFF)
-    assert call(101, cpu)[0] == 1  # past the back-off, with the host on its CPU: a nap
+    assert call(101, cpu)[0] == 1  # past the back-off, with the host on its CPU: a move
 
 
 def test_a_host_that_finds_the_worker_on_its_cpu_sleeps_instead_of_polling(monkeypatch) -> None:
@@ -938,7 +938,7 @@ def test_a_host_that_finds_the_worker_on_its_cpu_sleeps_instead_of_polling(monke
     os.close(fd)
     r, w = os.pipe()
     fake = object.__new__(WorkerProcess)
-    fake.control, fake.sequence, fake.waits = page, 0, control.HostWaits()
+    fake.control, fake.sequence, fake.waits, fake.runs = page, 0, control.HostWaits(), control.GraphRuns()
     fake._spinner = control.Spinner(control.HOST_SPIN)
     fake.req_w, fake.resp_r, fake.pidfd = w, r, -1
     words = page.words
@@ -954,3 +954,141 @@ def test_a_host_that_finds_the_worker_on_its_cpu_sleeps_instead_of_polling(monke
         page.close()
         os.close(r)
         os.close(w)
+
+
+# --- a graph's runs: primes and hints (control.py) ----------------------------------------------
+
+def test_graph_runs_count_each_graphs_calls_and_hint_the_calls_its_previous_run_made_more_of() -> None:
+    runs = control.GraphRuns()
+    assert runs.call(0.0) is False and runs.window() == 0.0  # outside any run: no hint, no prime
+    assert runs.start(1, 10, 1.0)
+    assert runs.window() == control.PRIME_FIRST  # the graph's lead is not known yet
+    assert [runs.call(1.0 + 1e-4 * k) for k in range(1, 4)] == [False] * 3  # nothing counted yet
+    assert runs.start(1, 11, 2.0) and not runs.start(1, 11, 2.5)  # a run started twice counts once
+    assert runs.window() == pytest.approx(2 * 1e-4 + control.SPIN_MARGIN)  # the first call came 100 us in
+    assert [runs.call(2.0 + 3e-4 * k) for k in range(1, 4)] == [True, True, False]
+    assert runs.start(2, 12, 3.0)  # another graph has counts of its own
+    assert [runs.call(3.0 + 1e-3), runs.call(3.0 + 2e-3)] == [False, False]
+    assert runs.start(1, 13, 4.0)
+    assert runs.window() == pytest.approx(2 * 3e-4 + control.SPIN_MARGIN)  # its latest run's lead
+    assert [runs.call(4.1) for _ in range(4)] == [True, True, False, False]  # a fourth call: no hint
+    assert runs.start(2, 14, 5.0)
+    assert runs.window() == 0.0  # the first call came 1 ms in: too far off to poll for
+
+
+def test_graph_runs_forget_their_graphs_past_the_limit() -> None:
+    runs = control.GraphRuns()
+    for graph in range(control.GraphRuns.KEPT + 2):
+        runs.start(graph, graph, float(graph))
+        runs.call(graph + 1e-4)
+        runs.call(graph + 2e-4)
+    assert runs.start(0, 10 ** 6, 1e6)
+    assert runs.call(1e6) is False  # graph 0 was forgotten with the others
+    assert len(runs._graphs) <= control.GraphRuns.KEPT
+
+
+def test_a_prime_polls_twice_the_lead_and_a_hint_twice_the_gap_within_bounds() -> None:
+    assert control.prime_window(None) == control.PRIME_FIRST
+    assert control.prime_window(100e-6) == pytest.approx(220e-6)
+    assert control.prime_window(600e-6) == 0.0  # past WORKER_SPIN_MAX
+    cap = control.WORKER_SPIN
+    assert control.hinted_plan(None, cap) == (0.0, cap)
+    assert control.hinted_plan(10e-6, cap) == (0.0, cap)  # at least the cap
+    assert control.hinted_plan(48e-6, cap) == pytest.approx((0.0, 2 * 48e-6 + control.SPIN_MARGIN))
+    assert control.hinted_plan(1e-3, cap) == (0.0, control.WORKER_SPIN_SPARE)  # at most the spare CPU's poll
+    assert control.hinted_plan(1e-3, 400e-6) == (0.0, 400e-6)  # or the cap, when that is larger
+
+
+def test_a_hinted_call_is_followed_by_a_poll_whatever_its_plan_says(private_runner) -> None:
+    # Calls 30 ms apart: past the longest gap the worker may sleep through (word WAKE_AHEAD 0),
+    # so its plan after such a call is no poll at all. A call whose host says more of its run
+    # follow (word MORE) is followed by a poll all the same: twice the gap, at most the spare
+    # CPU's poll (control.hinted_plan), which the worker writes into word NEXT_POLL before it.
+    cap = 50e-6
+    runner, prepared = _doubling_after_one_call(private_runner)
+    worker = runner._worker
+    words = worker.control.words
+    polls = []
+    for k, more in enumerate((0, 0, 0, 1, 0, 1)):
+        time.sleep(0.03)
+        assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)  # asleep: its poll, if any, is over
+        np.copyto(prepared.inputs[0], X + k)
+        words[control.MORE] = more
+        assert _await_reply(worker, _write_call(worker, prepared.id, cap, time.monotonic_ns(), ahead=0.0))
+        assert np.array_equal(prepared.output.view(np.float32), 2 * (X + k))
+        assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)
+        polls.append(words[control.NEXT_POLL])
+    spare = int(control.WORKER_SPIN_SPARE * 1e9)
+    assert polls[2:] == [0, spare, 0, spare]  # after the first two calls its gap is known (30 ms)
+
+
+def _prime_then_call(runner, prepared, worker, k: int, run: int) -> bool:
+    """One graph run: the worker asleep, the host primes it (WorkerProcess.prime), waits until it
+    is awake and polling, and makes the run's first call at once; whether the prime's poll found
+    the call (a loaded machine may have the worker's poll end before the call comes)."""
+    words = worker.control.words
+    assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)
+    primed, found = worker.waits.primed, words[control.WORKER_PRIMED]
+    words[control.WORKER_CPU] = -7  # the worker writes its CPU as it takes the prime
+    worker.prime(1, run)
+    assert worker.waits.primed == primed + 1
+    assert _wait_for(lambda: words[control.WORKER_CPU] != -7, 10)
+    assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
+    return words[control.WORKER_PRIMED] == found + 1
+
+
+def test_a_prime_wakes_the_sleeping_worker_to_poll_for_the_runs_first_call(private_runner, monkeypatch) -> None:
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)  # a CPU for each side
+    monkeypatch.setattr(control, "PRIME_FIRST", control.WORKER_SPIN_MAX)  # the longest prime's poll
+    runner, prepared = _doubling_after_one_call(private_runner)
+    worker = runner._worker
+    found = 0
+    for k in range(20):
+        worker.runs = control.GraphRuns()  # the lead stays unknown: every prime polls for PRIME_FIRST
+        found += _prime_then_call(runner, prepared, worker, k, k + 1)
+        if found >= 3:
+            break
+    assert found >= 3
+
+
+def test_a_prime_is_not_sent_to_a_worker_that_is_awake_or_while_the_machine_is_busy(private_runner,
+                                                                                     monkeypatch) -> None:
+    runner, prepared = _doubling_after_one_call(private_runner)
+    worker = runner._worker
+    words = worker.control.words
+    assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)
+    monkeypatch.setattr(control, "worker_spin", lambda: 0.0)  # no free CPU for each side
+    worker.prime(1, 1)
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)
+    worker.prime(1, 1)  # the same run again: told once
+    assert worker.waits.primed == 0 and words[control.PRIME] == 0
+    words[control.WORKER_WAITING] = 0  # as a worker that polls or runs a call
+    worker.prime(1, 2)
+    words[control.WORKER_WAITING] = 1
+    assert worker.waits.primed == 0
+    assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)
+
+
+def test_a_json_request_after_a_prime_is_answered_and_calls_go_on(private_runner, monkeypatch) -> None:
+    # A prime whose run makes no prepared call (its poll ends unanswered), and one followed at once
+    # by a JSON request (the host withdraws the prime first: the worker must not take the
+    # request's frame for the prime's token), leave the worker answering both kinds.
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)
+    runner, prepared = _doubling_after_one_call(private_runner)
+    worker = runner._worker
+    words = worker.control.words
+    for run in range(1, 6):
+        assert _wait_for(lambda: words[control.WORKER_WAITING] == 1, 10)
+        worker.prime(1, 2 * run)
+        if run % 2:
+            time.sleep(0.01)  # no call: the prime's poll ends, the worker sleeps again
+        spec = TensorSpec("float32", (10 * run,))
+        again = runner.prepare(runner_host(runner).descriptor.op("double_it"), [spec], spec)  # a JSON request
+        data = np.arange(10 * run, dtype=np.float32)
+        assert np.array_equal(runner.call(again, [data]).output.view(np.float32)[: 10 * run], 2 * data)
+        assert np.array_equal(runner.call(prepared, [X + run]).output.view(np.float32), 2 * (X + run))
+    assert worker.alive()
+
+
+def runner_host(runner: GpSimdRunner) -> HostLibrary:
+    return HostLibrary(runner.library_path, runner)

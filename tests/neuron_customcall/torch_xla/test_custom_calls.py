@@ -265,3 +265,44 @@ def test_cpp_op_on_xla_reuses_its_config_per_argument_signature(relu_ops, monkey
     assert len(asked) == 3
     assert custom_call._argument_key("float", -0.0) != custom_call._argument_key("float", 0.0)
     assert custom_call._argument_key("int", True) != custom_call._argument_key("int", 1)
+
+
+def test_a_training_graphs_runs_prime_the_worker_and_hint_its_calls(relu_ops, monkeypatch):
+    # The executor tells a GpSimd kernel's worker when each run of its graph begins (a prime,
+    # WorkerProcess.prime), and with each call the host says whether the run has more to make
+    # (page word MORE), from the count of the graph's previous run (emulator/gpsimd/control.py:
+    # a graph's runs). The training step's graph makes four calls. Its first run starts the
+    # worker (nothing to prime yet) and its second is the first the worker counts, so from the
+    # third run on the calls carry the hints 1, 1, 1, 0; the losses stay torch's on the CPU.
+    from emulator.gpsimd import control
+    from emulator.gpsimd.process import WorkerProcess
+
+    monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)  # a CPU for each side: hints are written
+    primes: list[tuple[int, int]] = []
+    hints: list[int] = []
+    real_prime, real_call = WorkerProcess.prime, WorkerProcess.call
+
+    def prime(self, graph: int, run: int) -> None:
+        primes.append((graph, run))
+        real_prime(self, graph, run)
+
+    def call(self, call_id: int, timeout: float) -> int:
+        code = real_call(self, call_id, timeout)
+        hints.append(self.control.words[control.MORE])
+        return code
+
+    monkeypatch.setattr(WorkerProcess, "prime", prime)
+    monkeypatch.setattr(WorkerProcess, "call", call)
+    device = torch_xla.device()
+    model = _with_cpp_relu(make_mlp()).to(device)
+    x, y = (t.to(device) for t in batch())
+    steps = 6
+    losses = train(model, x, y, steps, lambda model, opt, loss: mark_step(model, opt, loss))
+    got = [float(to_cpu(loss)) for loss in losses]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(_cpu_reference(steps)), rtol=1e-4, atol=1e-5)
+    graphs = {graph for graph, _ in primes}
+    runs = sorted(set(run for _, run in primes))  # each kernel payload's hook tells the worker once a run
+    assert len(graphs) == 1 and [run for _, run in primes] == sorted(run for _, run in primes)
+    assert len(runs) == steps - 1 and len(hints) == 4 * steps
+    assert hints[:8] == [0] * 8  # the first two runs: nothing counted yet
+    assert hints[8:] == [1, 1, 1, 0] * (steps - 2)
