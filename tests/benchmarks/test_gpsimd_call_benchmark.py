@@ -33,20 +33,22 @@ def test_one_round_gives_a_row_per_op_and_pattern(tmp_path):
             # p50, p90, mean, host CPU, peer CPU, then the host's gap before the call: p10, p50, p90
             line = rf"^  {label} +{served} +(\d+\.\d +){{5}}(-?\d+ +){{2}}-?\d+"
             assert re.search(line, printed, re.M), (label, served)
-    assert re.search(r"^  all four +the worker .* (\d+/){6}\d+; \d+\+\d+; \d+\+\d+$", printed, re.M)
+    assert re.search(r"^  all four +the worker .* (\d+/){7}\d+; \d+\+\d+; \d+\+\d+$", printed, re.M)  # eight shares (WAITS)
     assert len(re.findall(r"^  calls served by .* step .* graph run .* CPU ", printed, re.M)) == 2
     assert all(r.ours_s > 0 and r.peer_s > 0 and r.target == "<= 25 us per call" for r in rows)
     # Each worker case (the step's four ops among them) says how each side waited: shares of
     # calls where the host slept, woke the worker, the worker slept, its poll found the call, it
     # slept on a timer until just before the call, it found the host on its CPU, it followed no
-    # plan for a gap whose plans had been missing (each side either slept or did not: the host's
-    # sleeps and polls add up to every call).
+    # plan for a gap whose plans had been missing, a graph run's prime had it poll for the call
+    # (none outside a graph; each side either slept or did not: the host's sleeps and polls add
+    # up to every call).
     waits = re.findall(r"^  worker, (.+?) {2,}(back to back|host work between|a step's gaps|a step's varying gaps) .* "
-                       r"(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+); (\d+)\+(\d+); (\d+)\+(\d+)$", printed, re.M)
+                       r"(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+); (\d+)\+(\d+); (\d+)\+(\d+)$", printed, re.M)
     assert len(waits) == 5 * 4
     assert {w[0].strip() for w in waits} >= {"forward", "backward", "the step's four ops"}
     for case in waits:
         slept, polled = int(case[4]), int(case[5])
         assert 0 <= polled <= 100 - slept + 1  # rounded shares
         assert 0 <= int(case[6]) <= 101 and 0 <= int(case[7]) <= 101 and 0 <= int(case[8]) <= 101
+        assert int(case[9]) == 0  # no graph runs, no primes
     assert re.search(r"how late its timed sleeps end: \d+\.\d us", printed)
