@@ -369,6 +369,8 @@ class WorkerProcess:
         self.close()
 
     def close(self) -> None:
+        if not self.control.map.closed:
+            self.control.words[control.PRIME] = 0  # the pipe's end is then read as such, not as a prime's token
         for fd in (self.req_w, self.resp_r):
             try:
                 os.close(fd)
