@@ -104,12 +104,17 @@ def test_helper_processes_time_is_ours_and_stays_ours_after_they_exit():
     """A real child burning CPU: counted in our total while registered, and the total does not
     fall when it exits and is no longer counted (a fall would look like a stranger's work)."""
     host.forget_reading()
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
-                              "while time.process_time()-t<0.3: pass\nimport sys; sys.stdin.read()"],
+    # The child burns only once told to, after `before` is read: a loaded machine may otherwise
+    # run most of its 0.3 s before this process reads it (a flaky failure under pytest -n 2).
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\nsys.stdin.readline()\nt=time.process_time()\n"
+                              "while time.process_time()-t<0.3: pass\nsys.stdin.read()"],
                              stdin=subprocess.PIPE)
     host.count_as_own(child.pid)
     try:
         before = host._own_seconds()
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
         deadline = 200
         while host._own_seconds() - before < 0.2 and deadline:
             os.sched_yield()
