@@ -30,7 +30,7 @@ word 6     the longest gap between calls the worker may sleep through and then p
            next call, in nanoseconds (`wake_ahead`: 0 under load, as word 3)
 word 7     1 when the host expects another call soon after this one (`MORE`: a graph's run has
            more GpSimd calls to make, counted from its previous run): the worker then polls for
-           it up to word 3 after its reply, whatever its plans say; 0: no hint
+           it after its reply whatever its plan's score (`hinted_plan`, at least word 3); 0: no hint
 word 8     reply sequence number (the worker writes it last, after word 9)
 word 9     ncc_gpsimd_run's return code (0, 1 + error kind, 100), or a protocol refusal
 word 10    1 while the worker sleeps on the request pipe

@@ -557,15 +557,15 @@ def serve_python(worker: Worker, fd_in: int, fd_out: int) -> int:
         polling = cap > 0
         ready = words[control.REQUEST] == expected
         if not ready:
-            hinted = polling and bool(words[control.MORE])  # the host's run has more calls: poll up to the cap
-            known = gaps.get(previous) if polling and not hinted else None
+            known = gaps.get(previous) if polling else None
+            hinted = polling and bool(words[control.MORE])  # the host's run has more calls: poll whatever the score
             if hinted:
-                last = gaps.get(previous)
-                nap, limit = control.hinted_plan(None if last is None else last[0], cap)
+                nap, limit = control.hinted_plan(None if known is None else known[0], cap)
+            elif polling:
+                nap, limit = control.followed_plan(known, cap, words[control.WAKE_AHEAD] * 1e-9, late)
             else:
-                nap, limit = (control.followed_plan(known, cap, words[control.WAKE_AHEAD] * 1e-9, late)
-                              if polling else (0.0, 0.0))
-            words[control.WORKER_UNPLANNED] += known is not None and known[1] < control.HIT_MIN
+                nap, limit = 0.0, 0.0
+            words[control.WORKER_UNPLANNED] += not hinted and known is not None and known[1] < control.HIT_MIN
             if limit > 0:
                 cpu = words[control.WORKER_CPU] = host.current_cpu()
                 shared = control.shares_cpu(words, control.HOST_CPU, cpu) and time.monotonic() >= shared_quiet_from

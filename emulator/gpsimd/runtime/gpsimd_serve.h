@@ -22,7 +22,7 @@
 //     switch: then no polling for a while, from `backoff_first` doubled by each further
 //     preempted poll up to `backoff`);
 //     A call whose host said its graph's run has more to make (MORE word) is followed by a poll
-//     up to the cap, whatever the plan;
+//     whatever the plan's score (control.hinted_plan: twice the gap, at least the cap);
 //   * else sleep on the request pipe: set WORKER_WAITING, look again, then sleep until the pipe is
 //     readable (a lost wake-up is the host's to recover: control.py); a wake token is read,
 //     anything else returns to Python; woken by a prime (PRIME word: a graph's run has begun),
@@ -352,8 +352,8 @@ enum PrimeOutcome { kNoPrime = 0, kPrimeFound = 1, kPrimeMissed = 2, kPrimeBroke
 
 // For a loop woken with call `expected` not come: when it was a prime for that call (control.py:
 // a graph's runs), reads the prime's wake token and polls for the call for up to the PRIME_POLL
-// word (at most spin_max), off the host's CPU (a moment's nap first when on it, as after a
-// reply), until the call comes or the host withdraws the prime (it clears the word before a JSON
+// word (at most spin_max), off the host's CPU (leave_cpu first when on it, as after a reply),
+// until the call comes or the host withdraws the prime (it clears the word before a JSON
 // request, which then waits in the pipe behind the token).
 int take_prime(ServeState& s, ncc_serve_config& c, int64_t expected) {
   int64_t* page = c.page;
