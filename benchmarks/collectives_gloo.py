@@ -2,20 +2,23 @@
 with neuron_customcall.distributed.GlooCommunicator) against torch.distributed.all_reduce with
 gloo on the same tensors, in the same processes, alternating, for 1 MB to 256 MB of f32.
 
-Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Below 6 MB ours
-pads the value to a bucket with a gloo group of its own and hands it to gloo's all_reduce with a
-trailer that checks the call afterwards (neuron_customcall/distributed/trailer.py: one gloo call).
-`--ab` adds, in the same rounds, "headers": the all-reduce as it was before (session 10: a header
-exchange with the peer on a second gloo group, then gloo's all_reduce), and "chunked": the path
-for the reductions gloo lacks and from 6 MB (reduce-scatter, fold in group order, all-gather over
-point-to-point messages, headers on their own group, recycled results), and "polling": ours
-polling gloo's call for up to 6 ms before it blocks (neuron_customcall/distributed/polling.py,
-off by default: NEURON_CUSTOMCALL_COLLECTIVE_POLL_US); `--polling` adds only that one.
-Every variant starts after a barrier on a group of its own, so that none follows a small exchange
-on its own connections, and the variants take turns in going first. gloo's operand is refilled
-with NumPy before its barrier (as ours copies with NumPy): torch's copy_ wakes its intra-op
-threads, whose spinning slowed the next gloo call 3x on this 2-CPU host (1 MB: 9-12 ms against
-1.4-1.8 ms, measured at load 4-5).
+Both ride the same transport, so the issue's target is a ratio of at most 1.2x. Between two
+processes ours sends each rank's whole value to the other and folds the two in group order, the
+received value arriving in the result (a pair exchange: GlooCommunicator._reduce_in_pair; its
+header rides beside it on a second gloo group). `--ab` adds, in the same rounds, "buckets": the
+all-reduce of sessions 11-14 (below 6 MB the value padded into a bucket with a gloo group of its
+own, gloo's all_reduce, then a trailer that checks the call: neuron_customcall/distributed/trailer.py),
+"headers": the all-reduce of session 10 (a header exchange with the peer on a second gloo group,
+then gloo's all_reduce), "chunked": the path for the reductions neither covers (reduce-scatter,
+fold in group order, all-gather over point-to-point messages, headers on their own group,
+recycled results), and "polling": ours polling its gloo calls for up to 6 ms before it blocks
+(neuron_customcall/distributed/polling.py, off by default: NEURON_CUSTOMCALL_COLLECTIVE_POLL_US);
+`--polling` adds only that one. Every variant starts after a barrier on a group of its own, so
+that none follows a small exchange on its own connections, and the variants take turns in going
+first. gloo's operand is refilled with NumPy before its barrier, outside its timing (gloo reduces
+in place; ours leaves its operand as it is, as XLA's all-reduce must): torch's copy_ wakes its
+intra-op threads, whose spinning slowed the next gloo call 3x on this 2-CPU host (1 MB: 9-12 ms
+against 1.4-1.8 ms, measured at load 4-5).
 
 Per variant and size: the median, mean and first quartile of the calls' wall times (at 64 KB-4 MB
 gloo's own calls are bimodal on this host, 0.5 or 3-4 ms at 1 MB, in a share that changes from
@@ -81,6 +84,10 @@ def _variants(ab: bool, polling: bool = False) -> dict[str, Any]:
         chunked = GlooCommunicator()  # headers on their own group, no gloo all_reduce
         chunked.reduce = _Chunked.reduce
         variants["chunked"] = chunked
+    if ab:
+        buckets = GlooCommunicator()  # gloo's all_reduce in bucket groups with trailers (sessions 11-14)
+        buckets._pair_max = 0
+        variants["buckets"] = buckets
     if ab or polling:
         from neuron_customcall.distributed.polling import POLL_MAX_S
 

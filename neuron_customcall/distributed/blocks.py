@@ -1,7 +1,9 @@
-"""Buffers for a bucket's all-reduce (gloo.py), reused once nothing refers to them.
+"""Buffers for a bucket's all-reduce and a pair exchange's results (gloo.py), reused once
+nothing refers to them.
 
 Why: gloo's all_reduce reduces in place, so a value is first copied into a buffer with room for
-its bucket's padding and trailer (trailer.py), and the reduced buffer is the result. A fresh
+its bucket's padding and trailer (trailer.py), and the reduced buffer is the result; a pair
+exchange receives the other process's value into its result's buffer and folds into it. A fresh
 buffer per call cost its allocation, its first-touch page faults and a torch tensor made over it,
 every call (benchmarks/collectives_gloo.md, session 12). Here a bucket keeps its buffers ("blocks"),
 each with its pages touched and its tensor made once; the result handed out is a view of the block,

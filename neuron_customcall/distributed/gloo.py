@@ -12,9 +12,12 @@ taking part, in the same order), and gloo's own all_gather was several times slo
 The header carries the call's sequence number, digests of the instruction and of its group (or
 pairs), and the value's byte count, dtype and shape: devices that reached different collectives, or that hold
 values of different types, fail with a CollectiveError naming the devices instead of exchanging
-bytes that do not belong together. A small all-reduce gloo can compute goes to gloo's own
-all_reduce without a header: its size bucket's own group and a trailer checked after the call
-(trailer.py) keep gloo's size-mismatch abort out of reach (GlooCommunicator.reduce). A peer that died ends the exchange with gloo's error (a closed
+bytes that do not belong together. An all-reduce between two processes is a pair exchange: each
+sends the other its whole value, tagged by its size, with its header beside it rather than before
+it, and folds the two (GlooCommunicator._reduce_in_pair). Among more processes, a small
+all-reduce gloo can compute goes to gloo's own all_reduce without a header: its size bucket's own
+group and a trailer checked after the call (trailer.py) keep gloo's size-mismatch abort out of
+reach (GlooCommunicator.reduce). A peer that died ends the exchange with gloo's error (a closed
 connection) or, if it hangs, after the group's timeout (NEURON_RT_EXEC_TIMEOUT, emulator's default
 600 s), also as a CollectiveError.
 """
@@ -35,19 +38,20 @@ import numpy as np
 from emulator.collectives.comm import CollectiveError, CollectiveTimeout, gather_into
 from emulator.collectives.context import DeviceContext, running_as
 from emulator.collectives.local import ThreadCommunicator, default_timeout
-from emulator.ops.common import REDUCERS
+from emulator.ops.common import REDUCERS, compute_dtype, reducer_ufunc
 from neuron_customcall.distributed import trailer
-from neuron_customcall.distributed.blocks import BlockPool
+from neuron_customcall.distributed.blocks import Block, BlockPool
 from neuron_customcall.distributed.polling import PolledWait, window_from_env
-from neuron_customcall.distributed.rendezvous import GlooGroups, close_at_exit_later
+from neuron_customcall.distributed.rendezvous import PAIR_KEY, GlooGroups, close_at_exit_later
 
 log = logging.getLogger(__name__)
 
-#: header: sequence, instruction digest, group digest, kind (1 gather, 2 permute, 3 all-to-all, 4 reduce),
+#: header: sequence, instruction digest, group digest, kind (1 gather, 2 permute, 3 all-to-all, 4 reduce,
+#: 5 a pair exchange's, sent beside its value: GlooCommunicator._reduce_in_pair),
 #: byte count, dtype digest, ndim, then up to _MAX_DIMS dimensions
 _MAX_DIMS = 16
 _HEADER = 7 + _MAX_DIMS
-_GATHER, _PERMUTE, _ALL_TO_ALL, _REDUCE = 1, 2, 3, 4
+_GATHER, _PERMUTE, _ALL_TO_ALL, _REDUCE, _PAIR = 1, 2, 3, 4, 5
 
 #: The reductions gloo's all_reduce does as XLA does, by dtype kind: reducer name (emulator.ops.common.REDUCERS)
 #: -> torch.distributed.ReduceOp name. Floats: only add and multiply (gloo's MIN/MAX are std::min/max,
@@ -64,6 +68,18 @@ _NATIVE_REDUCERS = {
 #: 51 in session 10, into fresh ones), while below it the round trips dominate (4 MB: 4.1-4.7 ms of
 #: CPU against the chunked path's 4.9-5.6, session 12).
 NATIVE_MAX_BYTES = 6 << 20
+#: Two processes reduce a value of up to this many bytes by sending each other the whole of it
+#: and folding the two in group order (GlooCommunicator._reduce_in_pair), by every reducer XLA
+#: names and every type that computes in itself. Why not gloo's all_reduce for them: it
+#: reduces in place, so the operand had to be copied into a bucket first, and the bucket's
+#: trailer took a 4 MB value past the size at which gloo's ring cuts its buffer into more
+#: segments (0.2-0.5 ms more a call). One message each way, received into the result and folded
+#: there, copies nothing and was faster than gloo's own all_reduce from 1 to 256 MB
+#: (benchmarks/collectives_gloo.md, session 15): as many bytes cross as in gloo's ring, in one
+#: step instead of two. The bound keeps the messages' tags (_pair_tag) within 31 bits.
+PAIR_MAX_BYTES = 512 << 20
+#: the reducers a pair exchange folds on integer and bool values only
+_BITWISE = frozenset({"and", "or", "xor"})
 #: A bucket's all_reduce waits this long before its member says in the store where it waits
 #: (GlooCommunicator._wait), then checks the others' word this often.
 PROBE_AFTER_S = 1.0
@@ -134,6 +150,45 @@ class _BucketCall:
     count: int  # elements of the value (math.prod(shape))
     trailer: trailer.Codec
     waits: PolledWait  # whether its calls end soon enough to poll them (polling.py)
+
+
+@dataclass(frozen=True)
+class _PairCall:
+    """One instruction's all-reduce between two processes (GlooCommunicator._reduce_in_pair: the
+    same group, reducer, op, dtype and shape every call), with what every call of it repeats
+    worked out once, as _BucketCall does for a bucket's."""
+
+    groups: GlooGroups
+    key: tuple[str, str, int]  # PAIR_KEY: the group (groups.bucket_group(key)), not held here
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    op: str
+    peers: tuple[int, ...]  # the other process's device
+    rank: int  # its process
+    header: Block  # this call's header (_announce's fields, kind _PAIR), its sequence number set per call
+    got: Block  # the other's header
+    results: BlockPool
+    count: int
+    nbytes: int
+    ufunc: Any  # the reducer's NumPy ufunc
+    first: bool  # this process's value comes first in group order
+    waits: PolledWait
+
+
+def _pair_tag(nbytes: int) -> int:
+    """The tag of a pair exchange's value of `nbytes` bytes: values of different sizes never
+    meet, since gloo aborts the process when a message and the receive it meets differ in size."""
+    return nbytes
+
+
+def _pairable(value: np.ndarray, reducer: str, max_bytes: int) -> bool:
+    """Whether two processes can reduce `value` by `reducer` in a pair exchange: a reducer XLA
+    names, a type that computes in itself (the narrow floats accumulate in f32), a size up to
+    `max_bytes` (PAIR_MAX_BYTES)."""
+    dtype = value.dtype
+    return (reducer in REDUCERS and 0 < value.nbytes <= max_bytes and compute_dtype(dtype) == dtype
+            and dtype.kind in "biufc" and (reducer not in _BITWISE or dtype.kind in "biu")
+            and (dtype.kind != "c" or reducer in ("add", "multiply")))
 
 
 def _torch_dtype(torch: Any, text: str) -> Any:
@@ -209,12 +264,15 @@ class GlooCommunicator:
         self.local: Any = None
         self._seq = 0
         self._failure: CollectiveError | None = None
-        #: (group, dtype, shape, reducer, op) -> its bucket call (_BucketCall); `_direct`: those reduce
-        #: takes at once (this process's only device of the group); `_pools`: the buckets' buffers
-        self._calls: dict[tuple[Any, ...], _BucketCall] = {}
-        self._direct: dict[tuple[Any, ...], _BucketCall] = {}
+        #: (group, dtype, shape, reducer, op) -> its bucket call or pair exchange (_BucketCall,
+        #: _PairCall); `_direct`: those reduce takes at once (this process's only device of the group);
+        #: `_pools`: the buckets' buffers and the pair exchanges' results
+        self._calls: dict[tuple[Any, ...], _BucketCall | _PairCall] = {}
+        self._direct: dict[tuple[Any, ...], _BucketCall | _PairCall] = {}
         self._pools: dict[tuple[str, str, int], BlockPool] = {}
         self._poll_window = window_from_env()
+        #: the largest value two processes reduce in a pair exchange (0: none; the benchmark's A/B)
+        self._pair_max = PAIR_MAX_BYTES
 
     def _process_groups(self) -> GlooGroups:
         if self._groups is None:
@@ -300,20 +358,22 @@ class GlooCommunicator:
         return local_value if self._ranks[sources[0]] == here else np.array(values[sources[0]], copy=True)
 
     def reduce(self, group: tuple[int, ...], value: np.ndarray, reducer: str, *, op: str = "") -> np.ndarray | None:
-        """The group's reduction of `value` by gloo's own all_reduce: one call whose ring steps
-        wait in C++, instead of a reduce-scatter and an all-gather each waited for from Python.
+        """The group's reduction of `value` in one step whose waits are in C++, instead of a
+        reduce-scatter and an all-gather each waited for from Python, when the group is every
+        device of the world (one per process, or several: _reduce_local_first); else None, and
+        the caller reduce-scatters and all-gathers. Between two processes (with a store to make
+        groups), a pair exchange (_reduce_in_pair: every reducer XLA names, every type that
+        computes in itself, up to PAIR_MAX_BYTES). Among more, gloo's own all_reduce, below
+        NATIVE_MAX_BYTES where gloo reduces as XLA does (_NATIVE_REDUCERS, _NATIVE_DTYPES).
         gloo aborts the process on a size mismatch, so sizes must agree before gloo sees them:
         when the groups can make more groups (a store), the value is padded to a bucket with a
         group of its own and checked after the reduction by a trailer (trailer.py: no exchange
         before, one gloo call in all); the first call of a bucket, or past the groups' cap of
-        buckets, the members first exchange headers (instruction, group, kind, dtype, shape).
-        Only below NATIVE_MAX_BYTES, where gloo reduces as XLA does (_NATIVE_REDUCERS,
-        _NATIVE_DTYPES) and the group is every device of the world (one per process, or several:
-        _reduce_local_first); else None, and the caller reduce-scatters and all-gathers. Every member
-        gets the same bits (for two members those of the group-order fold, the operations
-        commuting; for more, in the order of gloo's ring). A call repeating one that reduced in
-        a bucket (the same group, reducer, op, dtype and shape) skips the checks: their answers
-        were the same (_BucketCall)."""
+        buckets, the members first exchange headers (instruction, group, kind, dtype, shape), as
+        they do at the first pair exchange of the world. Every member gets the same bits (the
+        group-order fold's for two members; for more, in the order of gloo's ring). A call
+        repeating one (the same group, reducer, op, dtype and shape) skips the checks whose
+        answers its first call fixed (_BucketCall, _PairCall)."""
         value = np.asarray(value)
         op = op or "a collective"
         if type(group) is tuple:
@@ -324,21 +384,26 @@ class GlooCommunicator:
         group = tuple(int(d) for d in group)
         self._check_group(group, op)
         names = _NATIVE_REDUCERS["f" if value.dtype.kind == "f" else "iu"] if value.dtype in _NATIVE_DTYPES else {}
-        if (reducer not in names or not 0 < value.nbytes < NATIVE_MAX_BYTES or value.ndim > _MAX_DIMS
-                or len(set(group)) != len(group) or len(group) < 2):
+        native = reducer in names and 0 < value.nbytes < NATIVE_MAX_BYTES
+        pairable = _pairable(value, reducer, self._pair_max)
+        if not (native or pairable) or value.ndim > _MAX_DIMS or len(set(group)) != len(group) or len(group) < 2:
             return None
         groups = self._process_groups()
         processes = groups.data.size()
         several = len(set(self._ranks)) != len(self._ranks)
         if (len(group) != self.world_size or processes < 2) if several else len(group) != processes:
             return None  # a sub-group: the chunked path (gloo's groups are every process)
+        pair = pairable and processes == 2 and groups.can_bucket
+        if not (native or pair):
+            return None
         local = tuple(d for d in group if self._ranks[d] == self.rank)
         if len(local) == 1:
-            return self._reduce_over_processes(groups, group, value, reducer, op, names, direct=True)
-        return self._reduce_local_first(groups, group, local, value, reducer, op, names)
+            return self._reduce_over_processes(groups, group, value, reducer, op, names, direct=True, pair=pair)
+        return self._reduce_local_first(groups, group, local, value, reducer, op, names, pair)
 
     def _reduce_local_first(self, groups: GlooGroups, group: tuple[int, ...], local: tuple[int, ...],
-                            value: np.ndarray, reducer: str, op: str, names: dict[str, str]) -> np.ndarray:
+                            value: np.ndarray, reducer: str, op: str, names: dict[str, str],
+                            pair: bool) -> np.ndarray:
         """This process holds several of the group's devices: they fold their values here (in
         group order), the first of them reduces the fold over the processes with gloo, and the
         others take a copy of its result. Every device's call numbers advance alike (three calls),
@@ -350,8 +415,8 @@ class GlooCommunicator:
         if self.device == local[0]:
             folded = np.array(values[0], copy=True)
             for v in values[1:]:
-                REDUCERS[reducer](folded, v, out=folded)  # in place; no bool (_NATIVE_DTYPES)
-            result = self._reduce_over_processes(groups, group, folded, reducer, op, names)
+                reducer_ufunc(reducer, folded.dtype)(folded, v, out=folded)  # in place
+            result = self._reduce_over_processes(groups, group, folded, reducer, op, names, pair=pair)
         else:
             self._seq += 1  # the first device's call over the processes
         self._seq += 1
@@ -359,11 +424,12 @@ class GlooCommunicator:
         return result if result is not None else np.array(shared[0], copy=True)
 
     def _reduce_over_processes(self, groups: GlooGroups, group: tuple[int, ...], value: np.ndarray, reducer: str,
-                               op: str, names: dict[str, str], direct: bool = False) -> np.ndarray:
+                               op: str, names: dict[str, str], direct: bool = False, pair: bool = False) -> np.ndarray:
         """`value` (this process's part) reduced with the other processes' by gloo's all_reduce,
-        by this process's first device of `group` with the other processes' first devices.
-        `direct`: this device is its process's only one in `group` (reduce may repeat the call
-        at once: _reduce_again)."""
+        or with the one other process's by a pair exchange (`pair`: _reduce_in_pair), by this
+        process's first device of `group` with the other processes' first devices. `direct`:
+        this device is its process's only one in `group` (reduce may repeat the call at once:
+        _reduce_again)."""
         import torch
         import torch.distributed as dist
 
@@ -375,10 +441,14 @@ class GlooCommunicator:
             firsts.setdefault(self._ranks[d], d)
         peers = tuple(d for d in firsts.values() if d != self.device)
         what = f"{op} {group} {reducer}"
-        options = dist.AllreduceOptions()
-        options.reduceOp = getattr(dist.ReduceOp, names[reducer])
-        key = (value.dtype.str, reducer, trailer.bucket(value.size)) \
-            if groups.can_bucket and trailer.supported(reducer, len(peers) + 1) else None
+        options = None
+        if pair:
+            key: tuple[str, str, int] | None = PAIR_KEY
+        else:
+            options = dist.AllreduceOptions()
+            options.reduceOp = getattr(dist.ReduceOp, names[reducer])
+            key = (value.dtype.str, reducer, trailer.bucket(value.size)) \
+                if groups.can_bucket and trailer.supported(reducer, len(peers) + 1) else None
         bucket = groups.bucket_group(key) if key is not None else None
         # the k-th reduction over the groups on every member, checked by probes while it waits
         groups.steps += 1
@@ -386,8 +456,7 @@ class GlooCommunicator:
                        f"B {' '.join(map(str, key))}" if bucket is not None else f"H {self._seq} {self.device}") \
             if groups.can_bucket else None
         if bucket is not None:
-            call = self._bucket_call(groups, key, group, value, reducer, what, options, op, peers, direct)
-            return self._reduce_in_bucket(call, bucket, value, probe)
+            return self._reduce_in(groups, key, bucket, group, value, reducer, what, options, op, peers, direct, probe)
         result = np.empty(value.shape, value.dtype)  # gloo reduces in place: the caller's value stays as it is
 
         def copy() -> None:
@@ -396,7 +465,7 @@ class GlooCommunicator:
             probe.groups.probe(probe.step, f"{probe.where}\n{probe.what}".encode())
         try:
             shapes = self._announce(torch, _REDUCE, what, dict.fromkeys(peers, value), value.dtype,
-                                    op, peers, meanwhile=copy)
+                                    op, peers, meanwhile=copy if key != PAIR_KEY else None)
         except CollectiveError:
             # a member waiting in a bucket (which this member has no group for yet) released these
             # headers with empty ones: release it in turn, and name both
@@ -412,15 +481,119 @@ class GlooCommunicator:
                                              f"device(s) {bad} of shape(s) {[list(shapes[d]) for d in bad]}",
                                              devices=bad))
         # every member agreed on this key: each makes its group now, at the same call
-        bucket = groups.make_bucket_group(key) if key is not None else None
+        bucket = groups.make_bucket_group(key) if key is not None else None  # never None for PAIR_KEY
         if bucket is not None and probe is not None:
             probe = _Probe(probe.groups, probe.step, probe.what, f"B {' '.join(map(str, key))}")
         if bucket is not None:
-            call = self._bucket_call(groups, key, group, value, reducer, what, options, op, peers, direct)
-            return self._reduce_in_bucket(call, bucket, value, probe)
+            return self._reduce_in(groups, key, bucket, group, value, reducer, what, options, op, peers, direct, probe)
         with _GlooErrors(self, op, peers):
             groups.data.allreduce([torch.from_numpy(result.reshape(-1))], options).wait()
         return result
+
+    def _reduce_in(self, groups: GlooGroups, key: tuple[str, str, int], bucket: Any, group: tuple[int, ...],
+                   value: np.ndarray, reducer: str, what: str, options: Any, op: str, peers: tuple[int, ...],
+                   direct: bool, probe: _Probe | None) -> np.ndarray:
+        """The reduction in `key`'s group `bucket`: a pair exchange (no probe: _reduce_in_pair) or a
+        bucket's all_reduce."""
+        if key == PAIR_KEY:
+            return self._reduce_in_pair(self._pair_call(groups, group, value, reducer, what, op, peers, direct),
+                                        bucket, value)
+        call = self._bucket_call(groups, key, group, value, reducer, what, options, op, peers, direct)
+        return self._reduce_in_bucket(call, bucket, value, probe)
+
+    def _pair_call(self, groups: GlooGroups, group: tuple[int, ...], value: np.ndarray, reducer: str, what: str,
+                   op: str, peers: tuple[int, ...], direct: bool) -> _PairCall:
+        """The _PairCall of this reduction (made at its first call), kept for reduce's next ones
+        when `direct`."""
+        import torch
+
+        at = (group, value.dtype, value.shape, reducer, op)
+        call = self._calls.get(at)
+        if call is None:
+            key = ("pair", value.dtype.str, trailer.bucket(value.size))  # results of similar sizes share blocks
+            pool = self._pools.get(key)
+            if pool is None:
+                pool = self._pools[key] = BlockPool(key[2], value.dtype, torch.from_numpy)
+            first = next(d for d in group if self._ranks[d] in (self.rank, self._ranks[peers[0]])) == self.device
+            header, got = (Block(_HEADER, np.dtype(np.int64), torch.from_numpy) for _ in range(2))
+            header.array[:] = self._header(np.array((0, _digest(op), _digest(what), _PAIR, _digest(value.dtype.str)),
+                                                    np.int64), value)
+            call = self._calls[at] = _PairCall(
+                groups, PAIR_KEY, value.shape, value.dtype, op, peers, self._ranks[peers[0]], header, got, pool,
+                value.size, value.nbytes, reducer_ufunc(reducer, value.dtype), first, PolledWait(self._poll_window))
+        if direct:
+            self._direct[at] = call
+        return call
+
+
+    def _reduce_in_pair(self, call: _PairCall, group: Any, value: np.ndarray) -> np.ndarray:
+        """The reduction of `value` with the other process's: each sends the other its value (in
+        the pair group `group`, tagged by its size) and, at the same time, the call's header (on
+        the control group, as every exchange's: _announce), receives the other's value into a
+        result block and folds its own into it in group order (so both get the same bits).
+        Nothing is copied (a read-only or strided operand excepted), and no round trip comes
+        before the value. A header that differs from this call's is a CollectiveError on both,
+        never a result: whichever exchange the other reached, it learns of this one from the
+        header and completes this value's messages (_release_pair), as this one does for the
+        other's value when that is a pair exchange's of another size. Its waits are not probed:
+        a gloo send or receive waited for with a timeout fails its whole group."""
+        import torch
+
+        if not (value.flags.c_contiguous and value.flags.writeable):  # torch wants a writeable buffer
+            value = np.array(value, order="C")
+        nbytes, peer, device = call.nbytes, call.rank, call.peers[0]
+        header, got = call.header, call.got
+        header.array[0] = self._seq
+        result = call.results.take().array[:call.count].reshape(call.shape)
+        tag = _pair_tag(nbytes)
+        control = call.groups.control
+        waits = call.waits
+        with _GlooErrors(self, call.op, call.peers):
+            posted = time.perf_counter()
+            heard = (control.recv([got.tensor], peer, self._tag(device, self.device, 0)),
+                     control.send([header.tensor], peer, self._tag(self.device, device, 0)))
+            works = (group.recv([torch.from_numpy(result.reshape(-1).view(np.uint8))], peer, tag),
+                     group.send([torch.from_numpy(value.reshape(-1).view(np.uint8))], peer, tag))
+            waits.poll((*heard, *works), posted)  # while its calls end within the window (polling.py)
+            for work in heard:
+                work.wait()
+            if got.raw != header.raw:
+                theirs = got.array
+                if theirs[3] == _PAIR and theirs[4] != nbytes:  # its value waits for messages of its size
+                    self._release_pair(int(theirs[4]), device)
+                for work in works:  # completed by the other's value or by its release of this one
+                    work.wait()
+                raise self._fail(CollectiveError(
+                    f"mismatched collectives at call {self._seq}: device {self.device} runs {call.op} on {call.dtype} "
+                    f"values; device {device}, at {self._at(theirs)}, runs another instruction, group or value type",
+                    devices=[device]))
+            for work in works:
+                work.wait()
+            waits.learn(posted, time.perf_counter())
+        if call.first:  # elementwise, so folding into the received value reads each element before writing it
+            call.ufunc(value, result, out=result)
+        else:
+            call.ufunc(result, value, out=result)
+        return result
+
+    def _at(self, header: np.ndarray) -> str:
+        """Which call another device's header is of, as a mismatch names it."""
+        return f"call {int(header[0])}" if header[0] != self._seq else "the same call"
+
+    def _release_pair(self, nbytes: int, device: int) -> None:
+        """Complete the messages of the pair exchange of a value of `nbytes` bytes that `device`
+        waits in, which this device's exchange does not match: zeros each way, never read. Best
+        effort: the mismatch is the error to report."""
+        import torch
+
+        group = self._process_groups().bucket_group(PAIR_KEY)
+        if group is None:
+            return
+        rank, tag = self._ranks[device], _pair_tag(nbytes)
+        with contextlib.suppress(Exception):
+            for work in (group.send([torch.zeros(nbytes, dtype=torch.uint8)], rank, tag),
+                         group.recv([torch.zeros(nbytes, dtype=torch.uint8)], rank, tag)):
+                work.wait()
 
     def _bucket_call(self, groups: GlooGroups, key: tuple[str, str, int], group: tuple[int, ...],
                      value: np.ndarray, reducer: str, what: str, options: Any, op: str, peers: tuple[int, ...],
@@ -444,14 +617,16 @@ class GlooCommunicator:
             self._direct[at] = call
         return call
 
-    def _reduce_again(self, call: _BucketCall, bucket: Any, value: np.ndarray) -> np.ndarray:
-        """A reduction that went through `call`'s bucket before, again: what _reduce_over_processes
+    def _reduce_again(self, call: _BucketCall | _PairCall, bucket: Any, value: np.ndarray) -> np.ndarray:
+        """A reduction that went through `call`'s group before, again: what _reduce_over_processes
         does for it, without the checks whose answers are fixed by the call's key."""
         self._seq += 1
         if self._failure is not None:
             raise CollectiveError(str(self._failure), devices=self._failure.devices, origin=self._failure.origin)
         groups = call.groups
         groups.steps += 1
+        if type(call) is _PairCall:
+            return self._reduce_in_pair(call, bucket, value)
         return self._reduce_in_bucket(call, bucket, value, _Probe(groups, groups.steps,
                                                                   f"call {self._seq}: {call.said}", call.where))
 
@@ -646,10 +821,11 @@ class GlooCommunicator:
         shapes = {}
         for d, h in headers.items():
             if not np.array_equal(h[[0, 1, 2, 3, 5]], mine):
-                at = f"call {int(h[0])}" if h[0] != self._seq else "the same call"
+                if h[3] == _PAIR:  # its value waits for this device beside its header
+                    self._release_pair(int(h[4]), d)
                 raise self._fail(CollectiveError(
                     f"mismatched collectives at call {self._seq}: device {self.device} runs {op} on "
-                    f"{dtype} values; device {d}, at {at}, runs another instruction, group or value type",
+                    f"{dtype} values; device {d}, at {self._at(h)}, runs another instruction, group or value type",
                     devices=[d]))
             shape = tuple(int(n) for n in h[7:7 + int(h[6])])
             if not 0 <= h[6] <= _MAX_DIMS or int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != h[4]:

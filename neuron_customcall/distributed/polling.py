@@ -12,9 +12,10 @@ once when their data arrives: in the all-reduce benchmark, whose two processes m
 fewer 1 MB calls stalled and the median call was faster than a blocking one (under moderate load
 at 4 MB too), for 1.0-1.4x gloo's CPU time per call (benchmarks/collectives_gloo.md, session 13).
 
-Polling pays only while the call ends soon: each bucket call (GlooCommunicator.reduce's
-_BucketCall) keeps how long its calls usually take (`typical`, polled or not), and polls a call
-for up to twice that, at least `POLL_S` and at most the window (`POLL_MAX_S`): a 4 MB call polled
+Polling pays only while the call ends soon: each bucket call or pair exchange
+(GlooCommunicator.reduce's _BucketCall, _PairCall) keeps how long its calls usually take
+(`typical`, polled or not), and polls a call for up to twice that, at least `POLL_S` and at most
+the window (`POLL_MAX_S`): a 4 MB call polled
 only for its first 1.5 ms then blocked through the rest, and its stalls with it. A score says how
 often its calls ended within their poll; below `HIT_MIN` (a host so busy that calls take longer,
 a slow network between hosts, values that take longer than the window to cross) its waits block
@@ -79,7 +80,7 @@ def window_from_env() -> float:
 
 
 class PolledWait:
-    """The polling of one kind of call (one bucket call): how long its calls take, its score,
+    """The polling of one kind of call (one bucket call or pair exchange): how long its calls take, its score,
     and the poll itself."""
 
     __slots__ = ("window", "typical", "score", "polled", "ended")

@@ -107,10 +107,11 @@ class GlooGroups:
     def make_bucket_group(self, key: tuple[str, str, int]) -> Any | None:
         """A new gloo group for `key`, which every member makes at the same call (after agreeing
         on it); None past MAX_BUCKET_GROUPS (each holds threads and a connection per peer), the
-        same answer on every member whose calls agreed so far."""
+        same answer on every member whose calls agreed so far. PAIR_KEY's group is made past it:
+        it is one group for every two-process reduction, which has no other way through gloo."""
         import torch.distributed as dist
 
-        if len(self._buckets) >= MAX_BUCKET_GROUPS:
+        if len(self._buckets) >= MAX_BUCKET_GROUPS and key != PAIR_KEY:
             return None
         data = self.data
         name = f"bucket{len(self._buckets)}"
@@ -185,6 +186,9 @@ _exit_hook: list[bool] = []
 _FOREVER: list[Any] = []
 #: bucket groups (trailer.py) at most, per GlooGroups
 MAX_BUCKET_GROUPS = 8
+#: the key of the group in which two processes exchange whole values to reduce them
+#: (GlooCommunicator's pair exchange: every size in one group, the size in the messages' tags)
+PAIR_KEY = ("", "pair", 0)
 #: how long exit waits for gloo's threads to stop (idle groups: 0.2-0.3 s measured on localhost)
 CLOSE_TIMEOUT_S = 10.0
 

@@ -25,9 +25,9 @@ def main() -> int:
     calls = []
     over = gloo.GlooCommunicator._reduce_over_processes
 
-    def counted(self, groups, group, value, reducer, op, names):
+    def counted(self, groups, group, value, reducer, op, names, **kw):
         calls.append([self.device, reducer])
-        return over(self, groups, group, value, reducer, op, names)
+        return over(self, groups, group, value, reducer, op, names, **kw)
     gloo.GlooCommunicator._reduce_over_processes = counted
     exe = load_artifact(compile_module(hlo.load(open(hlo_path).read())))
     mine = [2 * rank, 2 * rank + 1]

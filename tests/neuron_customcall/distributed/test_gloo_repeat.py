@@ -1,7 +1,7 @@
-"""An all-reduce repeated over runs reduces in its bucket without the checks of its first call
-(GlooCommunicator._reduce_again) and hands out the bucket's buffer as its result
-(distributed/blocks.py): every run's result, kept while later runs reduce, equals NumPy's
-reduction of its own inputs; a bucket keeps only two free buffers once results are dropped; and
+"""An all-reduce between two processes repeated over runs goes to its pair exchange without the
+checks of its first call (GlooCommunicator._reduce_again) and hands out a pooled buffer as its
+result (distributed/blocks.py): every run's result, kept while later runs reduce, equals NumPy's
+reduction of its own inputs; a pool keeps only two free buffers once results are dropped; and
 a rank that reaches another collective at a repeated call still fails on both ranks."""
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def test_every_kept_result_of_a_repeated_all_reduce_is_its_own_run_s(tmp_path: P
                 np.testing.assert_array_equal(g, w, err_msg=f"run {k}, rank {rank}")
     for rank in range(2):
         kept, dropped, only_groups_hold_buckets, _ = json.loads((tmp_path / f"out{rank}.pools.json").read_text())
-        assert only_groups_hold_buckets == [True, True]
-        # f32 add (two instructions share the bucket: two buffers a run), s32 maximum (one a run)
+        assert only_groups_hold_buckets == [True]  # two processes: the pair exchange's one group
+        # f32 add (two instructions share the result pool: two buffers a run), s32 maximum (one a run)
         assert sorted(kept.values()) == [RUNS, 2 * RUNS] and len(kept) == 2, kept
         assert sorted(dropped.values()) == [2, 2], dropped
 
@@ -97,9 +97,9 @@ GSUM = "  g_sum = f32[30,100] all-reduce(g), replica_groups={{0,1}}, to_apply=ad
 
 
 @pytest.mark.parametrize("other", [
-    # the same bucket (f32 add, 3072 elements) in another instruction: the trailer says so
+    # the same size and type in another instruction, or another size and type: the pair
+    # exchange's headers say so
     "  x_sum = f32[30,100] all-reduce(g), replica_groups={{0,1}}, to_apply=add\n  g_sum = f32[30,100] add(x_sum, g)\n",
-    # another bucket (s32 maximum): the ranks wait in different groups until their probes meet in the store
     "  x_max = s32[5000] all-reduce(i), replica_groups={{0,1}}, to_apply=max\n  g_sum = f32[30,100] add(g, g)\n",
 ])
 def test_a_rank_reaching_another_collective_at_a_repeated_call_fails_on_both(tmp_path: Path, other: str) -> None:
