@@ -514,7 +514,7 @@ class GlooCommunicator:
             pool = self._pools.get(key)
             if pool is None:
                 pool = self._pools[key] = BlockPool(key[2], value.dtype, torch.from_numpy)
-            first = next(d for d in group if self._ranks[d] in (self.rank, self._ranks[peers[0]])) == self.device
+            first = self._ranks[group[0]] == self.rank  # two processes: this one holds the group's first device
             header, got = (Block(_HEADER, np.dtype(np.int64), torch.from_numpy) for _ in range(2))
             header.array[:] = self._header(np.array((0, _digest(op), _digest(what), _PAIR, _digest(value.dtype.str)),
                                                     np.int64), value)
@@ -524,7 +524,6 @@ class GlooCommunicator:
         if direct:
             self._direct[at] = call
         return call
-
 
     def _reduce_in_pair(self, call: _PairCall, group: Any, value: np.ndarray) -> np.ndarray:
         """The reduction of `value` with the other process's: each sends the other its value (in
