@@ -562,10 +562,7 @@ class GlooCommunicator:
                     self._release_pair(int(theirs[4]), device)
                 for work in works:  # completed by the other's value or by its release of this one
                     work.wait()
-                raise self._fail(CollectiveError(
-                    f"mismatched collectives at call {self._seq}: device {self.device} runs {call.op} on {call.dtype} "
-                    f"values; device {device}, at {self._at(theirs)}, runs another instruction, group or value type",
-                    devices=[device]))
+                raise self._header_mismatch(call.op, call.dtype, device, theirs)
             for work in works:
                 work.wait()
             waits.learn(posted, time.perf_counter())
@@ -575,9 +572,13 @@ class GlooCommunicator:
             call.ufunc(result, value, out=result)
         return result
 
-    def _at(self, header: np.ndarray) -> str:
-        """Which call another device's header is of, as a mismatch names it."""
-        return f"call {int(header[0])}" if header[0] != self._seq else "the same call"
+    def _header_mismatch(self, op: str, dtype: np.dtype, device: int, header: np.ndarray) -> CollectiveError:
+        """The error (recorded: _fail) when `device`'s header, `header`, is not of this device's
+        call, instruction, group, kind and type (_announce, _reduce_in_pair)."""
+        at = f"call {int(header[0])}" if header[0] != self._seq else "the same call"
+        return self._fail(CollectiveError(
+            f"mismatched collectives at call {self._seq}: device {self.device} runs {op} on {dtype} values; "
+            f"device {device}, at {at}, runs another instruction, group or value type", devices=[device]))
 
     def _release_pair(self, nbytes: int, device: int) -> None:
         """Complete the messages of the pair exchange of a value of `nbytes` bytes that `device`
@@ -822,10 +823,7 @@ class GlooCommunicator:
             if not np.array_equal(h[[0, 1, 2, 3, 5]], mine):
                 if h[3] == _PAIR:  # its value waits for this device beside its header
                     self._release_pair(int(h[4]), d)
-                raise self._fail(CollectiveError(
-                    f"mismatched collectives at call {self._seq}: device {self.device} runs {op} on "
-                    f"{dtype} values; device {d}, at {self._at(h)}, runs another instruction, group or value type",
-                    devices=[d]))
+                raise self._header_mismatch(op, dtype, d, h)
             shape = tuple(int(n) for n in h[7:7 + int(h[6])])
             if not 0 <= h[6] <= _MAX_DIMS or int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != h[4]:
                 raise self._fail(CollectiveError(f"{op}: device {d} announced {int(h[4])} bytes of shape "
