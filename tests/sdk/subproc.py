@@ -9,7 +9,9 @@ the path too. A fresh process also gives each program the device it asks for: to
 device at the first use, and the suite's own process runs PJRT_DEVICE=CPU."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,7 @@ def entry_points_dir() -> Path:
     """A directory holding a dist-info with this checkout's entry points (pyproject.toml)."""
     groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("entry-points", {})
     base = Path(tempfile.mkdtemp(prefix="neuron-customcall-entry-points-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)  # one per test process, gone with it
     info = base / "neuron_customcall_checkout-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: neuron-customcall-checkout\nVersion: 0\n")
