@@ -42,9 +42,11 @@ import json, sys
 LARGE = ("torch", "torch-xla", "triton", "jaxlib")
 with open(sys.argv[1], encoding="utf-8") as f:
     wanted = [item["metadata"] for item in json.load(f)["install"]]
-large = [m for m in wanted if m["name"].lower() in LARGE or m["name"].lower().startswith("nvidia-")]
+def name(m):  # as PEP 503 compares names: torch_xla, Torch-XLA and torch-xla are one
+    return m["name"].lower().replace("_", "-").replace(".", "-")
+large = [m for m in wanted if name(m) in LARGE or name(m).startswith("nvidia-")]
 # torch's wheel is the largest: first, while the disk holds least.
-large.sort(key=lambda m: m["name"].lower() != "torch")
+large.sort(key=lambda m: name(m) != "torch")
 for m in large:
     print(f"{m['name']}=={m['version']}")
 PY
