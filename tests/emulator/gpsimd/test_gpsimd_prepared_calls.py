@@ -671,7 +671,6 @@ def test_a_worker_that_woke_late_polls_for_the_next_call_all_the_same(private_ru
     runner, host = private_runner("access_ops")
     spec = TensorSpec("float32", (1000,))
     op = host.descriptor.op("double_it")
-    words = runner._worker.control.words
     # A busy machine can delay the test's late call past the cap; that attempt proves nothing and
     # the next one starts afresh. Each attempt has a call id of its own: what a worker learned
     # about one id is never reset, and an attempt's 20 ms call, which comes long after the short
@@ -681,6 +680,7 @@ def test_a_worker_that_woke_late_polls_for_the_next_call_all_the_same(private_ru
         prepared = runner.prepare(op, [spec], spec)
         assert np.array_equal(runner.call(prepared, [X]).output.view(np.float32), 2 * X)  # sent to the worker
         worker = runner._worker
+        words = worker.control.words
         _call_by_hand(worker, prepared.id, cap, token=True, ahead=ahead)  # nothing learned: it polls the cap, then sleeps
         time.sleep(0.02)
         _call_by_hand(worker, prepared.id, cap, token=True, ahead=ahead)  # 20 ms later: learned; it sleeps at once
@@ -706,6 +706,10 @@ def test_a_host_that_wakes_the_worker_polls_for_the_reply_while_cpus_are_free(pr
     monkeypatch.setattr(control, "HOST_SPIN", 30.0)
     monkeypatch.setattr(control, "PREEMPTED", 30.0)  # this test's polls are never given up
     monkeypatch.setattr(control, "worker_spin", lambda: 50e-6)
+    # No timed sleeps (word WAKE_AHEAD 0): the worker flags those as waiting too, and one that
+    # ends between the test's look at the flag and its call leaves the worker polling, not
+    # asleep, when the call comes (the test's few-ms gaps are within SLEEP_THROUGH).
+    monkeypatch.setattr(control, "wake_ahead", lambda spin: 0.0)
     runner, host = private_runner("access_ops")
     spec = TensorSpec("float32", (1000,))
     prepared = runner.prepare(host.descriptor.op("double_it"), [spec], spec)
@@ -721,6 +725,7 @@ def test_a_host_that_wakes_the_worker_polls_for_the_reply_while_cpus_are_free(pr
         assert np.array_equal(runner.call(prepared, [X + k]).output.view(np.float32), 2 * (X + k))
         assert (worker.waits.woke, worker.waits.slept) == (woke + 1, slept)
         assert _pending(worker.req_w) == 0 and _pending(worker.resp_r) == 0
+    assert page.words[control.WORKER_TIMED] == 0
 
 
 def _busy(seconds: float) -> None:
